@@ -1,0 +1,179 @@
+#include "atomic_file.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define HM_AFILE_MAX_LIVE 64
+
+struct hm_afile {
+    FILE *fp;
+    int is_stdout;
+    char *path;
+    char *tmp;
+    int slot;
+};
+
+/* Signal handlers read this list; entries are set before the file exists and
+ * cleared before the name is freed. */
+static char *volatile live_tmp[HM_AFILE_MAX_LIVE];
+
+static int live_add(char *tmp)
+{
+    for (int i = 0; i < HM_AFILE_MAX_LIVE; i++) {
+        if (!live_tmp[i]) {
+            live_tmp[i] = tmp;
+            return i;
+        }
+    }
+    return -1;
+}
+
+static void live_del(int slot)
+{
+    if (slot >= 0)
+        live_tmp[slot] = NULL;
+}
+
+void hm_afile_cleanup_all(void)
+{
+    for (int i = 0; i < HM_AFILE_MAX_LIVE; i++) {
+        char *t = live_tmp[i];
+        if (t)
+            unlink(t);
+    }
+}
+
+int hm_same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    if (stat(a, &sa) != 0 || stat(b, &sb) != 0)
+        return 0;
+    return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+enum hm_status hm_afile_open(const char *path, int flags, struct hm_afile **out,
+                             struct hm_error *err)
+{
+    *out = NULL;
+    struct hm_afile *af = calloc(1, sizeof *af);
+    if (!af)
+        return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+    af->slot = -1;
+    if (strcmp(path, "-") == 0) {
+        af->fp = stdout;
+        af->is_stdout = 1;
+        af->path = strdup("-");
+        if (!af->path) {
+            free(af);
+            return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+        }
+        *out = af;
+        return HM_OK;
+    }
+    struct stat st;
+    if (stat(path, &st) == 0) {
+        if (S_ISDIR(st.st_mode)) {
+            free(af);
+            return hm_error_set(err, HM_ERR_INVALID, "output is a directory");
+        }
+        if (!(flags & HM_AFILE_FORCE)) {
+            free(af);
+            return hm_error_set(err, HM_ERR_INVALID,
+                                "output exists (use -f/--force to replace it)");
+        }
+    }
+    af->path = strdup(path);
+    size_t n = strlen(path);
+    af->tmp = malloc(n + 32);
+    if (!af->path || !af->tmp) {
+        free(af->path);
+        free(af->tmp);
+        free(af);
+        return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+    }
+    /* "<dir>/.<base>.tmp.XXXXXX" in the same directory, so rename is atomic */
+    const char *slash = strrchr(path, '/');
+    size_t dirlen = slash ? (size_t)(slash - path + 1) : 0;
+    memcpy(af->tmp, path, dirlen);
+    snprintf(af->tmp + dirlen, n + 32 - dirlen, ".%s.tmp.XXXXXX", path + dirlen);
+    af->slot = live_add(af->tmp);
+    int fd = mkstemp(af->tmp);
+    if (fd < 0) {
+        int e = errno;
+        live_del(af->slot);
+        free(af->path);
+        free(af->tmp);
+        free(af);
+        return hm_error_set_errno(err, HM_ERR_IO, e, "cannot create a temporary file");
+    }
+    fchmod(fd, 0644);
+    af->fp = fdopen(fd, "wb");
+    if (!af->fp) {
+        int e = errno;
+        close(fd);
+        unlink(af->tmp);
+        live_del(af->slot);
+        free(af->path);
+        free(af->tmp);
+        free(af);
+        return hm_error_set_errno(err, HM_ERR_IO, e, "cannot open a temporary file");
+    }
+    *out = af;
+    return HM_OK;
+}
+
+FILE *hm_afile_stream(struct hm_afile *af) { return af->fp; }
+
+const char *hm_afile_path(const struct hm_afile *af) { return af->path; }
+
+static void afile_free(struct hm_afile *af)
+{
+    live_del(af->slot);
+    free(af->tmp);
+    free(af->path);
+    free(af);
+}
+
+enum hm_status hm_afile_commit(struct hm_afile *af, struct hm_error *err)
+{
+    enum hm_status st = HM_OK;
+    if (af->is_stdout) {
+        if (fflush(stdout) != 0 || ferror(stdout))
+            st = hm_error_set_errno(err, HM_ERR_IO, errno, "cannot write to stdout");
+        afile_free(af);
+        return st;
+    }
+    int e = 0;
+    if (fflush(af->fp) != 0 || ferror(af->fp))
+        e = errno ? errno : EIO;
+    else if (fsync(fileno(af->fp)) != 0 && errno != EINVAL)
+        e = errno;
+    if (fclose(af->fp) != 0 && !e)
+        e = errno ? errno : EIO;
+    af->fp = NULL;
+    if (!e && rename(af->tmp, af->path) != 0)
+        e = errno;
+    if (e) {
+        unlink(af->tmp);
+        st = hm_error_set_errno(err, HM_ERR_IO, e, "cannot write the output");
+    }
+    afile_free(af);
+    return st;
+}
+
+void hm_afile_abort(struct hm_afile *af)
+{
+    if (!af)
+        return;
+    if (!af->is_stdout) {
+        if (af->fp)
+            fclose(af->fp);
+        unlink(af->tmp);
+    } else {
+        fflush(stdout);
+    }
+    afile_free(af);
+}

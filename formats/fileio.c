@@ -1,0 +1,81 @@
+#include "fileio.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int hm_is_dir(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int hm_is_file(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+enum hm_status hm_read_file(const char *path, size_t max_bytes, char **out, size_t *len,
+                            struct hm_error *err)
+{
+    *out = NULL;
+    *len = 0;
+    int fd = strcmp(path, "-") == 0 ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return hm_error_set_errno(err, HM_ERR_IO, errno, "cannot open");
+    struct stat st;
+    if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+        close(fd);
+        return hm_error_set(err, HM_ERR_IO, "is a directory");
+    }
+    enum hm_status status = HM_OK;
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    if (!buf) {
+        status = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    for (;;) {
+        if (n + 1 >= cap) {
+            if (cap > max_bytes + 1) {
+                status = hm_error_set(err, HM_ERR_INVALID, "file is larger than %zu bytes",
+                                      max_bytes);
+                goto out;
+            }
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) {
+                status = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+                goto out;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        ssize_t r = read(fd, buf + n, cap - n - 1);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            status = hm_error_set_errno(err, HM_ERR_IO, errno, "read failed");
+            goto out;
+        }
+        if (r == 0)
+            break;
+        n += (size_t)r;
+    }
+    if (n > max_bytes) {
+        status = hm_error_set(err, HM_ERR_INVALID, "file is larger than %zu bytes", max_bytes);
+        goto out;
+    }
+    buf[n] = '\0';
+    *out = buf;
+    *len = n;
+    buf = NULL;
+out:
+    free(buf);
+    if (fd != STDIN_FILENO)
+        close(fd);
+    return status;
+}

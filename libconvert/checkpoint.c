@@ -1,0 +1,478 @@
+/* checkpoint.c — HF folders, sharded indexes and single files as one
+ * logical checkpoint (see checkpoint.h). */
+#include "checkpoint.h"
+
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dtype.h"
+#include "fileio.h"
+
+#define HM_MAX_JSON (100u << 20)
+
+struct hm_ckpt {
+    char *path;
+    char *config_source;
+    struct hm_config cfg;
+    int nfiles;
+    struct hm_st_file **files; /* [nfiles], owned */
+    char **paths;              /* [nfiles], owned */
+    int64_t n;
+    struct hm_ckpt_tensor *t;  /* [n], sorted by name */
+    int64_t *st_index;         /* [n], index of t[i] within its file */
+};
+
+void hm_ckpt_close(struct hm_ckpt *ck)
+{
+    if (!ck)
+        return;
+    for (int i = 0; i < ck->nfiles; i++) {
+        hm_st_close(ck->files[i]);
+        free(ck->paths[i]);
+    }
+    free(ck->files);
+    free(ck->paths);
+    free(ck->t);
+    free(ck->st_index);
+    free(ck->config_source);
+    free(ck->path);
+    free(ck);
+}
+
+int hm_is_ignored_buffer(const char *name)
+{
+    static const char *suffix[] = {".attention.bias", ".attention.masked_bias",
+                                   ".rotary_emb.inv_freq"};
+    size_t n = strlen(name);
+    for (size_t i = 0; i < sizeof suffix / sizeof *suffix; i++) {
+        size_t k = strlen(suffix[i]);
+        if (n >= k && strcmp(name + n - k, suffix[i]) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+static char *path_join(const char *dir, const char *name)
+{
+    size_t a = strlen(dir), b = strlen(name);
+    char *p = malloc(a + b + 2);
+    if (!p)
+        return NULL;
+    memcpy(p, dir, a);
+    size_t k = a;
+    if (a && dir[a - 1] != '/')
+        p[k++] = '/';
+    memcpy(p + k, name, b + 1);
+    return p;
+}
+
+/* Directory part of path ("." if none). owned. */
+static char *path_dir(const char *path)
+{
+    const char *s = strrchr(path, '/');
+    if (!s)
+        return strdup(".");
+    if (s == path)
+        return strdup("/");
+    return strndup(path, (size_t)(s - path));
+}
+
+static enum hm_status add_file(struct hm_ckpt *ck, const char *path, struct hm_error *err)
+{
+    struct hm_st_file **nf = realloc(ck->files, sizeof *nf * (size_t)(ck->nfiles + 1));
+    if (nf)
+        ck->files = nf;
+    char **np = nf ? realloc(ck->paths, sizeof *np * (size_t)(ck->nfiles + 1)) : NULL;
+    if (!nf || !np)
+        return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+    ck->paths = np;
+    ck->paths[ck->nfiles] = strdup(path);
+    if (!ck->paths[ck->nfiles])
+        return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+    enum hm_status st = hm_st_open(path, &ck->files[ck->nfiles], err);
+    if (st != HM_OK) {
+        free(ck->paths[ck->nfiles]);
+        return st;
+    }
+    ck->nfiles++;
+    return HM_OK;
+}
+
+static int cmp_tensor_name(const void *a, const void *b, void *ctx)
+{
+    const struct hm_ckpt_tensor *t = ctx;
+    return strcmp(t[*(const int64_t *)a].name, t[*(const int64_t *)b].name);
+}
+
+/* Gather all tensors, sorted by name; a name in two files is an error. */
+static enum hm_status gather(struct hm_ckpt *ck, struct hm_error *err)
+{
+    int64_t total = 0;
+    for (int i = 0; i < ck->nfiles; i++)
+        total += hm_st_n_tensors(ck->files[i]);
+    struct hm_ckpt_tensor *tmp = calloc((size_t)total + 1, sizeof *tmp);
+    int64_t *sti = calloc((size_t)total + 1, sizeof *sti);
+    int64_t *order = calloc((size_t)total + 1, sizeof *order);
+    enum hm_status st = HM_OK;
+    if (!tmp || !sti || !order) {
+        st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    int64_t k = 0;
+    for (int i = 0; i < ck->nfiles; i++) {
+        for (int64_t j = 0; j < hm_st_n_tensors(ck->files[i]); j++, k++) {
+            const struct hm_st_tensor *s = hm_st_tensor_at(ck->files[i], j);
+            tmp[k] = (struct hm_ckpt_tensor){s->name, s->dtype, s->ndim, s->shape,
+                                             s->numel, s->nbytes, i};
+            sti[k] = j;
+            order[k] = k;
+        }
+    }
+    qsort_r(order, (size_t)total, sizeof *order, cmp_tensor_name, tmp);
+    ck->t = calloc((size_t)total + 1, sizeof *ck->t);
+    ck->st_index = calloc((size_t)total + 1, sizeof *ck->st_index);
+    if (!ck->t || !ck->st_index) {
+        st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    for (int64_t i = 0; i < total; i++) {
+        ck->t[i] = tmp[order[i]];
+        ck->st_index[i] = sti[order[i]];
+        if (i > 0 && strcmp(ck->t[i].name, ck->t[i - 1].name) == 0) {
+            st = hm_error_set(err, HM_ERR_FORMAT, "tensor '%s' is in both '%s' and '%s'",
+                              ck->t[i].name, ck->paths[ck->t[i - 1].file],
+                              ck->paths[ck->t[i].file]);
+            goto out;
+        }
+    }
+    ck->n = total;
+out:
+    free(tmp);
+    free(sti);
+    free(order);
+    return st;
+}
+
+/* "model-00001-of-00003.safetensors" → writes "-of-00003.safetensors" tail
+ * into tail; returns 1 if the name has that shape. */
+static int shard_tail(const char *name, char *tail, size_t size)
+{
+    const char *of = strstr(name, "-of-");
+    size_t n = strlen(name);
+    if (!of || n < 12 || strcmp(name + n - 12, ".safetensors") != 0)
+        return 0;
+    snprintf(tail, size, "%s", of);
+    return 1;
+}
+
+static enum hm_status open_index(struct hm_ckpt *ck, const char *index_path,
+                                 struct hm_error *err)
+{
+    char *text = NULL, *dir = path_dir(index_path);
+    size_t len;
+    cJSON *root = NULL;
+    char **shards = NULL;
+    int nshards = 0;
+    enum hm_status st = hm_read_file(index_path, HM_MAX_JSON, &text, &len, err);
+    if (st != HM_OK) {
+        hm_error_prefix(err, "index '%s': ", index_path);
+        goto out;
+    }
+    root = cJSON_ParseWithLength(text, len);
+    const cJSON *wm = root ? cJSON_GetObjectItemCaseSensitive(root, "weight_map") : NULL;
+    if (!root || !cJSON_IsObject(root)) {
+        st = hm_error_set(err, HM_ERR_FORMAT, "index '%s' is not a JSON object", index_path);
+        goto out;
+    }
+    if (!cJSON_IsObject(wm)) {
+        st = hm_error_set(err, HM_ERR_FORMAT, "index '%s' has no 'weight_map' object",
+                          index_path);
+        goto out;
+    }
+    /* distinct shard names, in order of first appearance */
+    int n = cJSON_GetArraySize(wm);
+    shards = calloc((size_t)n + 1, sizeof *shards);
+    if (!shards) {
+        st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    const cJSON *e;
+    cJSON_ArrayForEach(e, wm) {
+        if (!cJSON_IsString(e)) {
+            st = hm_error_set(err, HM_ERR_FORMAT, "index '%s': weight_map['%s'] is not a string",
+                              index_path, e->string);
+            goto out;
+        }
+        const char *s = e->valuestring;
+        if (!s[0] || strchr(s, '/') || strcmp(s, "..") == 0 || strcmp(s, ".") == 0) {
+            st = hm_error_set(err, HM_ERR_FORMAT,
+                              "index '%s': shard name '%s' is not a file in the folder",
+                              index_path, s);
+            goto out;
+        }
+        int found = 0;
+        for (int i = 0; i < nshards && !found; i++)
+            found = strcmp(shards[i], s) == 0;
+        if (!found)
+            shards[nshards++] = (char *)s;
+    }
+    if (nshards == 0) {
+        st = hm_error_set(err, HM_ERR_FORMAT, "index '%s' names no tensors", index_path);
+        goto out;
+    }
+    for (int i = 0; i < nshards; i++) {
+        char *p = path_join(dir, shards[i]);
+        if (!p) {
+            st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+            goto out;
+        }
+        st = add_file(ck, p, err);
+        if (st != HM_OK) {
+            hm_error_prefix(err, "shard '%s' named by index '%s': ", p, index_path);
+            free(p);
+            goto out;
+        }
+        free(p);
+    }
+    /* every index entry exists in the shard it names */
+    cJSON_ArrayForEach(e, wm) {
+        int i = 0;
+        while (strcmp(shards[i], e->valuestring) != 0)
+            i++;
+        if (hm_st_find(ck->files[i], e->string) < 0) {
+            st = hm_error_set(err, HM_ERR_FORMAT,
+                              "index '%s' maps tensor '%s' to shard '%s', which lacks it",
+                              index_path, e->string, ck->paths[i]);
+            goto out;
+        }
+    }
+    /* every shard tensor is in the index, mapped to that shard */
+    for (int i = 0; i < ck->nfiles; i++) {
+        for (int64_t j = 0; j < hm_st_n_tensors(ck->files[i]); j++) {
+            const char *name = hm_st_tensor_at(ck->files[i], j)->name;
+            const cJSON *m = cJSON_GetObjectItemCaseSensitive(wm, name);
+            if (!m) {
+                st = hm_error_set(err, HM_ERR_FORMAT,
+                                  "tensor '%s' in shard '%s' is not in index '%s'", name,
+                                  ck->paths[i], index_path);
+                goto out;
+            }
+            if (strcmp(m->valuestring, shards[i]) != 0) {
+                st = hm_error_set(err, HM_ERR_FORMAT,
+                                  "tensor '%s' is in shard '%s' but index '%s' maps it to '%s'",
+                                  name, ck->paths[i], index_path, m->valuestring);
+                goto out;
+            }
+        }
+    }
+    /* a shard file of the same set that the index does not name */
+    char tail[256];
+    if (shard_tail(shards[0], tail, sizeof tail)) {
+        DIR *d = opendir(dir);
+        struct dirent *de;
+        while (d && (de = readdir(d))) {
+            char t2[256];
+            if (!shard_tail(de->d_name, t2, sizeof t2) || strcmp(t2, tail) != 0)
+                continue;
+            int named = 0;
+            for (int i = 0; i < nshards && !named; i++)
+                named = strcmp(shards[i], de->d_name) == 0;
+            if (!named) {
+                st = hm_error_set(err, HM_ERR_FORMAT, "shard '%s/%s' is not named by index '%s'",
+                                  dir, de->d_name, index_path);
+                break;
+            }
+        }
+        if (d)
+            closedir(d);
+    }
+out:
+    free(shards);
+    cJSON_Delete(root);
+    free(text);
+    free(dir);
+    return st;
+}
+
+static enum hm_status load_config_json(struct hm_ckpt *ck, const char *cfg_path,
+                                       struct hm_error *err)
+{
+    char *text;
+    size_t len;
+    enum hm_status st = hm_read_file(cfg_path, HM_MAX_JSON, &text, &len, err);
+    if (st == HM_OK)
+        st = hm_config_parse(text, len, &ck->cfg, err);
+    free(text);
+    if (st != HM_OK) {
+        hm_error_prefix(err, "config '%s': ", cfg_path);
+        return st;
+    }
+    ck->config_source = strdup(cfg_path);
+    return ck->config_source ? HM_OK : hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+}
+
+/* hm.config of the first file wins for files hm wrote; else config.json in dir. */
+static enum hm_status load_config(struct hm_ckpt *ck, const char *dir, int prefer_json,
+                                  struct hm_error *err)
+{
+    const char *meta = ck->nfiles ? hm_st_metadata_get(ck->files[0], "hm.config") : NULL;
+    char *cfg_path = dir ? path_join(dir, "config.json") : NULL;
+    int have_json = cfg_path && hm_is_file(cfg_path);
+    enum hm_status st;
+    if (meta && !(prefer_json && have_json)) {
+        st = hm_config_parse(meta, strlen(meta), &ck->cfg, err);
+        if (st != HM_OK)
+            hm_error_prefix(err, "hm.config metadata of '%s': ", ck->paths[0]);
+        else if (!(ck->config_source = strdup("hm.config")))
+            st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+    } else if (have_json) {
+        st = load_config_json(ck, cfg_path, err);
+    } else {
+        st = hm_error_set(err, HM_ERR_INVALID,
+                          "no model config: no hm.config metadata and no config.json in '%s'",
+                          dir ? dir : "(stdin)");
+    }
+    free(cfg_path);
+    return st;
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+enum hm_status hm_ckpt_open(const char *path, struct hm_ckpt **out, struct hm_error *err)
+{
+    *out = NULL;
+    struct hm_ckpt *ck = calloc(1, sizeof *ck);
+    if (!ck || !(ck->path = strdup(path))) {
+        free(ck);
+        return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+    }
+    enum hm_status st;
+    char *dir = NULL, *p = NULL;
+    if (strcmp(path, "-") == 0) {
+        if ((st = add_file(ck, "-", err)) == HM_OK)
+            st = load_config(ck, NULL, 0, err);
+    } else if (hm_is_dir(path)) {
+        dir = strdup(path);
+        p = path_join(path, "model.safetensors.index.json");
+        if (!dir || !p) {
+            st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+        } else if (hm_is_file(p)) {
+            st = open_index(ck, p, err);
+        } else {
+            free(p);
+            p = path_join(path, "model.safetensors");
+            if (!p)
+                st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+            else if (!hm_is_file(p))
+                st = hm_error_set(err, HM_ERR_INVALID,
+                                  "folder has neither model.safetensors nor "
+                                  "model.safetensors.index.json");
+            else
+                st = add_file(ck, p, err);
+        }
+        if (st == HM_OK)
+            st = load_config(ck, dir, 1, err);
+    } else if (ends_with(path, ".json")) {
+        dir = path_dir(path);
+        st = dir ? open_index(ck, path, err) : hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+        if (st == HM_OK)
+            st = load_config(ck, dir, 1, err);
+    } else {
+        dir = path_dir(path);
+        st = dir ? add_file(ck, path, err) : hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+        if (st == HM_OK)
+            st = load_config(ck, dir, 0, err);
+    }
+    if (st == HM_OK)
+        st = gather(ck, err);
+    free(dir);
+    free(p);
+    if (st != HM_OK) {
+        hm_ckpt_close(ck);
+        return st;
+    }
+    *out = ck;
+    return HM_OK;
+}
+
+const struct hm_config *hm_ckpt_config(const struct hm_ckpt *ck) { return &ck->cfg; }
+const char *hm_ckpt_config_source(const struct hm_ckpt *ck) { return ck->config_source; }
+int64_t hm_ckpt_n_tensors(const struct hm_ckpt *ck) { return ck->n; }
+
+const struct hm_ckpt_tensor *hm_ckpt_tensor_at(const struct hm_ckpt *ck, int64_t i)
+{
+    return (i >= 0 && i < ck->n) ? &ck->t[i] : NULL;
+}
+
+int64_t hm_ckpt_find(const struct hm_ckpt *ck, const char *name)
+{
+    int64_t lo = 0, hi = ck->n - 1;
+    while (lo <= hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(ck->t[mid].name, name);
+        if (c == 0)
+            return mid;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
+    }
+    return -1;
+}
+
+const void *hm_ckpt_data_view(const struct hm_ckpt *ck, int64_t i)
+{
+    if (i < 0 || i >= ck->n)
+        return NULL;
+    return hm_st_data_view(ck->files[ck->t[i].file], ck->st_index[i]);
+}
+
+static void shape_str(int ndim, const int64_t *shape, char *buf, size_t size)
+{
+    size_t k = 0;
+    k += (size_t)snprintf(buf + k, size - k, "[");
+    for (int d = 0; d < ndim && k < size; d++)
+        k += (size_t)snprintf(buf + k, size - k, "%s%lld", d ? ", " : "", (long long)shape[d]);
+    if (k < size)
+        snprintf(buf + k, size - k, "]");
+}
+
+enum hm_status hm_ckpt_load_f32(const struct hm_ckpt *ck, const char *name, int ndim,
+                                const int64_t *shape, float *dst, struct hm_error *err)
+{
+    int64_t i = hm_ckpt_find(ck, name);
+    if (i < 0)
+        return hm_error_set(err, HM_ERR_INVALID, "tensor '%s' is missing", name);
+    const struct hm_ckpt_tensor *t = &ck->t[i];
+    int same = t->ndim == ndim;
+    for (int d = 0; same && d < ndim; d++)
+        same = t->shape[d] == shape[d];
+    if (!same) {
+        char want[128], got[128];
+        shape_str(ndim, shape, want, sizeof want);
+        shape_str(t->ndim, t->shape, got, sizeof got);
+        return hm_error_set(err, HM_ERR_INVALID, "tensor '%s' has shape %s, expected %s",
+                            name, got, want);
+    }
+    enum hm_status st = hm_to_f32(hm_ckpt_data_view(ck, i), t->dtype, t->numel, dst, err);
+    if (st != HM_OK)
+        hm_error_prefix(err, "tensor '%s': ", name);
+    return st;
+}
+
+int hm_ckpt_n_files(const struct hm_ckpt *ck) { return ck->nfiles; }
+const char *hm_ckpt_file_path(const struct hm_ckpt *ck, int i) { return ck->paths[i]; }
+size_t hm_ckpt_file_size(const struct hm_ckpt *ck, int i) { return hm_st_file_size(ck->files[i]); }
+const char *hm_ckpt_path(const struct hm_ckpt *ck) { return ck->path; }
+
+const char *hm_ckpt_metadata_get(const struct hm_ckpt *ck, const char *key)
+{
+    return ck->nfiles ? hm_st_metadata_get(ck->files[0], key) : NULL;
+}

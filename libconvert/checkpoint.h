@@ -1,0 +1,72 @@
+/* checkpoint.h — one logical checkpoint over one or more safetensors files.
+ *
+ * hm_ckpt_open() accepts:
+ *   - a safetensors file written by hm (config from `hm.config` metadata), or
+ *     any safetensors file with a config.json beside it;
+ *   - "-": a safetensors file on stdin (needs hm.config);
+ *   - a HuggingFace folder: config.json plus model.safetensors, or plus
+ *     model.safetensors.index.json and its shards;
+ *   - a model.safetensors.index.json path (config.json beside it).
+ * A sharded set is cross-checked: every index entry must exist in the shard
+ * it names; a tensor in two shards, a tensor missing from the index, a shard
+ * file named like the others but absent from the index, or a shard path that
+ * leaves the folder is an error.
+ */
+#ifndef HM_CHECKPOINT_H
+#define HM_CHECKPOINT_H
+
+#include <stdint.h>
+
+#include "config.h"
+#include "hm_error.h"
+#include "safetensors.h"
+
+struct hm_ckpt;
+
+/* Borrowed view of one tensor (valid until hm_ckpt_close). */
+struct hm_ckpt_tensor {
+    const char *name;
+    enum hm_dtype dtype;
+    int ndim;
+    const int64_t *shape;  /* [ndim] */
+    int64_t numel;
+    size_t nbytes;
+    int file;              /* index into the checkpoint's files */
+};
+
+/* out: owned, free with hm_ckpt_close(). */
+enum hm_status hm_ckpt_open(const char *path, struct hm_ckpt **out, struct hm_error *err);
+void hm_ckpt_close(struct hm_ckpt *ck);
+
+/* Borrowed: the parsed config. */
+const struct hm_config *hm_ckpt_config(const struct hm_ckpt *ck);
+/* Where the config came from: "hm.config", or the config.json path. Borrowed. */
+const char *hm_ckpt_config_source(const struct hm_ckpt *ck);
+
+/* Tensors over all files, sorted by name. */
+int64_t hm_ckpt_n_tensors(const struct hm_ckpt *ck);
+const struct hm_ckpt_tensor *hm_ckpt_tensor_at(const struct hm_ckpt *ck, int64_t i);
+int64_t hm_ckpt_find(const struct hm_ckpt *ck, const char *name); /* -1 if absent */
+/* Borrowed raw little-endian bytes, valid until hm_ckpt_close(). */
+const void *hm_ckpt_data_view(const struct hm_ckpt *ck, int64_t i);
+
+/* Load tensor `name` converted to F32 into dst[numel]. The stored shape must
+ * equal shape[ndim] exactly; errors name the tensor and both shapes. */
+enum hm_status hm_ckpt_load_f32(const struct hm_ckpt *ck, const char *name, int ndim,
+                                const int64_t *shape, float *dst, struct hm_error *err);
+
+/* Files. Borrowed strings. */
+int hm_ckpt_n_files(const struct hm_ckpt *ck);
+const char *hm_ckpt_file_path(const struct hm_ckpt *ck, int i);
+size_t hm_ckpt_file_size(const struct hm_ckpt *ck, int i);
+/* The path given to hm_ckpt_open. */
+const char *hm_ckpt_path(const struct hm_ckpt *ck);
+
+/* Metadata of the first file (`hm.provenance` etc.); NULL if absent. */
+const char *hm_ckpt_metadata_get(const struct hm_ckpt *ck, const char *key);
+
+/* 1 for legacy GPT-NeoX buffers that are not parameters: attention.bias,
+ * attention.masked_bias, attention.rotary_emb.inv_freq (SPEC §1). */
+int hm_is_ignored_buffer(const char *name);
+
+#endif

@@ -1,0 +1,295 @@
+#include "config.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *arch_names[] = {"gpt_neox", "hedgehog", "hedgemamba"};
+
+const char *hm_arch_name(enum hm_arch arch)
+{
+    return (unsigned)arch < 3 ? arch_names[arch] : "unknown";
+}
+
+int hm_arch_parse(const char *s)
+{
+    for (int i = 0; i < 3; i++)
+        if (strcmp(s, arch_names[i]) == 0)
+            return i;
+    return -1;
+}
+
+void hm_components_str(unsigned c, char *buf, size_t size)
+{
+    snprintf(buf, size, "%s%s%s%s%s", (c & HM_COMP_SSM) ? "ssm" : "",
+             (c & HM_COMP_SSM) && (c & (HM_COMP_CONV | HM_COMP_GATE)) ? "," : "",
+             (c & HM_COMP_CONV) ? "conv" : "",
+             (c & HM_COMP_CONV) && (c & HM_COMP_GATE) ? "," : "",
+             (c & HM_COMP_GATE) ? "gate" : "");
+}
+
+int hm_components_parse(const char *s, unsigned *out)
+{
+    unsigned c = 0;
+    if (strcmp(s, "none") == 0 || s[0] == '\0') {
+        *out = 0;
+        return 0;
+    }
+    const char *p = s;
+    while (*p) {
+        const char *e = strchr(p, ',');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        if (n == 3 && strncmp(p, "ssm", 3) == 0)
+            c |= HM_COMP_SSM;
+        else if (n == 4 && strncmp(p, "conv", 4) == 0)
+            c |= HM_COMP_CONV;
+        else if (n == 4 && strncmp(p, "gate", 4) == 0)
+            c |= HM_COMP_GATE;
+        else
+            return -1;
+        if (!e)
+            break;
+        p = e + 1;
+        if (!*p)
+            return -1;
+    }
+    *out = c;
+    return 0;
+}
+
+void hm_config_defaults(struct hm_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->arch = HM_ARCH_GPT_NEOX;
+    cfg->vocab_size = 50304;
+    cfg->max_position_embeddings = 2048;
+    cfg->rotary_pct = 0.25;
+    cfg->rotary_emb_base = 10000;
+    cfg->layer_norm_eps = 1e-5;
+    cfg->use_parallel_residual = 1;
+    cfg->hidden_act = HM_ACT_GELU;
+    cfg->conv_width = 4;
+    cfg->components = HM_COMP_ALL;
+}
+
+static enum hm_status get_int(const cJSON *root, const char *key, int required,
+                              int64_t *out, struct hm_error *err)
+{
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(root, key);
+    if (!j) {
+        if (required)
+            return hm_error_set(err, HM_ERR_INVALID, "config lacks '%s'", key);
+        return HM_OK;
+    }
+    if (!cJSON_IsNumber(j) || j->valuedouble != floor(j->valuedouble) ||
+        fabs(j->valuedouble) > 9.0e15)
+        return hm_error_set(err, HM_ERR_INVALID, "config field '%s' is not an integer", key);
+    *out = (int64_t)j->valuedouble;
+    return HM_OK;
+}
+
+static enum hm_status get_num(const cJSON *root, const char *key, double *out,
+                              struct hm_error *err)
+{
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(root, key);
+    if (!j)
+        return HM_OK;
+    if (!cJSON_IsNumber(j) || !isfinite(j->valuedouble))
+        return hm_error_set(err, HM_ERR_INVALID, "config field '%s' is not a number", key);
+    *out = j->valuedouble;
+    return HM_OK;
+}
+
+static enum hm_status get_bool(const cJSON *root, const char *key, int *out,
+                               struct hm_error *err)
+{
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(root, key);
+    if (!j)
+        return HM_OK;
+    if (!cJSON_IsBool(j))
+        return hm_error_set(err, HM_ERR_INVALID, "config field '%s' is not a boolean", key);
+    *out = cJSON_IsTrue(j);
+    return HM_OK;
+}
+
+enum hm_status hm_config_parse(const char *json, size_t len, struct hm_config *cfg,
+                               struct hm_error *err)
+{
+    hm_config_defaults(cfg);
+    cJSON *root = cJSON_ParseWithLength(json, len);
+    if (!root)
+        return hm_error_set(err, HM_ERR_FORMAT, "config is not valid JSON");
+    enum hm_status st = HM_OK;
+    if (!cJSON_IsObject(root)) {
+        st = hm_error_set(err, HM_ERR_FORMAT, "config is not a JSON object");
+        goto out;
+    }
+    const cJSON *arch = cJSON_GetObjectItemCaseSensitive(root, "arch");
+    const cJSON *mtype = cJSON_GetObjectItemCaseSensitive(root, "model_type");
+    if (arch) {
+        int a = cJSON_IsString(arch) ? hm_arch_parse(arch->valuestring) : -1;
+        if (a < 0) {
+            st = hm_error_set(err, HM_ERR_UNSUPPORTED,
+                              "config 'arch' is not one of gpt_neox, hedgehog, hedgemamba");
+            goto out;
+        }
+        cfg->arch = (enum hm_arch)a;
+    } else if (mtype) {
+        if (!cJSON_IsString(mtype) || strcmp(mtype->valuestring, "gpt_neox") != 0) {
+            st = hm_error_set(err, HM_ERR_UNSUPPORTED,
+                              "model_type '%.40s' is not supported (only gpt_neox)",
+                              cJSON_IsString(mtype) ? mtype->valuestring : "?");
+            goto out;
+        }
+    } else {
+        st = hm_error_set(err, HM_ERR_INVALID, "config has neither 'arch' nor 'model_type'");
+        goto out;
+    }
+    if ((st = get_int(root, "vocab_size", 1, &cfg->vocab_size, err)) ||
+        (st = get_int(root, "hidden_size", 1, &cfg->hidden_size, err)) ||
+        (st = get_int(root, "num_hidden_layers", 1, &cfg->num_hidden_layers, err)) ||
+        (st = get_int(root, "num_attention_heads", 1, &cfg->num_attention_heads, err)) ||
+        (st = get_int(root, "intermediate_size", 1, &cfg->intermediate_size, err)) ||
+        (st = get_int(root, "max_position_embeddings", 0, &cfg->max_position_embeddings, err)) ||
+        (st = get_int(root, "feature_dim", 0, &cfg->feature_dim, err)) ||
+        (st = get_int(root, "conv_width", 0, &cfg->conv_width, err)) ||
+        (st = get_num(root, "rotary_pct", &cfg->rotary_pct, err)) ||
+        (st = get_num(root, "rotary_emb_base", &cfg->rotary_emb_base, err)) ||
+        (st = get_num(root, "layer_norm_eps", &cfg->layer_norm_eps, err)) ||
+        (st = get_bool(root, "use_parallel_residual", &cfg->use_parallel_residual, err)))
+        goto out;
+    /* newer HF configs nest the base under rope_parameters / rope_theta */
+    if (!cJSON_GetObjectItemCaseSensitive(root, "rotary_emb_base") &&
+        (st = get_num(root, "rope_theta", &cfg->rotary_emb_base, err)))
+        goto out;
+    int tied = 0;
+    if ((st = get_bool(root, "tie_word_embeddings", &tied, err)))
+        goto out;
+    if (tied) {
+        st = hm_error_set(err, HM_ERR_UNSUPPORTED,
+                          "tie_word_embeddings is true (GPT-NeoX uses an untied embed_out)");
+        goto out;
+    }
+    const cJSON *act = cJSON_GetObjectItemCaseSensitive(root, "hidden_act");
+    if (act) {
+        const char *a = cJSON_IsString(act) ? act->valuestring : "";
+        if (strcmp(a, "gelu") == 0)
+            cfg->hidden_act = HM_ACT_GELU;
+        else if (strcmp(a, "gelu_new") == 0 || strcmp(a, "gelu_fast") == 0 ||
+                 strcmp(a, "gelu_pytorch_tanh") == 0)
+            cfg->hidden_act = HM_ACT_GELU_TANH;
+        else {
+            st = hm_error_set(err, HM_ERR_UNSUPPORTED, "hidden_act '%.40s' is not supported", a);
+            goto out;
+        }
+    }
+    const cJSON *comp = cJSON_GetObjectItemCaseSensitive(root, "components");
+    if (comp) {
+        unsigned c = 0;
+        const cJSON *it;
+        if (!cJSON_IsArray(comp)) {
+            st = hm_error_set(err, HM_ERR_INVALID, "config 'components' is not an array");
+            goto out;
+        }
+        cJSON_ArrayForEach(it, comp) {
+            unsigned one;
+            if (!cJSON_IsString(it) || hm_components_parse(it->valuestring, &one) != 0 ||
+                !one) {
+                st = hm_error_set(err, HM_ERR_INVALID,
+                                  "config 'components' holds something other than "
+                                  "\"ssm\", \"conv\", \"gate\"");
+                goto out;
+            }
+            c |= one;
+        }
+        cfg->components = c;
+    }
+    st = hm_config_finish(cfg, err);
+out:
+    cJSON_Delete(root);
+    return st;
+}
+
+enum hm_status hm_config_finish(struct hm_config *cfg, struct hm_error *err)
+{
+    const int64_t big = (int64_t)1 << 40;
+    if (cfg->vocab_size < 1 || cfg->vocab_size > ((int64_t)1 << 31))
+        return hm_error_set(err, HM_ERR_INVALID, "vocab_size %lld is out of range",
+                            (long long)cfg->vocab_size);
+    if (cfg->hidden_size < 1 || cfg->hidden_size > (1 << 20) || cfg->num_attention_heads < 1 ||
+        cfg->num_hidden_layers < 1 || cfg->num_hidden_layers > 10000 ||
+        cfg->intermediate_size < 1 || cfg->intermediate_size > big)
+        return hm_error_set(err, HM_ERR_INVALID,
+                            "hidden_size, num_hidden_layers, num_attention_heads or "
+                            "intermediate_size is out of range");
+    if (cfg->hidden_size % cfg->num_attention_heads != 0)
+        return hm_error_set(err, HM_ERR_INVALID,
+                            "hidden_size %lld is not a multiple of num_attention_heads %lld",
+                            (long long)cfg->hidden_size, (long long)cfg->num_attention_heads);
+    cfg->head_dim = cfg->hidden_size / cfg->num_attention_heads;
+    if (!(cfg->rotary_pct >= 0 && cfg->rotary_pct <= 1))
+        return hm_error_set(err, HM_ERR_INVALID, "rotary_pct %g is not in [0, 1]",
+                            cfg->rotary_pct);
+    cfg->rotary_dims = (int64_t)((double)cfg->head_dim * cfg->rotary_pct);
+    if (cfg->rotary_dims % 2)
+        return hm_error_set(err, HM_ERR_INVALID, "rotary dims %lld is odd",
+                            (long long)cfg->rotary_dims);
+    if (!(cfg->rotary_emb_base > 0) || !(cfg->layer_norm_eps > 0))
+        return hm_error_set(err, HM_ERR_INVALID,
+                            "rotary_emb_base and layer_norm_eps must be positive");
+    if (cfg->max_position_embeddings < 0)
+        return hm_error_set(err, HM_ERR_INVALID, "max_position_embeddings is negative");
+    if (cfg->arch != HM_ARCH_GPT_NEOX) {
+        if (cfg->feature_dim == 0)
+            cfg->feature_dim = cfg->head_dim;
+        if (cfg->feature_dim < 1 || cfg->feature_dim > (1 << 16))
+            return hm_error_set(err, HM_ERR_INVALID, "feature_dim %lld is out of range",
+                                (long long)cfg->feature_dim);
+    }
+    if (cfg->arch == HM_ARCH_HEDGEMAMBA && (cfg->conv_width < 1 || cfg->conv_width > 64))
+        return hm_error_set(err, HM_ERR_INVALID, "conv_width %lld is out of range [1, 64]",
+                            (long long)cfg->conv_width);
+    if (cfg->components & ~(unsigned)HM_COMP_ALL)
+        return hm_error_set(err, HM_ERR_INVALID, "unknown component bits");
+    return HM_OK;
+}
+
+char *hm_config_to_json(const struct hm_config *cfg)
+{
+    cJSON *r = cJSON_CreateObject();
+    if (!r)
+        return NULL;
+    cJSON_AddStringToObject(r, "arch", hm_arch_name(cfg->arch));
+    cJSON_AddStringToObject(r, "model_type", "gpt_neox");
+    cJSON_AddNumberToObject(r, "vocab_size", (double)cfg->vocab_size);
+    cJSON_AddNumberToObject(r, "hidden_size", (double)cfg->hidden_size);
+    cJSON_AddNumberToObject(r, "num_hidden_layers", (double)cfg->num_hidden_layers);
+    cJSON_AddNumberToObject(r, "num_attention_heads", (double)cfg->num_attention_heads);
+    cJSON_AddNumberToObject(r, "intermediate_size", (double)cfg->intermediate_size);
+    cJSON_AddNumberToObject(r, "max_position_embeddings",
+                            (double)cfg->max_position_embeddings);
+    cJSON_AddNumberToObject(r, "rotary_pct", cfg->rotary_pct);
+    cJSON_AddNumberToObject(r, "rotary_emb_base", cfg->rotary_emb_base);
+    cJSON_AddNumberToObject(r, "layer_norm_eps", cfg->layer_norm_eps);
+    cJSON_AddBoolToObject(r, "use_parallel_residual", cfg->use_parallel_residual);
+    cJSON_AddStringToObject(r, "hidden_act",
+                            cfg->hidden_act == HM_ACT_GELU ? "gelu" : "gelu_new");
+    cJSON_AddBoolToObject(r, "tie_word_embeddings", 0);
+    if (cfg->arch != HM_ARCH_GPT_NEOX)
+        cJSON_AddNumberToObject(r, "feature_dim", (double)cfg->feature_dim);
+    if (cfg->arch == HM_ARCH_HEDGEMAMBA) {
+        cJSON_AddNumberToObject(r, "conv_width", (double)cfg->conv_width);
+        cJSON *c = cJSON_AddArrayToObject(r, "components");
+        if (cfg->components & HM_COMP_SSM)
+            cJSON_AddItemToArray(c, cJSON_CreateString("ssm"));
+        if (cfg->components & HM_COMP_CONV)
+            cJSON_AddItemToArray(c, cJSON_CreateString("conv"));
+        if (cfg->components & HM_COMP_GATE)
+            cJSON_AddItemToArray(c, cJSON_CreateString("gate"));
+    }
+    char *s = cJSON_PrintUnformatted(r);
+    cJSON_Delete(r);
+    return s;
+}

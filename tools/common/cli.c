@@ -1,0 +1,230 @@
+#include "cli.h"
+
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "atomic_file.h"
+
+static const char *g_prog = "hm";
+static const char *g_usage = "";
+static char **g_argv;
+
+static void on_signal(int sig)
+{
+    hm_afile_cleanup_all();
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+void hm_cli_init(const char *prog, const char *usage, char **argv)
+{
+    g_argv = argv;
+    g_prog = prog;
+    g_usage = usage;
+    opterr = 0;
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    signal(SIGHUP, on_signal);
+    signal(SIGPIPE, on_signal);
+}
+
+const char *hm_prog(void) { return g_prog; }
+
+static void vmsg(const char *sev, const char *fmt, va_list ap)
+{
+    fprintf(stderr, "%s: %s: ", g_prog, sev);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+}
+
+void hm_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vmsg("error", fmt, ap);
+    va_end(ap);
+}
+
+void hm_warning(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vmsg("warning", fmt, ap);
+    va_end(ap);
+}
+
+void hm_info(const struct hm_cli_common *c, const char *fmt, ...)
+{
+    if (c && c->quiet)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: ", g_prog);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+void hm_die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vmsg("error", fmt, ap);
+    va_end(ap);
+    hm_afile_cleanup_all();
+    exit(HM_EXIT_FAIL);
+}
+
+void hm_die_err(const char *what, const char *path, const struct hm_error *err)
+{
+    hm_die("%s '%s': %s", what, path, err && err->msg[0] ? err->msg : "unknown error");
+}
+
+/* The short usage: the text up to the first blank line. */
+static void print_short_usage(FILE *fp)
+{
+    const char *end = strstr(g_usage, "\n\n");
+    int n = end ? (int)(end - g_usage) : (int)strlen(g_usage);
+    fprintf(fp, "%.*s\n", n, g_usage);
+    fprintf(fp, "Try '%s --help' for more information.\n", g_prog);
+}
+
+void hm_usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vmsg("error", fmt, ap);
+    va_end(ap);
+    print_short_usage(stderr);
+    exit(HM_EXIT_USAGE);
+}
+
+int hm_cli_common_opt(int c, struct hm_cli_common *common)
+{
+    switch (c) {
+    case 'h':
+        fputs(g_usage, stdout);
+        exit(hm_cli_finish(HM_EXIT_OK));
+    case HM_OPT_VERSION:
+        printf("%s (hm) %s\n", g_prog, HM_VERSION);
+        exit(hm_cli_finish(HM_EXIT_OK));
+    case 'q': common->quiet++; return 1;
+    case 'v': common->verbose++; return 1;
+    case HM_OPT_JSON: common->json = 1; return 1;
+    case HM_OPT_PROGRESS: common->progress = 1; return 1;
+    case HM_OPT_NO_PROGRESS: common->progress = 0; return 1;
+    case ':':
+        if (optopt && optopt < 256)
+            hm_usage_error("option '-%c' needs a value", optopt);
+        hm_usage_error("option '%s' needs a value", g_argv ? g_argv[optind - 1] : "?");
+    case '?':
+    default:
+        if (optopt && optopt < 256)
+            hm_usage_error("unknown option '-%c'", optopt);
+        hm_usage_error("unknown option '%s'", g_argv ? g_argv[optind - 1] : "?");
+    }
+    return 0;
+}
+
+int64_t hm_parse_i64(const char *s, const char *opt, int64_t min, int64_t max)
+{
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    /* accept 1e6-style and k/M/G suffixes for counts */
+    if (end && (*end == 'e' || *end == 'E' || *end == '.')) {
+        double d = strtod(s, &end);
+        if (*end == '\0' && d == floor(d) && d >= -9.2e18 && d <= 9.2e18)
+            v = (long long)d;
+        else
+            end = (char *)s;
+    } else if (end && end != s && end[1] == '\0' &&
+               (*end == 'k' || *end == 'K' || *end == 'M' || *end == 'G')) {
+        long long mul = *end == 'G' ? 1000000000LL : *end == 'M' ? 1000000LL : 1000LL;
+        if (__builtin_mul_overflow(v, mul, &v))
+            errno = ERANGE;
+        end++;
+    }
+    if (end == s || *end != '\0' || errno == ERANGE)
+        hm_usage_error("option '%s' needs an integer, got '%s'", opt, s);
+    if (v < min || v > max)
+        hm_usage_error("option '%s' must be in [%lld, %lld], got '%s'", opt,
+                       (long long)min, (long long)max, s);
+    return v;
+}
+
+double hm_parse_f64(const char *s, const char *opt, double min, double max)
+{
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || *end != '\0' || errno == ERANGE || !isfinite(v))
+        hm_usage_error("option '%s' needs a number, got '%s'", opt, s);
+    if (v < min || v > max)
+        hm_usage_error("option '%s' must be in [%g, %g], got '%s'", opt, min, max, s);
+    return v;
+}
+
+int hm_cli_finish(int code)
+{
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "%s: error: cannot write to stdout: %s\n", g_prog, strerror(errno));
+        return HM_EXIT_FAIL;
+    }
+    return code;
+}
+
+double hm_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void hm_progress_start(struct hm_progress *p, const struct hm_cli_common *c,
+                       const char *label)
+{
+    memset(p, 0, sizeof *p);
+    if (c->quiet)
+        p->enabled = 0;
+    else if (c->progress >= 0)
+        p->enabled = c->progress;
+    else
+        p->enabled = isatty(STDERR_FILENO);
+    p->t_start = p->t_last = hm_now();
+    snprintf(p->label, sizeof p->label, "%s", label);
+}
+
+void hm_progress_update(struct hm_progress *p, const char *fmt, ...)
+{
+    if (!p->enabled)
+        return;
+    double t = hm_now();
+    if (t - p->t_last < 1.0)
+        return;
+    p->t_last = t;
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "\r%s: %s: ", g_prog, p->label);
+    vfprintf(stderr, fmt, ap);
+    fputs("\033[K", stderr);
+    va_end(ap);
+}
+
+void hm_progress_done(struct hm_progress *p, const char *fmt, ...)
+{
+    if (!p->enabled)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "\r%s: %s: ", g_prog, p->label);
+    vfprintf(stderr, fmt, ap);
+    fputs(", done.\033[K\n", stderr);
+    va_end(ap);
+}

@@ -1,0 +1,113 @@
+/* cli.h — the command-line grammar shared by every hm tool (SPEC §6).
+ *
+ * Messages: "hm-x: error: cannot read 'PATH': CAUSE" on stderr, lowercase,
+ * no final full stop. Only requested data goes to stdout. Exit codes: 0 ok,
+ * 1 failure, 2 usage (hm-verify: 0 equivalent, 1 not, 2 could not check).
+ *
+ * A tool's main():
+ *     hm_cli_init("hm-x", usage_text, argv);
+ *     while ((c = getopt_long(argc, argv, "ho:qv" ..., longopts, NULL)) != -1)
+ *         switch (c) { HM_CLI_COMMON_CASES(&common); case ...: }
+ *     ...
+ *     return hm_cli_finish(HM_EXIT_OK);
+ */
+#ifndef HM_CLI_H
+#define HM_CLI_H
+
+#include <getopt.h>
+#include <stdint.h>
+#include <stdio.h>
+#include "hm_error.h"
+
+enum {
+    HM_EXIT_OK = 0,
+    HM_EXIT_FAIL = 1,
+    HM_EXIT_USAGE = 2,
+};
+
+/* Option codes for long-only common options (above the char range). */
+enum {
+    HM_OPT_VERSION = 1000,
+    HM_OPT_JSON,
+    HM_OPT_PROGRESS,
+    HM_OPT_NO_PROGRESS,
+    HM_OPT_FIRST_TOOL = 1100, /* tools number their own long-only options from here */
+};
+
+struct hm_cli_common {
+    int quiet;     /* -q, counts up */
+    int verbose;   /* -v, counts up */
+    int json;      /* --json */
+    int progress;  /* 1 on, 0 off, -1 auto (stderr is a tty) */
+};
+
+#define HM_CLI_COMMON_LONGOPTS                                   \
+    {"help", no_argument, NULL, 'h'},                            \
+    {"version", no_argument, NULL, HM_OPT_VERSION},              \
+    {"quiet", no_argument, NULL, 'q'},                           \
+    {"verbose", no_argument, NULL, 'v'},                         \
+    {"json", no_argument, NULL, HM_OPT_JSON},                    \
+    {"progress", no_argument, NULL, HM_OPT_PROGRESS},            \
+    {"no-progress", no_argument, NULL, HM_OPT_NO_PROGRESS}
+
+/* The short options every tool takes; must start the optstring (the leading
+ * colon makes getopt report a missing value as ':'). */
+#define HM_CLI_COMMON_SHORTOPTS ":hqv"
+
+/* Handles -h, --version, -q, -v, --json, --progress, unknown options ('?')
+ * and missing arguments (':'). Returns 1 if c was handled. */
+int hm_cli_common_opt(int c, struct hm_cli_common *common);
+
+#define HM_CLI_COMMON_CASES(common)                                   \
+    case 'h': case HM_OPT_VERSION: case 'q': case 'v': case HM_OPT_JSON: \
+    case HM_OPT_PROGRESS: case HM_OPT_NO_PROGRESS: case '?': case ':': \
+        hm_cli_common_opt(c, (common));                               \
+        break
+
+/* Sets the program name and usage text (borrowed, must outlive the tool),
+ * installs signal handlers that remove temp outputs, and makes getopt quiet
+ * (we print our own one-line errors). */
+void hm_cli_init(const char *prog, const char *usage, char **argv);
+const char *hm_prog(void);
+
+/* Print "prog: error: ..." to stderr. */
+void hm_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void hm_warning(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Informational message to stderr unless quiet. */
+void hm_info(const struct hm_cli_common *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Print an error and exit 1. */
+_Noreturn void hm_die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* "prog: error: <what> 'PATH': <err->msg>", exit 1. */
+_Noreturn void hm_die_err(const char *what, const char *path, const struct hm_error *err);
+/* One error line plus the short usage on stderr, exit 2. */
+_Noreturn void hm_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Strict number parsing for option values; on a bad value, hm_usage_error
+ * naming the option. No silent clamping. */
+int64_t hm_parse_i64(const char *s, const char *opt, int64_t min, int64_t max);
+double hm_parse_f64(const char *s, const char *opt, double min, double max);
+
+/* Flush and check stdout (git run_builtin); returns code, or 1 if stdout
+ * could not be written. Use as `return hm_cli_finish(code);`. */
+int hm_cli_finish(int code);
+
+/* Progress on stderr, at most ~1 update/s, only when enabled. */
+struct hm_progress {
+    int enabled;
+    double t_start, t_last;
+    char label[64];
+};
+void hm_progress_start(struct hm_progress *p, const struct hm_cli_common *c,
+                       const char *label);
+/* fmt describes the state so far, e.g. "12.3 MB, 4.1 MB/s". */
+void hm_progress_update(struct hm_progress *p, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void hm_progress_done(struct hm_progress *p, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Monotonic seconds. */
+double hm_now(void);
+
+#endif
