@@ -1,0 +1,224 @@
+/* fast_backward.c — fast CPU backward ops: OpenBLAS sgemm outside parallel
+ * regions, OpenMP loops elsewhere. Semantics: cpu_backward.h; checked
+ * against ref_backward.c by tests/test_backward.c. Without BLAS, the GEMM
+ * ops fall back to the reference loops. */
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+#include "cpu_backward.h"
+
+#ifdef HM_HAVE_BLAS
+#include <cblas.h>
+#endif
+
+#define HM_PAR_MIN 32768
+
+static int fits_int(int64_t a, int64_t b, int64_t c)
+{
+    return a > 0 && b > 0 && c > 0 && a <= INT32_MAX && b <= INT32_MAX && c <= INT32_MAX;
+}
+
+void hm_fast_matmul_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
+                             const float *w, int64_t T, int64_t in, int64_t out)
+{
+#ifdef HM_HAVE_BLAS
+    if (fits_int(T, in, out)) {
+        if (dx) /* dx[T,in] = dy[T,out] · w[out,in] */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)in, (int)out,
+                        1.0f, dy, (int)out, w, (int)in, 0.0f, dx, (int)in);
+        if (dw) /* dw[out,in] += dy^T · x */
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)out, (int)in, (int)T,
+                        1.0f, dy, (int)out, x, (int)in, 1.0f, dw, (int)in);
+        if (db) {
+            /* column sums of dy[T,out], blocks of 64 columns per task */
+            int64_t nb = (out + 63) / 64;
+#pragma omp parallel for schedule(static) if (T * out >= HM_PAR_MIN)
+            for (int64_t blk = 0; blk < nb; blk++) {
+                int64_t o0 = blk * 64, o1 = o0 + 64 < out ? o0 + 64 : out;
+                float acc[64] = {0};
+                for (int64_t t = 0; t < T; t++) {
+                    const float *r = dy + t * out;
+#pragma omp simd
+                    for (int64_t o = o0; o < o1; o++)
+                        acc[o - o0] += r[o];
+                }
+                for (int64_t o = o0; o < o1; o++)
+                    db[o] += acc[o - o0];
+            }
+        }
+        return;
+    }
+#endif
+    hm_ref_matmul_backward(dx, dw, db, dy, x, w, T, in, out);
+}
+
+void hm_fast_layernorm_backward(float *dx, float *dw, float *db, const float *dy,
+                                const float *x, const float *mean, const float *rstd,
+                                const float *w, int64_t T, int64_t d)
+{
+    if (dx) {
+#pragma omp parallel for schedule(static) if (T * d >= HM_PAR_MIN)
+        for (int64_t t = 0; t < T; t++) {
+            const float *xr = x + t * d, *dyr = dy + t * d;
+            const float mu = mean[t], rs = rstd[t];
+            float mg = 0, mgx = 0;
+#pragma omp simd reduction(+ : mg, mgx)
+            for (int64_t i = 0; i < d; i++) {
+                float g = dyr[i] * w[i];
+                mg += g;
+                mgx += g * ((xr[i] - mu) * rs);
+            }
+            mg /= (float)d;
+            mgx /= (float)d;
+            float *dxr = dx + t * d;
+#pragma omp simd
+            for (int64_t i = 0; i < d; i++)
+                dxr[i] = rs * (dyr[i] * w[i] - mg - ((xr[i] - mu) * rs) * mgx);
+        }
+    }
+    if (dw || db) {
+        int64_t nb = (d + 63) / 64;
+#pragma omp parallel for schedule(static) if (T * d >= HM_PAR_MIN)
+        for (int64_t blk = 0; blk < nb; blk++) {
+            int64_t i0 = blk * 64, i1 = i0 + 64 < d ? i0 + 64 : d;
+            float aw[64] = {0}, ab[64] = {0};
+            for (int64_t t = 0; t < T; t++) {
+                const float *xr = x + t * d, *dyr = dy + t * d;
+                const float mu = mean[t], rs = rstd[t];
+#pragma omp simd
+                for (int64_t i = i0; i < i1; i++) {
+                    aw[i - i0] += dyr[i] * ((xr[i] - mu) * rs);
+                    ab[i - i0] += dyr[i];
+                }
+            }
+            for (int64_t i = i0; i < i1; i++) {
+                if (dw)
+                    dw[i] += aw[i - i0];
+                if (db)
+                    db[i] += ab[i - i0];
+            }
+        }
+    }
+}
+
+void hm_fast_gelu_backward(float *dx, const float *dy, const float *x, int64_t n,
+                           enum hm_gelu_kind kind)
+{
+    const float inv_sqrt2 = 0.70710678118654752f, inv_sqrt2pi = 0.39894228040143268f;
+    const float c = 0.79788456080286536f, k = 0.044715f;
+    if (kind == HM_GELU_ERF) {
+#pragma omp parallel for simd schedule(static) if (n >= HM_PAR_MIN)
+        for (int64_t i = 0; i < n; i++) {
+            float v = x[i];
+            float cdf = 0.5f * (1.0f + erff(v * inv_sqrt2));
+            float pdf = expf(-0.5f * v * v) * inv_sqrt2pi;
+            dx[i] = dy[i] * (cdf + v * pdf);
+        }
+    } else {
+#pragma omp parallel for simd schedule(static) if (n >= HM_PAR_MIN)
+        for (int64_t i = 0; i < n; i++) {
+            float v = x[i];
+            float th = tanhf(c * (v + k * v * v * v));
+            float du = c * (1.0f + 3.0f * k * v * v);
+            dx[i] = dy[i] * (0.5f * (1.0f + th) + 0.5f * v * (1.0f - th * th) * du);
+        }
+    }
+}
+
+size_t hm_fast_attention_backward_ws_size(int64_t T, int64_t n_h, int64_t p)
+{
+#ifdef HM_HAVE_BLAS
+    (void)n_h;
+    (void)p;
+    return sizeof(float) * (size_t)(2 * T * T + T);
+#else
+    return hm_ref_attention_backward_ws_size(T, n_h, p);
+#endif
+}
+
+/* Per head, with sgemm on the full T×T square (masked afterwards):
+ *   S = Q K^T / sqrt(p); P = exp(S − lse) for j ≤ i, else 0;
+ *   dP = dO V^T; D_i = dO_i · O_i; dS = P ⊙ (dP − D) / sqrt(p);
+ *   dQ = dS K; dK = dS^T Q; dV = P^T dO.
+ * ws: S/P [T,T], dP/dS [T,T], D [T]. */
+void hm_fast_attention_backward(float *dqkv, const float *dout, const float *qkv,
+                                const float *out, const float *lse, int64_t T, int64_t n_h,
+                                int64_t p, void *ws, size_t ws_size)
+{
+#ifdef HM_HAVE_BLAS
+    if (fits_int(T, p, 3 * n_h * p) && T <= 46340) {
+        const int64_t d = n_h * p, ld = 3 * d;
+        const float scale = (float)(1.0 / sqrt((double)p));
+        float *P = ws, *dP = P + T * T, *D = dP + T * T;
+        for (int64_t h = 0; h < n_h; h++) {
+            const float *q = qkv + h * 3 * p, *k = q + p, *v = q + 2 * p;
+            const float *dO = dout + h * p, *O = out + h * p;
+            float *dq = dqkv + h * 3 * p, *dk = dq + p, *dv = dq + 2 * p;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)T, (int)p, scale,
+                        q, (int)ld, k, (int)ld, 0.0f, P, (int)T);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)T, (int)p, 1.0f,
+                        dO, (int)d, v, (int)ld, 0.0f, dP, (int)T);
+            const float *lh = lse + h * T;
+#pragma omp parallel for schedule(static) if (T * T >= HM_PAR_MIN)
+            for (int64_t i = 0; i < T; i++) {
+                float Di = 0;
+                for (int64_t c = 0; c < p; c++)
+                    Di += dO[i * d + c] * O[i * d + c];
+                D[i] = Di;
+                float *pr = P + i * T, *dpr = dP + i * T;
+                for (int64_t j = 0; j <= i; j++) {
+                    float pij = expf(pr[j] - lh[i]);
+                    pr[j] = pij;
+                    dpr[j] = pij * (dpr[j] - Di) * scale;
+                }
+                for (int64_t j = i + 1; j < T; j++) {
+                    pr[j] = 0;
+                    dpr[j] = 0;
+                }
+            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)p, (int)T, 1.0f,
+                        dP, (int)T, k, (int)ld, 0.0f, dq, (int)ld);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)T, (int)p, (int)T, 1.0f,
+                        dP, (int)T, q, (int)ld, 0.0f, dk, (int)ld);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)T, (int)p, (int)T, 1.0f, P,
+                        (int)T, dO, (int)d, 0.0f, dv, (int)ld);
+        }
+        (void)ws_size;
+        return;
+    }
+#endif
+    hm_ref_attention_backward(dqkv, dout, qkv, out, lse, T, n_h, p, ws, ws_size);
+}
+
+double hm_fast_cross_entropy_backward(float *dlogits, const float *logits,
+                                      const int32_t *targets, int64_t T, int64_t V, float scale)
+{
+    double total = 0;
+#pragma omp parallel for schedule(static) reduction(+ : total) if (T * V >= HM_PAR_MIN)
+    for (int64_t t = 0; t < T; t++) {
+        const float *l = logits + t * V;
+        float *g = dlogits + t * V;
+        if (targets[t] < 0) {
+            memset(g, 0, sizeof(float) * (size_t)V);
+            continue;
+        }
+        float mx = l[0];
+        for (int64_t v = 1; v < V; v++)
+            mx = l[v] > mx ? l[v] : mx;
+        double se = 0;
+        for (int64_t v = 0; v < V; v++) {
+            float e = expf(l[v] - mx);
+            g[v] = e;
+            se += e;
+        }
+        double lse = (double)mx + log(se);
+        float inv = (float)(scale / se);
+#pragma omp simd
+        for (int64_t v = 0; v < V; v++)
+            g[v] *= inv;
+        g[targets[t]] -= scale;
+        total += lse - (double)l[targets[t]];
+    }
+    return total;
+}

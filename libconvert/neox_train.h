@@ -1,0 +1,77 @@
+/* neox_train.h — forward + backward of the GPT-NeoX model for training.
+ *
+ * The engine every training tool runs on. A micro-batch is B sequences of
+ * T inputs with their T next-token targets; all B·T rows go through the
+ * matrix products together (one GEMM per weight), attention and rotary per
+ * sequence. Saved activations per layer: the residual input h, LN1/LN2
+ * outputs and statistics, qkv after rotary, merged attention output and its
+ * log-sum-exp, the MLP pre-activation (GELU is recomputed in backward), and
+ * for sequential residual the mid-stream t. The output layer and the loss
+ * run HM_TRAIN_CE_ROWS rows at a time, so logits are never [B·T, V] at once.
+ *
+ * Gradients live in a second struct hm_neox with the same layout (grads.*
+ * mirrors model.*). Frozen groups get no gradient work: with
+ * `freeze_embeddings`, embed_in and embed_out are frozen (embed_out still
+ * passes the input gradient). The loss is the mean over B·T·accum targets:
+ * each micro-batch adds (1/(B·T·accum))-scaled gradients, so `accum`
+ * micro-batches then one optimizer step equal one big batch.
+ *
+ * Optional distillation (SPEC §3): with a teacher, loss = CE + w·KL(p_t‖p_s)
+ * per token averaged over B·T, gradient w·(p_s − p_t) on the logits. */
+#ifndef HM_NEOX_TRAIN_H
+#define HM_NEOX_TRAIN_H
+
+#include <stdint.h>
+
+#include "backend.h"
+#include "neox.h"
+#include "neox_views.h"
+#include "optim.h"
+
+#define HM_TRAIN_CE_ROWS 256
+
+struct hm_train_opts {
+    int64_t B, T;              /* sequences per micro-batch, inputs per sequence */
+    int64_t accum;             /* micro-batches per optimizer step (≥ 1) */
+    int freeze_embeddings;     /* embed_in and embed_out frozen */
+    const struct hm_neox *kd_teacher; /* borrowed; NULL for none */
+    double kd_weight;
+};
+
+struct hm_trainer;
+
+/* model: borrowed, trained in place; be: borrowed. out: owned, free with
+ * hm_trainer_free(). Allocates grads and activations for B·T rows. */
+enum hm_status hm_trainer_new(struct hm_neox *model, const struct hm_backend *be,
+                              const struct hm_train_opts *opts, struct hm_trainer **out,
+                              struct hm_error *err);
+void hm_trainer_free(struct hm_trainer *tr);
+
+/* Zero every gradient. */
+void hm_trainer_zero_grad(struct hm_trainer *tr);
+
+struct hm_train_loss {
+    double ce;   /* mean cross-entropy over the micro-batch's B·T targets */
+    double kl;   /* mean KL(teacher‖student), 0 without a teacher */
+};
+
+/* Forward + backward of one micro-batch; accumulates gradients.
+ * tokens: [B, T + 1] (inputs tokens[b, 0:T], targets tokens[b, 1:T+1]),
+ * every id < vocab (checked: an out-of-range id is HM_ERR_INVALID). */
+enum hm_status hm_trainer_accumulate(struct hm_trainer *tr, const int32_t *tokens,
+                                     struct hm_train_loss *loss, struct hm_error *err);
+
+/* Trainable tensors for the optimizer (weights paired with gradients), in
+ * hm_param_specs order. Borrowed: valid until hm_trainer_free(). */
+const struct hm_opt_param *hm_trainer_params(const struct hm_trainer *tr, int64_t *np);
+
+/* Borrowed: the gradient model (same layout as the trained model). */
+const struct hm_neox *hm_trainer_grads(const struct hm_trainer *tr);
+
+/* Matrix FLOPs per token of one training step (BENCH.md): 6N per trainable
+ * weight-matrix entry, 4·V·d for a frozen embed_out, 2N per frozen matrix
+ * whose input gradient is still needed (+ 2N forward), and causal attention
+ * 4·T·d forward, ×3 with backward, per layer. */
+double hm_train_flops_per_token(const struct hm_config *cfg, int64_t T, int freeze_embeddings);
+
+#endif

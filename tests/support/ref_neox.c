@@ -1,0 +1,171 @@
+#include "ref_neox.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "neox_views.h"
+#include "params.h"
+
+double *tu_ref_params_from_model(const struct hm_neox *m, int64_t *n)
+{
+    struct hm_tensor_view *v;
+    int64_t nv = hm_neox_views(m, &v), total = 0;
+    for (int64_t i = 0; i < nv; i++)
+        total += v[i].numel;
+    double *w = malloc(sizeof(double) * (size_t)total);
+    int64_t k = 0;
+    for (int64_t i = 0; i < nv; i++)
+        for (int64_t j = 0; j < v[i].numel; j++)
+            w[k++] = v[i].data[j];
+    free(v);
+    *n = total;
+    return w;
+}
+
+struct W {
+    const double *emb, *lnf_w, *lnf_b, *out;
+    const double **ly; /* per layer: 12 tensors in spec order */
+};
+
+static void layernorm(double *y, const double *x, const double *w, const double *b, int64_t d,
+                      double eps)
+{
+    double mu = 0, var = 0;
+    for (int64_t i = 0; i < d; i++)
+        mu += x[i];
+    mu /= (double)d;
+    for (int64_t i = 0; i < d; i++)
+        var += (x[i] - mu) * (x[i] - mu);
+    var /= (double)d;
+    for (int64_t i = 0; i < d; i++)
+        y[i] = (x[i] - mu) / sqrt(var + eps) * w[i] + b[i];
+}
+
+static double gelu(double x, int tanh_form)
+{
+    if (!tanh_form)
+        return 0.5 * x * (1 + erf(x / sqrt(2.0)));
+    return 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+}
+
+/* y[out] = W[out,in] x + b */
+static void linear(double *y, const double *x, const double *W, const double *b, int64_t in,
+                   int64_t out)
+{
+    for (int64_t o = 0; o < out; o++) {
+        double s = b ? b[o] : 0;
+        for (int64_t i = 0; i < in; i++)
+            s += W[o * in + i] * x[i];
+        y[o] = s;
+    }
+}
+
+double tu_ref_neox_loss(const struct hm_config *c, const double *w, const int32_t *tokens,
+                        int64_t B, int64_t T, double *logits_out)
+{
+    struct hm_param_spec *specs;
+    int64_t ns = hm_param_specs(c, &specs);
+    const double **ptr = malloc(sizeof(double *) * (size_t)ns);
+    int64_t off = 0;
+    for (int64_t i = 0; i < ns; i++) {
+        ptr[i] = w + off;
+        int64_t n = 1;
+        for (int k = 0; k < specs[i].ndim; k++)
+            n *= specs[i].shape[k];
+        off += n;
+    }
+    const int64_t d = c->hidden_size, I = c->intermediate_size, V = c->vocab_size;
+    const int64_t L = c->num_hidden_layers, nh = c->num_attention_heads, p = c->head_dim;
+    const int64_t r = c->rotary_dims;
+    /* spec order: embed_in, per layer 12 tensors, lnf w, lnf b, embed_out */
+    const double *emb = ptr[0], *lnfw = ptr[1 + 12 * L], *lnfb = ptr[2 + 12 * L];
+    const double *wout = ptr[3 + 12 * L];
+    double *h = calloc((size_t)(T * d), sizeof(double)), *a = malloc(sizeof(double) * d);
+    double *qkv = malloc(sizeof(double) * (size_t)(T * 3 * d));
+    double *att = malloc(sizeof(double) * (size_t)(T * d)), *o = malloc(sizeof(double) * d);
+    double *a2 = malloc(sizeof(double) * d), *mh = malloc(sizeof(double) * I);
+    double *mo = malloc(sizeof(double) * d), *t = malloc(sizeof(double) * d);
+    double *hn = malloc(sizeof(double) * (size_t)(T * d)), *lg = malloc(sizeof(double) * V);
+    double *sc = malloc(sizeof(double) * (size_t)T);
+    double loss = 0;
+    for (int64_t b = 0; b < B; b++) {
+        const int32_t *tok = tokens + b * (T + 1);
+        for (int64_t s = 0; s < T; s++)
+            memcpy(h + s * d, emb + (int64_t)tok[s] * d, sizeof(double) * d);
+        for (int64_t l = 0; l < L; l++) {
+            const double **q = ptr + 1 + 12 * l;
+            /* q[0..3] ln1 w,b ln2 w,b; q[4,5] qkv w,b; q[6,7] dense; q[8,9] fc1; q[10,11] fc2 */
+            for (int64_t s = 0; s < T; s++) {
+                layernorm(a, h + s * d, q[0], q[1], d, c->layer_norm_eps);
+                linear(qkv + s * 3 * d, a, q[4], q[5], d, 3 * d);
+                for (int64_t hh = 0; hh < nh; hh++)
+                    for (int sel = 0; sel < 2; sel++) {
+                        double *x = qkv + s * 3 * d + hh * 3 * p + sel * p;
+                        for (int64_t j = 0; j < r / 2; j++) {
+                            float e = (float)(2 * j) / (float)r;
+                            float pw = (float)pow(c->rotary_emb_base, (double)e);
+                            float inv = 1.0f / pw;
+                            float th = (float)s * inv;
+                            double cs = (float)cos((double)th), sn = (float)sin((double)th);
+                            double x0 = x[j], x1 = x[j + r / 2];
+                            x[j] = x0 * cs - x1 * sn;
+                            x[j + r / 2] = x1 * cs + x0 * sn;
+                        }
+                    }
+            }
+            for (int64_t hh = 0; hh < nh; hh++)
+                for (int64_t i = 0; i < T; i++) {
+                    double mx = -INFINITY, se = 0;
+                    for (int64_t j = 0; j <= i; j++) {
+                        double s = 0;
+                        for (int64_t k = 0; k < p; k++)
+                            s += qkv[i * 3 * d + hh * 3 * p + k] * qkv[j * 3 * d + hh * 3 * p + p + k];
+                        sc[j] = s / sqrt((double)p);
+                        mx = sc[j] > mx ? sc[j] : mx;
+                    }
+                    for (int64_t j = 0; j <= i; j++)
+                        se += exp(sc[j] - mx);
+                    for (int64_t k = 0; k < p; k++) {
+                        double acc = 0;
+                        for (int64_t j = 0; j <= i; j++)
+                            acc += exp(sc[j] - mx) / se * qkv[j * 3 * d + hh * 3 * p + 2 * p + k];
+                        att[i * d + hh * p + k] = acc;
+                    }
+                }
+            for (int64_t s = 0; s < T; s++) {
+                const double *hs = h + s * d;
+                linear(o, att + s * d, q[6], q[7], d, d);
+                const double *min = hs;
+                if (!c->use_parallel_residual) {
+                    for (int64_t i = 0; i < d; i++)
+                        t[i] = o[i] + hs[i];
+                    min = t;
+                }
+                layernorm(a2, min, q[2], q[3], d, c->layer_norm_eps);
+                linear(mh, a2, q[8], q[9], d, I);
+                for (int64_t i = 0; i < I; i++)
+                    mh[i] = gelu(mh[i], c->hidden_act != HM_ACT_GELU);
+                linear(mo, mh, q[10], q[11], I, d);
+                for (int64_t i = 0; i < d; i++)
+                    hn[s * d + i] = c->use_parallel_residual ? mo[i] + o[i] + hs[i] : mo[i] + t[i];
+            }
+            memcpy(h, hn, sizeof(double) * (size_t)(T * d));
+        }
+        for (int64_t s = 0; s < T; s++) {
+            layernorm(a, h + s * d, lnfw, lnfb, d, c->layer_norm_eps);
+            linear(lg, a, wout, NULL, d, V);
+            if (logits_out)
+                memcpy(logits_out + (b * T + s) * V, lg, sizeof(double) * V);
+            double mx = lg[0], se = 0;
+            for (int64_t v = 1; v < V; v++)
+                mx = lg[v] > mx ? lg[v] : mx;
+            for (int64_t v = 0; v < V; v++)
+                se += exp(lg[v] - mx);
+            loss += mx + log(se) - lg[tok[s + 1]];
+        }
+    }
+    free(h); free(a); free(qkv); free(att); free(o); free(a2); free(mh); free(mo); free(t);
+    free(hn); free(lg); free(sc); free(ptr); free(specs);
+    return loss / (double)(B * T);
+}

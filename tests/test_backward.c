@@ -1,0 +1,541 @@
+/* Backward passes against central finite differences in double precision.
+ *
+ * Each op: a scalar L = Σ R ⊙ op(inputs) with a fixed random R; the op's
+ * forward is re-implemented here in double (independently of kernels/),
+ * differentiated by central differences (h = 1e-6, so truncation ~1e-12),
+ * and compared with the fp32 backward of both backends given dy = R.
+ * Tolerance: max|Δ| ≤ 5e-6 · max(1, max|g|) — the kernels take fp32
+ * inputs and write fp32 outputs, so ~1e-7 relative per value plus
+ * accumulation; observed ≤ 6.2e-7 over every op, shape and backend.
+ * The whole model is checked the same way against tests/support/ref_neox.c. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "neox_train.h"
+#include "optim.h"
+#include "ref_neox.h"
+#include "testutil.h"
+
+#define FD_H 1e-6
+#define TOL 5e-6
+
+typedef double (*scalar_fn)(const double *x, void *ctx);
+
+/* g[n] = central differences of f at x[n] (x is restored). */
+static void fd_grad(double *g, double *x, int64_t n, scalar_fn f, void *ctx)
+{
+    for (int64_t i = 0; i < n; i++) {
+        double x0 = x[i];
+        x[i] = x0 + FD_H;
+        double fp = f(x, ctx);
+        x[i] = x0 - FD_H;
+        double fm = f(x, ctx);
+        x[i] = x0;
+        g[i] = (fp - fm) / (2 * FD_H);
+    }
+}
+
+static void check_close(const char *what, const float *got, const double *want, int64_t n)
+{
+    double mx = 1, err = 0;
+    int64_t at = 0;
+    for (int64_t i = 0; i < n; i++)
+        mx = fabs(want[i]) > mx ? fabs(want[i]) : mx;
+    for (int64_t i = 0; i < n; i++)
+        if (fabs(got[i] - want[i]) > err) {
+            err = fabs(got[i] - want[i]);
+            at = i;
+        }
+    cr_expect(err <= TOL * mx, "%s: max |Δ| %.3g at %lld (got %.9g want %.9g), scale %.3g", what,
+              err, (long long)at, got[at], want[at], mx);
+}
+
+static void rand_fill(double *x, int64_t n, uint64_t *s, double scale)
+{
+    for (int64_t i = 0; i < n; i++)
+        x[i] = scale * tu_rand_normal(s);
+}
+
+static float *to_f(const double *x, int64_t n)
+{
+    float *f = malloc(sizeof(float) * (size_t)(n ? n : 1));
+    for (int64_t i = 0; i < n; i++)
+        f[i] = (float)x[i];
+    return f;
+}
+
+/* round a double vector to fp32 values (so fp32 kernels see the same inputs) */
+static void round_f(double *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        x[i] = (float)x[i];
+}
+
+static const char *backends[] = {"ref", "fast"};
+
+/* ---- matmul ---------------------------------------------------------------- */
+struct mm { int64_t T, in, out; const double *R; double *x, *w, *b; int which; };
+
+static double mm_loss(const double *v, void *ctx)
+{
+    struct mm *c = ctx;
+    const double *x = c->which == 0 ? v : c->x, *w = c->which == 1 ? v : c->w;
+    const double *b = c->which == 2 ? v : c->b;
+    double L = 0;
+    for (int64_t t = 0; t < c->T; t++)
+        for (int64_t o = 0; o < c->out; o++) {
+            double y = b[o];
+            for (int64_t i = 0; i < c->in; i++)
+                y += x[t * c->in + i] * w[o * c->in + i];
+            L += c->R[t * c->out + o] * y;
+        }
+    return L;
+}
+
+Test(backward, matmul)
+{
+    int64_t shapes[][3] = {{1, 1, 1}, {3, 5, 7}, {13, 17, 11}, {2, 64, 3}};
+    for (size_t si = 0; si < 4; si++) {
+        int64_t T = shapes[si][0], in = shapes[si][1], out = shapes[si][2];
+        uint64_t s = 11 + si;
+        double *x = malloc(8 * T * in), *w = malloc(8 * out * in), *b = malloc(8 * out);
+        double *R = malloc(8 * T * out);
+        rand_fill(x, T * in, &s, 1);
+        rand_fill(w, out * in, &s, 0.5);
+        rand_fill(b, out, &s, 0.5);
+        rand_fill(R, T * out, &s, 1);
+        round_f(x, T * in);
+        round_f(w, out * in);
+        round_f(b, out);
+        round_f(R, T * out);
+        struct mm c = {T, in, out, R, x, w, b, 0};
+        double *gx = malloc(8 * T * in), *gw = malloc(8 * out * in), *gb = malloc(8 * out);
+        c.which = 0;
+        fd_grad(gx, x, T * in, mm_loss, &c);
+        c.which = 1;
+        fd_grad(gw, w, out * in, mm_loss, &c);
+        c.which = 2;
+        fd_grad(gb, b, out, mm_loss, &c);
+        for (int k = 0; k < 2; k++) {
+            const struct hm_backend *be = hm_backend_get(backends[k]);
+            float *fx = to_f(x, T * in), *fw = to_f(w, out * in), *fR = to_f(R, T * out);
+            float *dx = calloc(T * in, 4), *dw = calloc(out * in, 4), *db = calloc(out, 4);
+            dw[0] = 0.25f; /* parameter grads accumulate */
+            db[0] = -0.5f;
+            hm_backend_matmul_backward(be, dx, dw, db, fR, fx, fw, T, in, out);
+            dw[0] -= 0.25f;
+            db[0] += 0.5f;
+            check_close("matmul dx", dx, gx, T * in);
+            check_close("matmul dw", dw, gw, out * in);
+            check_close("matmul db", db, gb, out);
+            free(fx); free(fw); free(fR); free(dx); free(dw); free(db);
+        }
+        free(x); free(w); free(b); free(R); free(gx); free(gw); free(gb);
+    }
+}
+
+/* ---- layernorm ------------------------------------------------------------- */
+struct ln { int64_t T, d; const double *R; double *x, *w, *b; int which; };
+
+static double ln_loss(const double *v, void *ctx)
+{
+    struct ln *c = ctx;
+    const double *x = c->which == 0 ? v : c->x, *w = c->which == 1 ? v : c->w;
+    const double *b = c->which == 2 ? v : c->b;
+    double L = 0;
+    for (int64_t t = 0; t < c->T; t++) {
+        double mu = 0, var = 0;
+        for (int64_t i = 0; i < c->d; i++)
+            mu += x[t * c->d + i];
+        mu /= (double)c->d;
+        for (int64_t i = 0; i < c->d; i++)
+            var += (x[t * c->d + i] - mu) * (x[t * c->d + i] - mu);
+        var /= (double)c->d;
+        for (int64_t i = 0; i < c->d; i++)
+            L += c->R[t * c->d + i] * ((x[t * c->d + i] - mu) / sqrt(var + 1e-5) * w[i] + b[i]);
+    }
+    return L;
+}
+
+Test(backward, layernorm)
+{
+    int64_t shapes[][2] = {{1, 2}, {5, 7}, {3, 131}};
+    for (size_t si = 0; si < 3; si++) {
+        int64_t T = shapes[si][0], d = shapes[si][1];
+        uint64_t s = 21 + si;
+        double *x = malloc(8 * T * d), *w = malloc(8 * d), *b = malloc(8 * d), *R = malloc(8 * T * d);
+        rand_fill(x, T * d, &s, 1);
+        rand_fill(w, d, &s, 1);
+        rand_fill(b, d, &s, 1);
+        rand_fill(R, T * d, &s, 1);
+        round_f(x, T * d);
+        round_f(w, d);
+        round_f(b, d);
+        round_f(R, T * d);
+        struct ln c = {T, d, R, x, w, b, 0};
+        double *gx = malloc(8 * T * d), *gw = malloc(8 * d), *gb = malloc(8 * d);
+        c.which = 0;
+        fd_grad(gx, x, T * d, ln_loss, &c);
+        c.which = 1;
+        fd_grad(gw, w, d, ln_loss, &c);
+        c.which = 2;
+        fd_grad(gb, b, d, ln_loss, &c);
+        for (int k = 0; k < 2; k++) {
+            const struct hm_backend *be = hm_backend_get(backends[k]);
+            float *fx = to_f(x, T * d), *fw = to_f(w, d), *fb = to_f(b, d), *fR = to_f(R, T * d);
+            float *y = malloc(4 * T * d), *mean = malloc(4 * T), *rstd = malloc(4 * T);
+            float *dx = calloc(T * d, 4), *dw = calloc(d, 4), *db = calloc(d, 4);
+            hm_backend_layernorm_forward(be, y, mean, rstd, fx, fw, fb, T, d, 1e-5f);
+            hm_backend_layernorm_backward(be, dx, dw, db, fR, fx, mean, rstd, fw, T, d);
+            check_close("layernorm dx", dx, gx, T * d);
+            check_close("layernorm dw", dw, gw, d);
+            check_close("layernorm db", db, gb, d);
+            free(fx); free(fw); free(fb); free(fR); free(y); free(mean); free(rstd);
+            free(dx); free(dw); free(db);
+        }
+        free(x); free(w); free(b); free(R); free(gx); free(gw); free(gb);
+    }
+}
+
+/* ---- gelu ------------------------------------------------------------------ */
+struct ge { int64_t n; const double *R; int tanh_form; };
+
+static double ge_loss(const double *x, void *ctx)
+{
+    struct ge *c = ctx;
+    double L = 0;
+    for (int64_t i = 0; i < c->n; i++) {
+        double v = x[i];
+        double y = c->tanh_form
+                       ? 0.5 * v * (1 + tanh(sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)))
+                       : 0.5 * v * (1 + erf(v / sqrt(2.0)));
+        L += c->R[i] * y;
+    }
+    return L;
+}
+
+Test(backward, gelu)
+{
+    const int64_t n = 97;
+    for (int kind = 0; kind < 2; kind++) {
+        uint64_t s = 31 + kind;
+        double x[97], R[97], g[97];
+        rand_fill(x, n, &s, 2.5);
+        rand_fill(R, n, &s, 1);
+        round_f(x, n);
+        round_f(R, n);
+        struct ge c = {n, R, kind};
+        fd_grad(g, x, n, ge_loss, &c);
+        for (int k = 0; k < 2; k++) {
+            float *fx = to_f(x, n), *fR = to_f(R, n), dx[97];
+            hm_backend_gelu_backward(hm_backend_get(backends[k]), dx, fR, fx, n,
+                                     kind ? HM_GELU_TANH : HM_GELU_ERF);
+            check_close(kind ? "gelu tanh" : "gelu erf", dx, g, n);
+            /* dx may alias dy */
+            hm_backend_gelu_backward(hm_backend_get(backends[k]), fR, fR, fx, n,
+                                     kind ? HM_GELU_TANH : HM_GELU_ERF);
+            check_close("gelu aliased", fR, g, n);
+            free(fx);
+            free(fR);
+        }
+    }
+}
+
+/* ---- rotary (on a fused qkv layout) ---------------------------------------- */
+struct ro { int64_t T, nh, p, r; const double *R; const float *inv; };
+
+static double ro_loss(const double *x, void *ctx)
+{
+    struct ro *c = ctx;
+    int64_t rs = 3 * c->nh * c->p, half = c->r / 2;
+    double L = 0;
+    for (int64_t t = 0; t < c->T; t++)
+        for (int64_t h = 0; h < c->nh; h++)
+            for (int64_t i = 0; i < c->p; i++) {
+                const double *v = x + t * rs + h * 3 * c->p;
+                double y = v[i];
+                if (i < c->r) {
+                    int64_t j = i < half ? i : i - half;
+                    float th = (float)(t + 3) * c->inv[j];
+                    double cs = (float)cos((double)th), sn = (float)sin((double)th);
+                    y = i < half ? v[i] * cs - v[i + half] * sn : v[i] * cs + v[i - half] * sn;
+                }
+                L += c->R[t * rs + h * 3 * c->p + i] * y;
+            }
+    return L;
+}
+
+Test(backward, rotary)
+{
+    const int64_t T = 5, nh = 2, p = 6, r = 4, n = T * 3 * nh * p;
+    float inv[2];
+    hm_rotary_inv_freq(inv, r, 10000.0);
+    uint64_t s = 41;
+    double *x = malloc(8 * n), *R = calloc(n, 8), *g = malloc(8 * n);
+    rand_fill(x, n, &s, 1);
+    round_f(x, n);
+    for (int64_t t = 0; t < T; t++) /* only the q part of each head is rotated here */
+        for (int64_t h = 0; h < nh; h++)
+            for (int64_t i = 0; i < p; i++)
+                R[t * 3 * nh * p + h * 3 * p + i] = (float)tu_rand_normal(&s);
+    struct ro c = {T, nh, p, r, R, inv};
+    fd_grad(g, x, n, ro_loss, &c);
+    for (int k = 0; k < 2; k++) {
+        float *dx = to_f(R, n);
+        hm_backend_rotary_backward(hm_backend_get(backends[k]), dx, T, nh, r, 3 * nh * p, 3 * p,
+                                   3, inv);
+        check_close("rotary", dx, g, n);
+        free(dx);
+    }
+    free(x); free(R); free(g);
+}
+
+/* ---- causal softmax attention ---------------------------------------------- */
+struct at { int64_t T, nh, p; const double *R; };
+
+static double at_loss(const double *qkv, void *ctx)
+{
+    struct at *c = ctx;
+    int64_t d = c->nh * c->p, rs = 3 * d;
+    double L = 0, sc[64];
+    for (int64_t h = 0; h < c->nh; h++)
+        for (int64_t i = 0; i < c->T; i++) {
+            double mx = -INFINITY, se = 0;
+            for (int64_t j = 0; j <= i; j++) {
+                double s = 0;
+                for (int64_t k = 0; k < c->p; k++)
+                    s += qkv[i * rs + h * 3 * c->p + k] * qkv[j * rs + h * 3 * c->p + c->p + k];
+                sc[j] = s / sqrt((double)c->p);
+                mx = sc[j] > mx ? sc[j] : mx;
+            }
+            for (int64_t j = 0; j <= i; j++)
+                se += exp(sc[j] - mx);
+            for (int64_t k = 0; k < c->p; k++) {
+                double y = 0;
+                for (int64_t j = 0; j <= i; j++)
+                    y += exp(sc[j] - mx) / se * qkv[j * rs + h * 3 * c->p + 2 * c->p + k];
+                L += c->R[i * d + h * c->p + k] * y;
+            }
+        }
+    return L;
+}
+
+Test(backward, attention)
+{
+    int64_t shapes[][3] = {{1, 1, 1}, {7, 2, 3}, {13, 3, 5}, {40, 1, 8}};
+    for (size_t si = 0; si < 4; si++) {
+        int64_t T = shapes[si][0], nh = shapes[si][1], p = shapes[si][2], d = nh * p;
+        uint64_t s = 51 + si;
+        double *qkv = malloc(8 * T * 3 * d), *R = malloc(8 * T * d), *g = malloc(8 * T * 3 * d);
+        rand_fill(qkv, T * 3 * d, &s, 1);
+        rand_fill(R, T * d, &s, 1);
+        round_f(qkv, T * 3 * d);
+        round_f(R, T * d);
+        struct at c = {T, nh, p, R};
+        fd_grad(g, qkv, T * 3 * d, at_loss, &c);
+        for (int k = 0; k < 2; k++) {
+            const struct hm_backend *be = hm_backend_get(backends[k]);
+            float *fq = to_f(qkv, T * 3 * d), *fR = to_f(R, T * d);
+            float *out = malloc(4 * T * d), *lse = malloc(4 * nh * T), *dq = malloc(4 * T * 3 * d);
+            size_t fws = hm_backend_attention_ws_size(be, T, nh, p);
+            size_t bws = hm_backend_attention_backward_ws_size(be, T, nh, p);
+            void *ws = malloc(fws > bws ? fws : bws);
+            hm_backend_attention_forward(be, out, lse, fq, T, nh, p, ws, fws);
+            hm_backend_attention_backward(be, dq, fR, fq, out, lse, T, nh, p, ws, bws);
+            check_close("attention dqkv", dq, g, T * 3 * d);
+            free(fq); free(fR); free(out); free(lse); free(dq); free(ws);
+        }
+        free(qkv); free(R); free(g);
+    }
+}
+
+/* ---- embedding and cross-entropy ------------------------------------------- */
+Test(backward, embedding_scatter)
+{
+    const int64_t T = 6, d = 3, V = 4;
+    int32_t ids[6] = {2, 0, 2, 3, 2, 1};
+    float dy[18], table[12] = {0};
+    uint64_t s = 61;
+    for (int i = 0; i < 18; i++)
+        dy[i] = (float)tu_rand_normal(&s);
+    for (int k = 0; k < 2; k++) {
+        memset(table, 0, sizeof table);
+        hm_backend_embedding_backward(hm_backend_get(backends[k]), table, dy, ids, T, d);
+        for (int64_t v = 0; v < V; v++)
+            for (int64_t i = 0; i < d; i++) {
+                double want = 0;
+                for (int64_t t = 0; t < T; t++)
+                    if (ids[t] == v)
+                        want += dy[t * d + i];
+                cr_expect(fabs(table[v * d + i] - want) < 1e-6);
+            }
+    }
+}
+
+struct ce { int64_t T, V; const int32_t *tg; double scale; };
+
+static double ce_loss(const double *l, void *ctx)
+{
+    struct ce *c = ctx;
+    double L = 0;
+    for (int64_t t = 0; t < c->T; t++) {
+        if (c->tg[t] < 0)
+            continue;
+        double mx = -INFINITY, se = 0;
+        for (int64_t v = 0; v < c->V; v++)
+            mx = l[t * c->V + v] > mx ? l[t * c->V + v] : mx;
+        for (int64_t v = 0; v < c->V; v++)
+            se += exp(l[t * c->V + v] - mx);
+        L += mx + log(se) - l[t * c->V + c->tg[t]];
+    }
+    return L * c->scale;
+}
+
+Test(backward, cross_entropy)
+{
+    const int64_t T = 5, V = 13;
+    int32_t tg[5] = {3, 0, -1, 12, 7};
+    uint64_t s = 71;
+    double l[65], g[65];
+    rand_fill(l, T * V, &s, 3);
+    round_f(l, T * V);
+    struct ce c = {T, V, tg, 0.25};
+    fd_grad(g, l, T * V, ce_loss, &c);
+    double want_total = ce_loss(l, &c) / 0.25;
+    for (int k = 0; k < 2; k++) {
+        float *fl = to_f(l, T * V), dl[65];
+        double total = hm_backend_cross_entropy_backward(hm_backend_get(backends[k]), dl, fl, tg,
+                                                         T, V, 0.25f);
+        cr_expect(fabs(total - want_total) < 1e-5 * fabs(want_total), "loss %g vs %g", total,
+                  want_total);
+        check_close("cross entropy", dl, g, T * V);
+        free(fl);
+    }
+}
+
+/* ---- whole model ----------------------------------------------------------- */
+struct whole { const struct hm_config *cfg; const int32_t *tok; int64_t B, T; };
+
+static double whole_loss(const double *w, void *ctx)
+{
+    struct whole *c = ctx;
+    return tu_ref_neox_loss(c->cfg, w, c->tok, c->B, c->T, NULL);
+}
+
+static struct hm_neox *tiny_model(int parallel, enum hm_act act, uint64_t seed)
+{
+    struct hm_config c;
+    hm_config_defaults(&c);
+    c.vocab_size = 11;
+    c.hidden_size = 8;
+    c.num_hidden_layers = 2;
+    c.num_attention_heads = 2;
+    c.intermediate_size = 12;
+    c.rotary_pct = 0.5;
+    c.use_parallel_residual = parallel;
+    c.hidden_act = act;
+    cr_assert_eq(hm_config_finish(&c, NULL), HM_OK);
+    struct hm_neox *m;
+    cr_assert_eq(hm_neox_new(&c, &m, NULL), HM_OK);
+    hm_rotary_inv_freq(m->inv_freq, c.rotary_dims, c.rotary_emb_base);
+    struct hm_tensor_view *v;
+    int64_t nv = hm_neox_views(m, &v);
+    uint64_t s = seed;
+    for (int64_t i = 0; i < nv; i++)
+        for (int64_t j = 0; j < v[i].numel; j++)
+            v[i].data[j] = (float)(v[i].spec.group == HM_PG_NORM && strstr(v[i].spec.name, "weight")
+                                       ? 1 + 0.2 * tu_rand_normal(&s)
+                                       : 0.4 * tu_rand_normal(&s));
+    free(v);
+    return m;
+}
+
+static void whole_model_check(int parallel, enum hm_act act, const char *bename, int freeze)
+{
+    struct hm_neox *m = tiny_model(parallel, act, 5 + (uint64_t)parallel);
+    const int64_t B = 2, T = 5;
+    int32_t tok[12] = {1, 4, 9, 10, 0, 3, 7, 7, 2, 5, 6, 8};
+    struct hm_train_opts o = {.B = B, .T = T, .accum = 1, .freeze_embeddings = freeze};
+    struct hm_trainer *tr;
+    cr_assert_eq(hm_trainer_new(m, hm_backend_get(bename), &o, &tr, NULL), HM_OK);
+    hm_trainer_zero_grad(tr);
+    struct hm_train_loss loss;
+    cr_assert_eq(hm_trainer_accumulate(tr, tok, &loss, NULL), HM_OK);
+    int64_t n;
+    double *w = tu_ref_params_from_model(m, &n);
+    struct whole c = {&m->cfg, tok, B, T};
+    double ref = whole_loss(w, &c);
+    cr_expect(fabs(loss.ce - ref) < 1e-5 * fabs(ref), "loss %.9g vs ref %.9g", loss.ce, ref);
+    double *g = malloc(sizeof(double) * (size_t)n);
+    fd_grad(g, w, n, whole_loss, &c);
+    /* the grads model has the same layout: compare view by view */
+    struct hm_tensor_view *gv;
+    int64_t nv = hm_neox_views(hm_trainer_grads(tr), &gv), off = 0;
+    for (int64_t i = 0; i < nv; i++) {
+        int is_frozen = freeze && gv[i].spec.group == HM_PG_EMBED;
+        if (is_frozen) {
+            for (int64_t j = 0; j < gv[i].numel; j++)
+                cr_expect_eq(gv[i].data[j], 0.0f, "frozen %s got a gradient", gv[i].spec.name);
+        } else {
+            check_close(gv[i].spec.name, gv[i].data, g + off, gv[i].numel);
+        }
+        off += gv[i].numel;
+    }
+    int64_t np;
+    hm_trainer_params(tr, &np);
+    cr_expect_eq(np, freeze ? nv - 2 : nv);
+    free(gv);
+    free(g);
+    free(w);
+    hm_trainer_free(tr);
+    hm_neox_free(m);
+}
+
+Test(backward, whole_model_parallel_ref) { whole_model_check(1, HM_ACT_GELU, "ref", 0); }
+Test(backward, whole_model_parallel_fast) { whole_model_check(1, HM_ACT_GELU, "fast", 0); }
+Test(backward, whole_model_sequential_tanh) { whole_model_check(0, HM_ACT_GELU_TANH, "fast", 0); }
+Test(backward, whole_model_frozen_embeddings) { whole_model_check(1, HM_ACT_GELU, "fast", 1); }
+
+/* One SGD step exposes the gradient: (w0 − w1) / η = the test's own FD gradient. */
+Test(backward, sgd_step_exposes_gradient)
+{
+    struct hm_neox *m = tiny_model(1, HM_ACT_GELU, 9);
+    const int64_t B = 2, T = 5;
+    int32_t tok[12] = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8};
+    int64_t n;
+    double *w0 = tu_ref_params_from_model(m, &n), *g = malloc(sizeof(double) * (size_t)n);
+    struct whole c = {&m->cfg, tok, B, T};
+    fd_grad(g, w0, n, whole_loss, &c);
+    struct hm_train_opts o = {.B = B, .T = T, .accum = 1};
+    struct hm_trainer *tr;
+    cr_assert_eq(hm_trainer_new(m, hm_backend_get("fast"), &o, &tr, NULL), HM_OK);
+    hm_trainer_zero_grad(tr);
+    struct hm_train_loss loss;
+    cr_assert_eq(hm_trainer_accumulate(tr, tok, &loss, NULL), HM_OK);
+    int64_t np;
+    const struct hm_opt_param *p = hm_trainer_params(tr, &np);
+    struct hm_optim_cfg oc;
+    hm_optim_cfg_defaults(&oc, HM_OPTIM_SGD, 0);
+    struct hm_optim opt;
+    cr_assert_eq(hm_optim_init(&opt, &oc, p, np, NULL), HM_OK);
+    const double eta = 0.5;
+    hm_optim_step(&opt, (struct hm_opt_param *)p, np, eta, hm_grad_global_norm(p, np));
+    double *w1 = tu_ref_params_from_model(m, &n);
+    double mx = 1, err = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double exposed = (w0[i] - w1[i]) / eta;
+        mx = fabs(g[i]) > mx ? fabs(g[i]) : mx;
+        err = fabs(exposed - g[i]) > err ? fabs(exposed - g[i]) : err;
+    }
+    /* w1 is rounded to fp32: |w0| ≤ ~2 gives ≤ 1.2e-7 / 0.5 extra error */
+    cr_expect(err <= TOL * mx, "exposed gradient off by %g (scale %g)", err, mx);
+    hm_optim_release(&opt);
+    free(w0);
+    free(w1);
+    free(g);
+    hm_trainer_free(tr);
+    hm_neox_free(m);
+}
