@@ -85,6 +85,25 @@ static int frozen(const struct hm_trainer *tr, const struct hm_param_spec *s)
     return tr->opt.freeze_embeddings && s->group == HM_PG_EMBED;
 }
 
+/* Floats of the activation arena (the layout hm_trainer_new carves). */
+static int64_t arena_floats(const struct hm_config *c, const struct hm_train_opts *o)
+{
+    const int64_t B = o->B, T = o->T, N = B * T, L = c->num_hidden_layers;
+    const int64_t d = c->hidden_size, I = c->intermediate_size, V = c->vocab_size;
+    const int64_t nh = c->num_attention_heads, R = HM_TRAIN_CE_ROWS;
+    const int seq = !c->use_parallel_residual;
+    int64_t per_layer = N * d /*h*/ + 2 * N + N * d /*a*/ + 3 * N * d + N * d /*att*/ +
+                        B * nh * T + (seq ? N * d : 0) + 2 * N + N * d /*a2*/ + N * I;
+    return L * per_layer + N * d /*hL*/ + 2 * N + N * d /*hf*/ + N * d /*o*/ + 2 * N * I +
+           4 * N * d + 3 * N * d /*dqkv*/ + N * d /*dhf*/ + 2 * R * V +
+           (o->kd_teacher ? R * V + N * d : 0);
+}
+
+size_t hm_trainer_activation_bytes(const struct hm_config *cfg, const struct hm_train_opts *o)
+{
+    return sizeof(float) * (size_t)arena_floats(cfg, o);
+}
+
 enum hm_status hm_trainer_new(struct hm_neox *model, const struct hm_backend *be,
                               const struct hm_train_opts *opts, struct hm_trainer **out,
                               struct hm_error *err)
@@ -114,11 +133,7 @@ enum hm_status hm_trainer_new(struct hm_neox *model, const struct hm_backend *be
     if (st != HM_OK)
         goto fail;
     /* one arena for every activation */
-    int64_t per_layer = N * d /*h*/ + 2 * N + N * d /*a*/ + 3 * N * d + N * d /*att*/ +
-                        B * nh * T + (seq ? N * d : 0) + 2 * N + N * d /*a2*/ + N * I;
-    int64_t total = L * per_layer + N * d /*hL*/ + 2 * N + N * d /*hf*/ + N * d /*o*/ +
-                    2 * N * I + 4 * N * d + 3 * N * d /*dqkv*/ + N * d /*dhf*/ + 2 * R * V +
-                    (opts->kd_teacher ? R * V + N * d : 0);
+    int64_t total = arena_floats(c, opts);
     tr->arena = malloc(sizeof(float) * (size_t)total);
     tr->la = calloc((size_t)L + 1, sizeof *tr->la);
     tr->in = malloc(sizeof(int32_t) * (size_t)N);

@@ -47,6 +47,10 @@ enum hm_status hm_trainer_new(struct hm_neox *model, const struct hm_backend *be
                               struct hm_error *err);
 void hm_trainer_free(struct hm_trainer *tr);
 
+/* Bytes of activations hm_trainer_new allocates for cfg and o (the
+ * --dry-run memory estimate; attention workspaces excluded). */
+size_t hm_trainer_activation_bytes(const struct hm_config *cfg, const struct hm_train_opts *o);
+
 /* Zero every gradient. */
 void hm_trainer_zero_grad(struct hm_trainer *tr);
 

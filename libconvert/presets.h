@@ -1,0 +1,25 @@
+/* presets.h — named model configurations for hm-init. */
+#ifndef HM_PRESETS_H
+#define HM_PRESETS_H
+
+#include "config.h"
+
+/* Fill cfg (finished) from a preset name: "tiny" (the byte-level demo
+ * teacher: vocab 257, d 128, 4 layers, 4 heads, I 512, 256 positions) or a
+ * real Pythia shape: "pythia-14m", "pythia-31m", "pythia-70m",
+ * "pythia-160m", "pythia-410m", "pythia-1b" (the "pythia-" prefix is
+ * optional). Returns 0, or -1 for an unknown name. */
+int hm_config_preset(const char *name, struct hm_config *cfg);
+
+/* "tiny, pythia-14m, ..." for usage texts. */
+const char *hm_preset_names(void);
+
+/* Random initialization of GPT-NeoX weights as HF GPTNeoXPreTrainedModel
+ * does: every Linear weight and embedding N(0, std²) (std = initializer
+ * range, 0.02), Linear biases 0, LayerNorm weight 1 and bias 0. Normal
+ * draws come from splitmix64(seed) + Box–Muller in a fixed order, so the
+ * result is the same on every machine and thread count. */
+struct hm_neox;
+void hm_neox_init_random(struct hm_neox *m, uint64_t seed, double std);
+
+#endif

@@ -1,0 +1,447 @@
+/* run.c — the shared training loop, state files and resume (see run.h). */
+#include "run.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "atomic_file.h"
+#include "fileio.h"
+#include "hash.h"
+#include "provenance.h"
+#include "safetensors.h"
+
+#define RUN_STATE_VERSION 1
+
+struct run {
+    const struct hm_run_model *model;
+    const struct hm_run_opts *o;
+    const struct hm_opt_param *p;
+    int64_t np;
+    struct hm_optim opt;
+    int64_t step;    /* completed optimizer steps */
+    int64_t tokens;  /* training tokens consumed */
+    uint64_t data_hash;
+    char *state_path;
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- state file --------------------------------------------------------- */
+
+static char *run_json(const struct run *r)
+{
+    const struct hm_run_opts *o = r->o;
+    cJSON *j = cJSON_CreateObject();
+    char hex[17];
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)r->data_hash);
+    cJSON_AddNumberToObject(j, "version", RUN_STATE_VERSION);
+    cJSON_AddStringToObject(j, "tool", o->tool);
+    cJSON_AddNumberToObject(j, "step", (double)r->step);
+    cJSON_AddNumberToObject(j, "optimizer_t", (double)r->opt.t);
+    cJSON_AddNumberToObject(j, "tokens", (double)r->tokens);
+    cJSON_AddNumberToObject(j, "steps", (double)o->steps);
+    cJSON_AddNumberToObject(j, "batch", (double)o->batch);
+    cJSON_AddNumberToObject(j, "seq_len", (double)o->seq_len);
+    cJSON_AddNumberToObject(j, "accum", (double)o->accum);
+    cJSON_AddStringToObject(j, "seed", (snprintf(hex, sizeof hex, "%016llx",
+                                                 (unsigned long long)o->seed), hex));
+    cJSON_AddStringToObject(j, "data_order", o->order == HM_ORDER_SHUFFLE ? "shuffle" : "sequential");
+    cJSON_AddStringToObject(j, "optimizer", o->optim.kind == HM_OPTIM_ADAMW ? "adamw" : "sgd");
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)r->data_hash);
+    cJSON_AddStringToObject(j, "data_xxh3", hex);
+    char *s = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    return s;
+}
+
+static enum hm_status save_state(struct run *r, struct hm_error *err)
+{
+    struct hm_st_writer *w = hm_st_writer_new();
+    char *meta = run_json(r), *cfg = hm_config_to_json(r->model->cfg);
+    enum hm_status st = HM_OK;
+    char name[512];
+    if (!w || !meta || !cfg) {
+        st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    for (int64_t i = 0; i < r->np && st == HM_OK; i++) {
+        int64_t shape[1] = {r->p[i].n};
+        snprintf(name, sizeof name, "w.%s", r->p[i].name);
+        st = hm_st_writer_add(w, name, HM_DTYPE_F32, 1, shape, r->p[i].w, err);
+        if (st == HM_OK && r->opt.m) {
+            snprintf(name, sizeof name, "m.%s", r->p[i].name);
+            st = hm_st_writer_add(w, name, HM_DTYPE_F32, 1, shape, r->opt.m[i], err);
+        }
+        if (st == HM_OK && r->opt.v) {
+            snprintf(name, sizeof name, "v.%s", r->p[i].name);
+            st = hm_st_writer_add(w, name, HM_DTYPE_F32, 1, shape, r->opt.v[i], err);
+        }
+    }
+    if (st == HM_OK)
+        st = hm_st_writer_set_metadata(w, "hm.run", meta, err);
+    if (st == HM_OK)
+        st = hm_st_writer_set_metadata(w, "hm.config", cfg, err);
+    if (st == HM_OK)
+        st = hm_st_writer_write_path(w, r->state_path, HM_AFILE_FORCE, err);
+    if (st != HM_OK)
+        hm_error_prefix(err, "cannot write state '%s': ", r->state_path);
+out:
+    free(meta);
+    free(cfg);
+    hm_st_writer_free(w);
+    return st;
+}
+
+static enum hm_status expect_num(const cJSON *j, const char *key, double want, const char *path,
+                                 struct hm_error *err)
+{
+    const cJSON *x = cJSON_GetObjectItem(j, key);
+    if (!cJSON_IsNumber(x) || x->valuedouble != want)
+        return hm_error_set(err, HM_ERR_INVALID,
+                            "state '%s' was made with %s %.17g, this run has %.17g (resume needs "
+                            "the same flags)", path, key, cJSON_IsNumber(x) ? x->valuedouble : NAN,
+                            want);
+    return HM_OK;
+}
+
+static enum hm_status expect_str(const cJSON *j, const char *key, const char *want,
+                                 const char *path, struct hm_error *err)
+{
+    const cJSON *x = cJSON_GetObjectItem(j, key);
+    if (!cJSON_IsString(x) || strcmp(x->valuestring, want) != 0)
+        return hm_error_set(err, HM_ERR_INVALID,
+                            "state '%s' was made with %s '%s', this run has '%s' (resume needs "
+                            "the same flags and data)", path, key,
+                            cJSON_IsString(x) ? x->valuestring : "?", want);
+    return HM_OK;
+}
+
+static enum hm_status load_state(struct run *r, struct hm_error *err)
+{
+    struct hm_st_file *f = NULL;
+    cJSON *j = NULL, *mine = NULL;
+    char *mine_txt = run_json(r);
+    enum hm_status st = hm_st_open(r->state_path, &f, err);
+    if (st != HM_OK) {
+        hm_error_prefix(err, "cannot resume from '%s': ", r->state_path);
+        goto out;
+    }
+    const char *meta = hm_st_metadata_get(f, "hm.run");
+    j = meta ? cJSON_Parse(meta) : NULL;
+    mine = mine_txt ? cJSON_Parse(mine_txt) : NULL;
+    if (!j || !mine) {
+        st = hm_error_set(err, HM_ERR_FORMAT, "state '%s' has no valid hm.run metadata",
+                          r->state_path);
+        goto out;
+    }
+    static const char *nums[] = {"version", "steps", "batch", "seq_len", "accum"};
+    static const char *strs[] = {"tool", "seed", "data_order", "optimizer", "data_xxh3"};
+    for (size_t i = 0; i < 5 && st == HM_OK; i++)
+        st = expect_num(j, nums[i], cJSON_GetObjectItem(mine, nums[i])->valuedouble,
+                        r->state_path, err);
+    for (size_t i = 0; i < 5 && st == HM_OK; i++)
+        st = expect_str(j, strs[i], cJSON_GetObjectItem(mine, strs[i])->valuestring,
+                        r->state_path, err);
+    if (st != HM_OK)
+        goto out;
+    const cJSON *step = cJSON_GetObjectItem(j, "step"), *t = cJSON_GetObjectItem(j, "optimizer_t");
+    const cJSON *tok = cJSON_GetObjectItem(j, "tokens");
+    if (!cJSON_IsNumber(step) || !cJSON_IsNumber(t) || !cJSON_IsNumber(tok) ||
+        step->valuedouble < 0 || step->valuedouble > (double)r->o->steps) {
+        st = hm_error_set(err, HM_ERR_FORMAT, "state '%s' has a bad step", r->state_path);
+        goto out;
+    }
+    for (int64_t i = 0; i < r->np && st == HM_OK; i++) {
+        char name[512];
+        const char *pre[3] = {"w.", "m.", "v."};
+        float *dst[3] = {r->p[i].w, r->opt.m ? r->opt.m[i] : NULL, r->opt.v ? r->opt.v[i] : NULL};
+        for (int k = 0; k < 3 && st == HM_OK; k++) {
+            if (!dst[k])
+                continue;
+            snprintf(name, sizeof name, "%s%s", pre[k], r->p[i].name);
+            int64_t idx = hm_st_find(f, name);
+            const struct hm_st_tensor *tt = idx >= 0 ? hm_st_tensor_at(f, idx) : NULL;
+            if (!tt || tt->dtype != HM_DTYPE_F32 || tt->numel != r->p[i].n)
+                st = hm_error_set(err, HM_ERR_INVALID,
+                                  "state '%s' lacks F32 tensor '%s' of %lld values",
+                                  r->state_path, name, (long long)r->p[i].n);
+            else
+                memcpy(dst[k], hm_st_data_view(f, idx), sizeof(float) * (size_t)tt->numel);
+        }
+    }
+    r->step = (int64_t)step->valuedouble;
+    r->opt.t = (int64_t)t->valuedouble;
+    r->tokens = (int64_t)tok->valuedouble;
+out:
+    free(mine_txt);
+    cJSON_Delete(j);
+    cJSON_Delete(mine);
+    hm_st_close(f);
+    return st;
+}
+
+/* Keep only log lines with step ≤ keep (resume must not duplicate steps). */
+static enum hm_status trim_log(const char *path, int64_t keep, struct hm_error *err)
+{
+    char *text = NULL;
+    size_t len;
+    if (!hm_is_file(path))
+        return HM_OK;
+    enum hm_status st = hm_read_file(path, (size_t)1 << 34, &text, &len, err);
+    if (st != HM_OK)
+        return st;
+    struct hm_afile *af;
+    if ((st = hm_afile_open(path, HM_AFILE_FORCE, &af, err)) != HM_OK) {
+        free(text);
+        return st;
+    }
+    char *line = text;
+    while (line < text + len) {
+        char *nl = memchr(line, '\n', (size_t)(text + len - line));
+        size_t n = nl ? (size_t)(nl - line) : (size_t)(text + len - line);
+        cJSON *j = cJSON_ParseWithLength(line, n);
+        const cJSON *s = j ? cJSON_GetObjectItem(j, "step") : NULL;
+        if (cJSON_IsNumber(s) && s->valuedouble <= (double)keep)
+            fprintf(hm_afile_stream(af), "%.*s\n", (int)n, line);
+        cJSON_Delete(j);
+        line += n + 1;
+    }
+    free(text);
+    return hm_afile_commit(af, err);
+}
+
+/* ---- validation ------------------------------------------------------------ */
+
+enum hm_status hm_run_validate(const struct hm_run_model *model,
+                               const struct hm_tok_file *val, int64_t T, int64_t max_targets,
+                               double *mean, struct hm_error *err)
+{
+    int64_t windows = (hm_tok_count(val) - 1) / T;
+    if (max_targets > 0 && windows > max_targets / T)
+        windows = max_targets / T > 0 ? max_targets / T : 1;
+    if (windows < 1)
+        return hm_error_set(err, HM_ERR_INVALID,
+                            "validation data holds fewer than %lld tokens", (long long)(T + 1));
+    int32_t *tok = malloc(sizeof(int32_t) * (size_t)(T + 1));
+    if (!tok)
+        return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+    double total = 0;
+    enum hm_status st = HM_OK;
+    for (int64_t w = 0; w < windows && st == HM_OK; w++) {
+        double s = 0;
+        st = hm_tok_read(val, w * T, T + 1, tok, err);
+        if (st == HM_OK)
+            st = model->val_sum(model->ctx, tok, T, &s, err);
+        total += s;
+    }
+    free(tok);
+    *mean = total / (double)(windows * T);
+    return st;
+}
+
+/* ---- the loop ------------------------------------------------------------------ */
+
+static void log_line(FILE *fp, const struct hm_run_model *m, const struct hm_run_report *r,
+                     const double *aux)
+{
+    if (!fp)
+        return;
+    fprintf(fp, "{\"step\": %lld, \"tokens\": %lld, \"loss\": %.9g, \"lr\": %.9g, "
+                "\"grad_norm\": %.9g, \"tokens_per_s\": %.1f",
+            (long long)r->step, (long long)r->tokens, r->loss, r->lr, r->grad_norm,
+            r->tokens_per_s);
+    if (!isnan(r->val_loss))
+        fprintf(fp, ", \"val_loss\": %.9g", r->val_loss);
+    if (aux && m->n_aux) {
+        fprintf(fp, ", \"%s\": [", m->aux_name);
+        for (int i = 0; i < m->n_aux; i++)
+            fprintf(fp, "%s%.9g", i ? ", " : "", aux[i]);
+        fputc(']', fp);
+    }
+    fputs("}\n", fp);
+    fflush(fp);
+}
+
+static enum hm_status save_all(struct run *r, double final_loss, time_t t0,
+                               struct hm_error *err)
+{
+    const struct hm_run_opts *o = r->o;
+    enum hm_status st = HM_OK;
+    if (strcmp(o->out_path, "-") != 0 && (st = save_state(r, err)) != HM_OK)
+        return st;
+    struct hm_prov_input in[2] = {{o->in_path, 0}, {o->data_path, r->data_hash}};
+    uint64_t h = 0;
+    struct hm_error e2;
+    if (hm_is_file(o->in_path) && hm_xxh3_file(o->in_path, &h, &e2) == HM_OK)
+        in[0].xxh3 = h;
+    struct hm_prov_entry e = {o->tool, o->argc, o->argv, in, 2, t0, time(NULL), r->tokens,
+                              final_loss};
+    char *prov = NULL;
+    if ((st = hm_provenance_append(o->prev_provenance, &e, &prov, err)) != HM_OK)
+        return st;
+    st = r->model->save(r->model->ctx, o->out_path, HM_AFILE_FORCE, prov, err);
+    free(prov);
+    return st;
+}
+
+enum hm_status hm_run_train(const struct hm_run_model *model, const struct hm_run_opts *o,
+                            hm_run_progress_fn progress, void *pctx,
+                            struct hm_run_report *final, struct hm_error *err)
+{
+    struct run r;
+    memset(&r, 0, sizeof r);
+    r.model = model;
+    r.o = o;
+    struct hm_tok_file *data = NULL, *val = NULL;
+    struct hm_batcher bat;
+    memset(&bat, 0, sizeof bat);
+    FILE *logf = NULL;
+    int32_t *tokens = NULL;
+    double *aux = NULL, *aux_sum = NULL;
+    time_t t0 = time(NULL);
+    enum hm_status st;
+    const int64_t V = model->cfg->vocab_size;
+
+    size_t n = strlen(o->out_path);
+    r.state_path = malloc(n + 8);
+    if (!r.state_path)
+        return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+    snprintf(r.state_path, n + 8, "%s.state", o->out_path);
+    if ((st = hm_tok_open(o->data_path, &data, err)) != HM_OK) {
+        hm_error_prefix(err, "cannot read '%s': ", o->data_path);
+        goto out;
+    }
+    if (hm_tok_vocab(data) > (uint64_t)V) {
+        st = hm_error_set(err, HM_ERR_INVALID,
+                          "token file '%s' has vocabulary %llu, larger than the model's %lld",
+                          o->data_path, (unsigned long long)hm_tok_vocab(data), (long long)V);
+        goto out;
+    }
+    r.data_hash = hm_tok_checksum(data);
+    if (o->val_path) {
+        if ((st = hm_tok_open(o->val_path, &val, err)) != HM_OK) {
+            hm_error_prefix(err, "cannot read '%s': ", o->val_path);
+            goto out;
+        }
+        if (hm_tok_vocab(val) > (uint64_t)V) {
+            st = hm_error_set(err, HM_ERR_INVALID, "token file '%s' has vocabulary %llu, larger "
+                              "than the model's %lld", o->val_path,
+                              (unsigned long long)hm_tok_vocab(val), (long long)V);
+            goto out;
+        }
+    }
+    if ((st = hm_batcher_init(&bat, data, o->batch, o->seq_len, o->order, o->seed, err)) != HM_OK) {
+        hm_error_prefix(err, "'%s': ", o->data_path);
+        goto out;
+    }
+    r.p = model->params(model->ctx, &r.np);
+    if ((st = hm_optim_init(&r.opt, &o->optim, r.p, r.np, err)) != HM_OK)
+        goto out;
+    if (o->resume) {
+        if ((st = load_state(&r, err)) != HM_OK)
+            goto out;
+        if (o->log_path && (st = trim_log(o->log_path, r.step, err)) != HM_OK) {
+            hm_error_prefix(err, "log '%s': ", o->log_path);
+            goto out;
+        }
+    } else if (o->log_path && hm_is_file(o->log_path) && !o->force) {
+        st = hm_error_set(err, HM_ERR_INVALID,
+                          "log '%s' exists (use -f to replace it or --resume to continue)",
+                          o->log_path);
+        goto out;
+    }
+    if (o->log_path && !(logf = fopen(o->log_path, o->resume ? "a" : "w"))) {
+        st = hm_error_set_errno(err, HM_ERR_IO, errno, "cannot open log '%s'", o->log_path);
+        goto out;
+    }
+    tokens = malloc(sizeof(int32_t) * (size_t)(o->batch * (o->seq_len + 1)));
+    aux = calloc((size_t)model->n_aux + 1, sizeof(double));
+    aux_sum = calloc((size_t)model->n_aux + 1, sizeof(double));
+    if (!tokens || !aux || !aux_sum) {
+        st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    struct hm_run_report rep = {.step = r.step, .steps = o->steps, .tokens = r.tokens,
+                                .val_loss = NAN, .loss = NAN};
+    double last_loss = NAN;
+    const int64_t start_step = r.step;
+    for (int64_t s = r.step; s < o->steps; s++) {
+        double t_start = now_s(), loss = 0;
+        double lr = hm_lr_at(o->lr, s, o->steps, o->warmup);
+        memset(aux_sum, 0, sizeof(double) * (size_t)model->n_aux);
+        model->zero_grad(model->ctx);
+        for (int64_t a = 0; a < o->accum; a++) {
+            double l = 0;
+            if ((st = hm_batcher_get(&bat, s * o->accum + a, tokens, err)) != HM_OK)
+                goto out;
+            if ((st = model->accumulate(model->ctx, tokens, &l, aux, err)) != HM_OK)
+                goto out;
+            loss += l / (double)o->accum;
+            for (int i = 0; i < model->n_aux; i++)
+                aux_sum[i] += aux[i] / (double)o->accum;
+        }
+        double gn = hm_grad_global_norm(r.p, r.np);
+        if (!isfinite(loss) || !isfinite(gn)) {
+            const char *bad = hm_grad_first_nonfinite(r.p, r.np);
+            enum hm_status sst = HM_OK;
+            struct hm_error e2;
+            if (strcmp(o->out_path, "-") != 0)
+                sst = save_state(&r, &e2);
+            st = hm_error_set(err, HM_ERR_NUMERIC,
+                              "non-finite %s at step %lld%s%s%s; %s", isfinite(loss) ? "gradient" : "loss",
+                              (long long)(s + 1), bad ? " (first in tensor '" : "", bad ? bad : "",
+                              bad ? "')" : "",
+                              sst == HM_OK && strcmp(o->out_path, "-") != 0
+                                  ? "the last good state was saved (see --resume)"
+                                  : "no state was saved");
+            goto out;
+        }
+        hm_optim_step(&r.opt, (struct hm_opt_param *)r.p, r.np, lr, gn);
+        if (model->post_update)
+            model->post_update(model->ctx);
+        r.step = s + 1;
+        r.tokens += o->batch * o->seq_len * o->accum;
+        last_loss = loss;
+        rep = (struct hm_run_report){.step = r.step, .steps = o->steps, .tokens = r.tokens,
+                                     .loss = loss, .lr = lr, .grad_norm = gn, .val_loss = NAN};
+        int last = r.step == o->steps;
+        if (val && model->val_sum && ((o->val_every > 0 && r.step % o->val_every == 0) || last)) {
+            if ((st = hm_run_validate(model, val, o->seq_len, o->val_tokens, &rep.val_loss,
+                                      err)) != HM_OK)
+                goto out;
+        }
+        rep.tokens_per_s = (double)(o->batch * o->seq_len * o->accum) / (now_s() - t_start);
+        log_line(logf, model, &rep, model->n_aux ? aux_sum : NULL);
+        if (progress)
+            progress(pctx, &rep);
+        if (!last && o->stop_after > 0 && r.step - start_step >= o->stop_after)
+            break;
+        if (!last && o->save_every > 0 && r.step % o->save_every == 0 &&
+            (st = save_all(&r, last_loss, t0, err)) != HM_OK)
+            goto out;
+    }
+    st = save_all(&r, last_loss, t0, err);
+    if (final)
+        *final = rep;
+out:
+    if (logf)
+        fclose(logf);
+    free(tokens);
+    free(aux);
+    free(aux_sum);
+    free(r.state_path);
+    hm_optim_release(&r.opt);
+    hm_batcher_release(&bat);
+    hm_tok_close(data);
+    hm_tok_close(val);
+    return st;
+}

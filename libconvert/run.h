@@ -1,0 +1,100 @@
+/* run.h — the training run every training tool shares (SPEC §4).
+ *
+ * A run owns the schedule, the optimizer, the batches, validation, the
+ * JSON-lines log, checkpoints and resume; the model side is a small vtable
+ * (struct hm_run_model) so that hm-finetune (cross-entropy, any arch) and
+ * hm-linearize (layer-wise cosine) share one loop.
+ *
+ * Resume. Every --save-every steps and at the end the run writes, each
+ * atomically, first the state file `<out>.state` (safetensors: F32 master
+ * weights "w.<name>", AdamW moments "m.<name>"/"v.<name>", and `hm.run`
+ * metadata: step, optimizer t, tokens, seed, batch, seq_len, data xxh3,
+ * schedule), then the output checkpoint. `--resume` reads only the state
+ * file; batches are a pure function of the step (batches.h), so a resumed
+ * run continues bit-for-bit as an uninterrupted one with the same flags.
+ *
+ * NaN guard. A non-finite loss or gradient stops the run before the update,
+ * names the step and the first tensor whose gradient is non-finite, writes
+ * the last good state (the weights before this step) and fails. */
+#ifndef HM_RUN_H
+#define HM_RUN_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "batches.h"
+#include "config.h"
+#include "hm_error.h"
+#include "optim.h"
+#include "tokfile.h"
+
+/* The model side of a run. Every member gets ctx. */
+struct hm_run_model {
+    void *ctx;
+    const struct hm_config *cfg;
+    /* Zero gradients (once per optimizer step). */
+    void (*zero_grad)(void *ctx);
+    /* Forward + backward of one micro-batch tokens [B, T+1]; gradients
+     * accumulate, scaled for `accum` micro-batches. *loss: the micro-batch
+     * loss; aux[n_aux] (optional): extra per-step numbers (per-layer loss). */
+    enum hm_status (*accumulate)(void *ctx, const int32_t *tokens, double *loss, double *aux,
+                                 struct hm_error *err);
+    int n_aux;               /* length of aux */
+    const char *aux_name;    /* JSON key for aux in the log, e.g. "layer_loss" */
+    /* Trainable tensors (borrowed): weights, grads, decay flags. */
+    const struct hm_opt_param *(*params)(void *ctx, int64_t *np);
+    /* After every optimizer update (e.g. clamp A ≤ 0); may be NULL. */
+    void (*post_update)(void *ctx);
+    /* Validation loss on one window tokens [T+1]: *sum = Σ over T targets.
+     * May be NULL (no validation). */
+    enum hm_status (*val_sum)(void *ctx, const int32_t *tokens, int64_t T, double *sum,
+                              struct hm_error *err);
+    /* Write the model checkpoint (provenance: the full chain). */
+    enum hm_status (*save)(void *ctx, const char *path, int flags, const char *provenance,
+                           struct hm_error *err);
+};
+
+struct hm_run_opts {
+    const char *tool;          /* "hm-finetune" ... */
+    int argc;
+    char *const *argv;
+    const char *in_path;       /* the input checkpoint (provenance) */
+    const char *out_path;      /* -o */
+    int force;                 /* -f */
+    const char *data_path, *val_path;
+    int64_t steps;             /* total optimizer steps (from --steps or --tokens) */
+    int64_t batch, seq_len, accum;
+    double lr;
+    int64_t warmup;
+    struct hm_optim_cfg optim;
+    enum hm_data_order order;
+    uint64_t seed;
+    const char *log_path;      /* NULL: no log */
+    int64_t save_every, val_every;
+    int64_t val_tokens;        /* max validation targets (0 = all) */
+    int resume;
+    int64_t stop_after;        /* > 0: stop after this many steps of this invocation,
+                                  saving state and output (continue with resume) */
+    const char *prev_provenance; /* the input's chain, or NULL */
+};
+
+/* Progress and messages go through this callback (tools print them). */
+struct hm_run_report {
+    int64_t step, steps, tokens;
+    double loss, lr, grad_norm, tokens_per_s, val_loss; /* val_loss NaN if not measured */
+};
+typedef void (*hm_run_progress_fn)(void *ctx, const struct hm_run_report *r);
+
+/* Runs the whole training. The data files are opened and checked here.
+ * final (optional): the last report. */
+enum hm_status hm_run_train(const struct hm_run_model *model, const struct hm_run_opts *o,
+                            hm_run_progress_fn progress, void *pctx,
+                            struct hm_run_report *final, struct hm_error *err);
+
+/* Mean validation loss over non-overlapping windows (SPEC §7) of val,
+ * at most max_targets targets (0 = all). */
+enum hm_status hm_run_validate(const struct hm_run_model *model,
+                               const struct hm_tok_file *val, int64_t T, int64_t max_targets,
+                               double *mean, struct hm_error *err);
+
+#endif

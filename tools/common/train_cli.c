@@ -1,0 +1,123 @@
+#include "train_cli.h"
+
+#include <math.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "threads.h"
+
+void hm_train_cli_defaults(struct hm_train_cli *t, const char *tool, double default_wd)
+{
+    memset(t, 0, sizeof *t);
+    t->run.tool = tool;
+    t->run.batch = 8;
+    t->run.seq_len = 256;
+    t->run.accum = 1;
+    t->run.lr = 6e-4;
+    t->run.order = HM_ORDER_SHUFFLE;
+    hm_optim_cfg_defaults(&t->run.optim, HM_OPTIM_ADAMW, default_wd);
+    t->device = "cpu";
+    t->backend = hm_backend_get("fast");
+    t->out_dtype = HM_DTYPE_F32;
+    t->threads = 0;
+}
+
+int hm_train_cli_opt(int c, const char *arg, struct hm_train_cli *t)
+{
+    struct hm_run_opts *r = &t->run;
+    switch (c) {
+    case 'o': r->out_path = arg; return 1;
+    case 'f': r->force = 1; return 1;
+    case 'n': t->dry_run = 1; return 1;
+    case HM_TOPT_DATA: r->data_path = arg; return 1;
+    case HM_TOPT_VAL_DATA: r->val_path = arg; return 1;
+    case HM_TOPT_STEPS: r->steps = hm_parse_i64(arg, "--steps", 1, INT64_MAX / 2); t->have_steps = 1; return 1;
+    case HM_TOPT_TOKENS: t->tokens = hm_parse_i64(arg, "--tokens", 1, INT64_MAX / 2); return 1;
+    case HM_TOPT_BATCH: r->batch = hm_parse_i64(arg, "--batch", 1, 1 << 20); return 1;
+    case HM_TOPT_SEQ_LEN: r->seq_len = hm_parse_i64(arg, "--seq-len", 1, 1 << 20); return 1;
+    case HM_TOPT_ACCUM: r->accum = hm_parse_i64(arg, "--grad-accum", 1, 1 << 20); return 1;
+    case HM_TOPT_LR: r->lr = hm_parse_f64(arg, "--lr", 0, 1e3); return 1;
+    case HM_TOPT_WARMUP: r->warmup = hm_parse_i64(arg, "--warmup", 0, INT64_MAX / 2); t->warmup_set = 1; return 1;
+    case HM_TOPT_OPTIMIZER:
+        if (strcmp(arg, "adamw") == 0)
+            r->optim.kind = HM_OPTIM_ADAMW;
+        else if (strcmp(arg, "sgd") == 0)
+            r->optim.kind = HM_OPTIM_SGD;
+        else
+            hm_usage_error("--optimizer must be adamw or sgd, got '%s'", arg);
+        return 1;
+    case HM_TOPT_WD: r->optim.weight_decay = hm_parse_f64(arg, "--weight-decay", 0, 1e3); t->wd_set = 1; return 1;
+    case HM_TOPT_CLIP: r->optim.clip = hm_parse_f64(arg, "--clip", 0, 1e9); return 1;
+    case HM_TOPT_ORDER:
+        if (strcmp(arg, "shuffle") == 0)
+            r->order = HM_ORDER_SHUFFLE;
+        else if (strcmp(arg, "sequential") == 0)
+            r->order = HM_ORDER_SEQUENTIAL;
+        else
+            hm_usage_error("--data-order must be shuffle or sequential, got '%s'", arg);
+        return 1;
+    case HM_TOPT_SEED: r->seed = (uint64_t)hm_parse_i64(arg, "--seed", 0, INT64_MAX); return 1;
+    case HM_TOPT_THREADS: t->threads = (int)hm_parse_i64(arg, "--threads", 1, 4096); return 1;
+    case HM_TOPT_LOG: r->log_path = arg; return 1;
+    case HM_TOPT_SAVE_EVERY: r->save_every = hm_parse_i64(arg, "--save-every", 1, INT64_MAX / 2); return 1;
+    case HM_TOPT_VAL_EVERY: r->val_every = hm_parse_i64(arg, "--val-every", 1, INT64_MAX / 2); return 1;
+    case HM_TOPT_VAL_TOKENS: r->val_tokens = hm_parse_i64(arg, "--val-tokens", 1, INT64_MAX / 2); return 1;
+    case HM_TOPT_RESUME: r->resume = 1; return 1;
+    case HM_TOPT_STOP_AFTER: r->stop_after = hm_parse_i64(arg, "--stop-after", 1, INT64_MAX / 2); return 1;
+    case HM_TOPT_DEVICE:
+        if (strcmp(arg, "cpu") != 0 && strcmp(arg, "cuda") != 0)
+            hm_usage_error("--device must be cpu or cuda, got '%s'", arg);
+        t->device = arg;
+        return 1;
+    case HM_TOPT_BACKEND:
+        t->backend = hm_backend_get(arg);
+        if (!t->backend)
+            hm_usage_error("--backend must be one of %s, got '%s'", hm_backend_names(), arg);
+        return 1;
+    case HM_TOPT_DTYPE:
+        if (strcmp(arg, "f32") == 0 || strcmp(arg, "F32") == 0)
+            t->out_dtype = HM_DTYPE_F32;
+        else if (strcmp(arg, "f16") == 0 || strcmp(arg, "F16") == 0)
+            t->out_dtype = HM_DTYPE_F16;
+        else if (strcmp(arg, "bf16") == 0 || strcmp(arg, "BF16") == 0)
+            t->out_dtype = HM_DTYPE_BF16;
+        else
+            hm_usage_error("--dtype must be f32, f16 or bf16, got '%s'", arg);
+        return 1;
+    }
+    return 0;
+}
+
+void hm_train_cli_finish(struct hm_train_cli *t, int argc, char **argv)
+{
+    struct hm_run_opts *r = &t->run;
+    r->argc = argc;
+    r->argv = argv;
+    if (!r->out_path && !t->dry_run)
+        hm_usage_error("missing -o/--output");
+    if (!r->data_path)
+        hm_usage_error("missing --data");
+    if (t->have_steps && t->tokens)
+        hm_usage_error("give --steps or --tokens, not both");
+    if (!t->have_steps && !t->tokens)
+        hm_usage_error("missing --steps or --tokens");
+    if (t->tokens) {
+        int64_t per = r->batch * r->seq_len * r->accum;
+        r->steps = t->tokens / per;
+        if (r->steps < 1)
+            hm_usage_error("--tokens %lld is less than one step of %lld tokens",
+                           (long long)t->tokens, (long long)per);
+    }
+    if (!t->warmup_set)
+        r->warmup = r->steps / 10 < 1000 ? r->steps / 10 : 1000;
+    if (r->out_path && strcmp(r->out_path, "-") == 0 &&
+        (r->save_every || r->resume || r->stop_after))
+        hm_usage_error("-o - cannot be combined with --save-every, --stop-after or --resume");
+    if (r->optim.kind == HM_OPTIM_SGD)
+        r->optim.clip = 0; /* SPEC §4: plain SGD, no clipping */
+    if (strcmp(t->device, "cuda") == 0)
+        hm_die("--device cuda: training on CUDA is not available in this build (CPU only)");
+    int n = t->threads > 0 ? t->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    hm_threads_set(n > 0 ? n : 1);
+}

@@ -1,0 +1,232 @@
+/* hm-finetune — next-token cross-entropy training (SPEC §3 stage 2, §4),
+ * optionally with a distillation term KL(teacher ‖ student) on the logits.
+ * The run machinery (schedule, optimizer, log, resume, NaN guard) is
+ * libconvert/run.c; this file wires flags and models to it. */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "atomic_file.h"
+#include "checkpoint.h"
+#include "cli.h"
+#include "fileio.h"
+#include "neox_run.h"
+#include "train_cli.h"
+
+static const char usage[] =
+    "usage: hm-finetune [OPTIONS] CKPT -o OUT --data TOKENS (--steps N | --tokens N)\n"
+    "\n"
+    "Train CKPT with next-token cross-entropy on a token file and write OUT.\n"
+    "Architectures: gpt_neox (teacher). Stage-2 students join with their issues.\n"
+    "\n"
+    "Model:\n"
+    "      --freeze embeddings  keep embed_in and embed_out fixed\n"
+    "      --kd-teacher CKPT    add w·KL(teacher ‖ student) on the logits\n"
+    "      --kd-weight W        the weight w (default 0: no distillation)\n"
+    HM_TRAIN_USAGE
+    "Common:\n"
+    "  -q, --quiet  -v, --verbose  --progress  --no-progress  --json\n"
+    "  -h, --help   --version\n"
+    "\n"
+    "Weight decay defaults to 0.1 on matrices only (never norms, biases).\n"
+    "Exit status: 0 success, 1 failure, 2 bad usage.\n";
+
+enum { OPT_FREEZE = HM_OPT_FIRST_TOOL, OPT_KD_TEACHER, OPT_KD_WEIGHT };
+
+struct progress_ctx {
+    struct hm_progress pg;
+    const struct hm_cli_common *common;
+};
+
+static void on_progress(void *ctx, const struct hm_run_report *r)
+{
+    struct progress_ctx *p = ctx;
+    if (!isnan(r->val_loss) && !p->common->quiet && !p->pg.enabled)
+        hm_info(p->common, "step %lld/%lld: loss %.4f, val loss %.4f", (long long)r->step,
+                (long long)r->steps, r->loss, r->val_loss);
+    hm_progress_update(&p->pg, "step %lld/%lld, loss %.4f, lr %.3g, %.0f tok/s",
+                       (long long)r->step, (long long)r->steps, r->loss, r->lr, r->tokens_per_s);
+}
+
+static struct hm_neox *load_neox(const char *path, struct hm_ckpt **ck_out, char **prov)
+{
+    struct hm_ckpt *ck;
+    struct hm_neox *m;
+    struct hm_error err;
+    hm_error_clear(&err);
+    if (hm_ckpt_open(path, &ck, &err) != HM_OK)
+        hm_die_err("cannot read", path, &err);
+    if (hm_ckpt_config(ck)->arch != HM_ARCH_GPT_NEOX)
+        hm_die("cannot train '%s': arch '%s' is not supported by hm-finetune yet", path,
+               hm_arch_name(hm_ckpt_config(ck)->arch));
+    if (hm_neox_load(ck, &m, &err) != HM_OK)
+        hm_die_err("cannot load", path, &err);
+    if (prov) {
+        const char *p = hm_ckpt_metadata_get(ck, "hm.provenance");
+        *prov = p ? strdup(p) : NULL;
+    }
+    if (ck_out)
+        *ck_out = ck;
+    else
+        hm_ckpt_close(ck);
+    return m;
+}
+
+static void print_plan(const struct hm_train_cli *t, const struct hm_neox *m,
+                       const struct hm_train_opts *to, int64_t trainable, int json)
+{
+    const struct hm_run_opts *r = &t->run;
+    double weights = (double)m->n_params * 4, grads = weights;
+    double adam = r->optim.kind == HM_OPTIM_ADAMW ? (double)trainable * 8 : 0;
+    double acts = (double)hm_trainer_activation_bytes(&m->cfg, to);
+    double teacher = to->kd_teacher ? (double)to->kd_teacher->n_params * 4 : 0;
+    int64_t per = r->batch * r->seq_len * r->accum;
+    if (json) {
+        printf("{\"version\": 1, \"steps\": %lld, \"tokens_per_step\": %lld, \"tokens\": %lld, "
+               "\"params\": %lld, \"trainable\": %lld, \"warmup\": %lld, \"lr\": %g, "
+               "\"memory_bytes\": {\"weights\": %.0f, \"grads\": %.0f, \"optimizer\": %.0f, "
+               "\"activations\": %.0f, \"teacher\": %.0f, \"total\": %.0f}}\n",
+               (long long)r->steps, (long long)per, (long long)(per * r->steps),
+               (long long)m->n_params, (long long)trainable, (long long)r->warmup, r->lr, weights,
+               grads, adam, acts, teacher, weights + grads + adam + acts + teacher);
+        return;
+    }
+    printf("plan:       %lld steps x %lld tokens (batch %lld x seq %lld x accum %lld) = %lld "
+           "tokens\n", (long long)r->steps, (long long)per, (long long)r->batch,
+           (long long)r->seq_len, (long long)r->accum, (long long)(per * r->steps));
+    printf("model:      %s, %lld parameters, %lld trainable\n", hm_arch_name(m->cfg.arch),
+           (long long)m->n_params, (long long)trainable);
+    printf("optimizer:  %s, peak lr %g, warm-up %lld, cosine to %g, clip %g, decay %g\n",
+           r->optim.kind == HM_OPTIM_ADAMW ? "adamw" : "sgd", r->lr, (long long)r->warmup,
+           0.1 * r->lr, r->optim.clip, r->optim.weight_decay);
+    printf("memory:     %.1f MB weights + %.1f MB grads + %.1f MB optimizer + %.1f MB "
+           "activations%s = %.1f MB\n", weights / 1e6, grads / 1e6, adam / 1e6, acts / 1e6,
+           to->kd_teacher ? " + teacher" : "",
+           (weights + grads + adam + acts + teacher) / 1e6);
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        HM_CLI_COMMON_LONGOPTS,
+        HM_TRAIN_LONGOPTS,
+        {"freeze", required_argument, NULL, OPT_FREEZE},
+        {"kd-teacher", required_argument, NULL, OPT_KD_TEACHER},
+        {"kd-weight", required_argument, NULL, OPT_KD_WEIGHT},
+        {NULL, 0, NULL, 0},
+    };
+    struct hm_cli_common common = {.progress = -1};
+    struct hm_train_cli t;
+    int freeze = 0, c;
+    const char *kd_path = NULL;
+    double kd_weight = 0;
+    hm_cli_init("hm-finetune", usage, argv);
+    hm_train_cli_defaults(&t, "hm-finetune", 0.1);
+    while ((c = getopt_long(argc, argv, HM_CLI_COMMON_SHORTOPTS HM_TRAIN_SHORTOPTS, longopts,
+                            NULL)) != -1) {
+        if (hm_train_cli_opt(c, optarg, &t))
+            continue;
+        switch (c) {
+        HM_CLI_COMMON_CASES(&common);
+        case OPT_FREEZE:
+            if (strcmp(optarg, "embeddings") != 0)
+                hm_usage_error("--freeze takes 'embeddings', got '%s'", optarg);
+            freeze = 1;
+            break;
+        case OPT_KD_TEACHER: kd_path = optarg; break;
+        case OPT_KD_WEIGHT: kd_weight = hm_parse_f64(optarg, "--kd-weight", 0, 1e6); break;
+        }
+    }
+    if (argc - optind != 1)
+        hm_usage_error(argc == optind ? "missing CKPT" : "expected one CKPT");
+    if (kd_weight > 0 && !kd_path)
+        hm_usage_error("--kd-weight needs --kd-teacher");
+    hm_train_cli_finish(&t, argc, argv);
+    if (common.json && t.run.out_path && strcmp(t.run.out_path, "-") == 0)
+        hm_usage_error("--json and -o - both want stdout");
+    const char *in = argv[optind];
+    t.run.in_path = in;
+    if (t.run.out_path && strcmp(t.run.out_path, "-") != 0) {
+        if (hm_same_file(in, t.run.out_path))
+            hm_die("output '%s' is the input: refusing to overwrite it", t.run.out_path);
+        if (!t.dry_run && !t.run.resume && !t.run.force && hm_is_file(t.run.out_path))
+            hm_die("output '%s' exists (use -f/--force to replace it, or --resume)",
+                   t.run.out_path);
+    }
+
+    char *prov = NULL;
+    struct hm_neox *m = load_neox(in, NULL, &prov), *teacher = NULL;
+    if (kd_path) {
+        teacher = load_neox(kd_path, NULL, NULL);
+        if (teacher->cfg.vocab_size != m->cfg.vocab_size)
+            hm_die("teacher '%s' has vocabulary %lld, the student %lld", kd_path,
+                   (long long)teacher->cfg.vocab_size, (long long)m->cfg.vocab_size);
+    }
+    t.run.prev_provenance = prov;
+    struct hm_train_opts to = {.B = t.run.batch, .T = t.run.seq_len, .accum = t.run.accum,
+                               .freeze_embeddings = freeze, .kd_teacher = teacher,
+                               .kd_weight = kd_weight};
+    if (t.dry_run) {
+        struct hm_error err;
+        struct hm_tok_file *tf;
+        if (hm_tok_open(t.run.data_path, &tf, &err) != HM_OK)
+            hm_die_err("cannot read", t.run.data_path, &err);
+        if (hm_tok_vocab(tf) > (uint64_t)m->cfg.vocab_size)
+            hm_die("token file '%s' has vocabulary %llu, larger than the model's %lld",
+                   t.run.data_path, (unsigned long long)hm_tok_vocab(tf),
+                   (long long)m->cfg.vocab_size);
+        hm_tok_close(tf);
+        int64_t trainable = 0;
+        struct hm_tensor_view *v;
+        int64_t nv = hm_neox_views(m, &v);
+        for (int64_t i = 0; i < nv; i++)
+            if (!(freeze && v[i].spec.group == HM_PG_EMBED))
+                trainable += v[i].numel;
+        free(v);
+        print_plan(&t, m, &to, trainable, common.json);
+        hm_neox_free(m);
+        hm_neox_free(teacher);
+        free(prov);
+        return hm_cli_finish(HM_EXIT_OK);
+    }
+    struct hm_error err;
+    hm_error_clear(&err);
+    struct hm_trainer *tr;
+    if (hm_trainer_new(m, t.backend, &to, &tr, &err) != HM_OK)
+        hm_die_err("cannot train", in, &err);
+    struct hm_neox_run nr = {.model = m, .trainer = tr, .be = t.backend,
+                             .out_dtype = t.out_dtype, .kd_weight = kd_weight};
+    struct hm_run_model rm;
+    hm_neox_run_init(&nr, &rm);
+    struct progress_ctx pc = {.common = &common};
+    hm_progress_start(&pc.pg, &common, "training");
+    struct hm_run_report fin;
+    double t0 = hm_now();
+    enum hm_status st = hm_run_train(&rm, &t.run, on_progress, &pc, &fin, &err);
+    if (st != HM_OK) {
+        if (pc.pg.enabled)
+            fputc('\n', stderr);
+        hm_die("training '%s' failed: %s", in, err.msg);
+    }
+    hm_progress_done(&pc.pg, "%lld steps, loss %.4f", (long long)fin.step, fin.loss);
+    double secs = hm_now() - t0;
+    char val[64] = "null";
+    if (!isnan(fin.val_loss))
+        snprintf(val, sizeof val, "%.9g", fin.val_loss);
+    if (common.json)
+        printf("{\"version\": 1, \"steps\": %lld, \"tokens\": %lld, \"loss\": %.9g, "
+               "\"val_loss\": %s, \"seconds\": %.3f}\n",
+               (long long)fin.step, (long long)fin.tokens, fin.loss, val, secs);
+    else
+        hm_info(&common, "wrote '%s': %lld steps, %lld tokens, loss %.4f, val loss %s, %.1f s",
+                t.run.out_path, (long long)fin.step, (long long)fin.tokens, fin.loss, val, secs);
+    hm_neox_run_release(&nr);
+    hm_trainer_free(tr);
+    hm_neox_free(m);
+    hm_neox_free(teacher);
+    free(prov);
+    return hm_cli_finish(HM_EXIT_OK);
+}
