@@ -1,0 +1,170 @@
+/* fast_ops.c — the fast CPU ops: OpenBLAS sgemm (HM_HAVE_BLAS) and OpenMP
+ * loops. Semantics: kernels/backend.h; checked against ref_ops.c by
+ * tests/test_kernels_cpu.c.
+ *
+ * Threading: BLAS is only called outside OpenMP parallel regions (we link the
+ * OpenMP build of OpenBLAS, so sgemm uses the same pool, sized by
+ * hm_threads_set). Elementwise loops use `omp parallel for` with static
+ * schedules and a size threshold so tiny calls stay serial. */
+#include <math.h>
+#include <string.h>
+
+#include "cpu_ops.h"
+
+#ifdef HM_HAVE_BLAS
+#include <cblas.h>
+#endif
+
+/* Below this many elements an elementwise op runs on one thread. */
+#define HM_PAR_MIN 32768
+
+void hm_fast_matmul_forward(float *y, const float *x, const float *w, const float *b,
+                            int64_t T, int64_t in, int64_t out)
+{
+#ifdef HM_HAVE_BLAS
+    if (T > 0 && out > 0 && in > 0 && T <= INT32_MAX && in <= INT32_MAX && out <= INT32_MAX) {
+        if (b) {
+#pragma omp parallel for schedule(static) if (T * out >= HM_PAR_MIN)
+            for (int64_t t = 0; t < T; t++)
+                memcpy(y + t * out, b, sizeof(float) * (size_t)out);
+        }
+        /* y[T,out] (+)= x[T,in] · w[out,in]^T */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)out, (int)in, 1.0f,
+                    x, (int)in, w, (int)in, b ? 1.0f : 0.0f, y, (int)out);
+        return;
+    }
+#endif
+    /* no BLAS (or sizes beyond its int API): blocked OpenMP loop */
+#pragma omp parallel for collapse(2) schedule(static) if (T * out * in >= HM_PAR_MIN)
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t o = 0; o < out; o++) {
+            const float *xr = x + t * in, *wr = w + o * in;
+            float acc = 0;
+#pragma omp simd reduction(+ : acc)
+            for (int64_t i = 0; i < in; i++)
+                acc += xr[i] * wr[i];
+            y[t * out + o] = acc + (b ? b[o] : 0.0f);
+        }
+}
+
+void hm_fast_layernorm_forward(float *y, float *mean, float *rstd, const float *x,
+                               const float *w, const float *b, int64_t T, int64_t d, float eps)
+{
+#pragma omp parallel for schedule(static) if (T * d >= HM_PAR_MIN)
+    for (int64_t t = 0; t < T; t++) {
+        const float *xr = x + t * d;
+        float *yr = y + t * d;
+        /* two passes in fp32 with a double total per row */
+        double s = 0;
+        for (int64_t i = 0; i < d; i++)
+            s += xr[i];
+        float m = (float)(s / (double)d);
+        double v = 0;
+        for (int64_t i = 0; i < d; i++) {
+            float c = xr[i] - m;
+            v += (double)(c * c);
+        }
+        float rs = (float)(1.0 / sqrt(v / (double)d + (double)eps));
+        if (mean)
+            mean[t] = m;
+        if (rstd)
+            rstd[t] = rs;
+#pragma omp simd
+        for (int64_t i = 0; i < d; i++)
+            yr[i] = (xr[i] - m) * rs * w[i] + b[i];
+    }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define HM_CLONES __attribute__((target_clones("arch=skylake-avx512", "arch=haswell", "default")))
+#else
+#define HM_CLONES
+#endif
+
+/* erf(x) as a rational function x·P(x²)/Q(x²) on [-4, 4] (clamped beyond,
+ * where |1 − erf| < 2e-8): the fp32 approximation of Eigen's
+ * generic_fast_erf_float / XLA, a few ulp from erf. Branch-free arithmetic
+ * only, so the loop vectorizes (libm erff does not). */
+HM_CLONES static void gelu_erf_span(float *y, const float *x, int64_t n)
+{
+#pragma omp simd
+    for (int64_t i = 0; i < n; i++) {
+        float v = x[i];
+        float z = v * 0.7071067811865476f;
+        z = z < -4.0f ? -4.0f : z > 4.0f ? 4.0f : z;
+        float z2 = z * z;
+        float pn = -2.72614225801306e-10f;
+        pn = pn * z2 + 2.77068142495902e-08f;
+        pn = pn * z2 + -2.10102402082508e-06f;
+        pn = pn * z2 + -5.69250639462346e-05f;
+        pn = pn * z2 + -7.34990630326855e-04f;
+        pn = pn * z2 + -2.95459980854025e-03f;
+        pn = pn * z2 + -1.60960333262415e-02f;
+        float qd = -1.45660718464996e-05f;
+        qd = qd * z2 + -2.13374055278905e-04f;
+        qd = qd * z2 + -1.68282697438203e-03f;
+        qd = qd * z2 + -7.37332916720468e-03f;
+        qd = qd * z2 + -1.42647390514189e-02f;
+        y[i] = 0.5f * v * (1.0f + z * pn / qd);
+    }
+}
+
+void hm_fast_gelu_forward(float *y, const float *x, int64_t n, enum hm_gelu_kind kind)
+{
+    if (kind == HM_GELU_TANH) {
+        const float c = 0.7978845608028654f; /* sqrt(2/pi) */
+#pragma omp parallel for schedule(static) if (n >= HM_PAR_MIN)
+        for (int64_t i = 0; i < n; i++) {
+            float v = x[i];
+            y[i] = 0.5f * v * (1.0f + tanhf(c * (v + 0.044715f * v * v * v)));
+        }
+    } else {
+        int64_t nb = (n + 4095) / 4096; /* blocks of 4096 elements */
+#pragma omp parallel for schedule(static) if (n >= HM_PAR_MIN)
+        for (int64_t b = 0; b < nb; b++) {
+            int64_t i0 = b * 4096, i1 = i0 + 4096 < n ? i0 + 4096 : n;
+            gelu_erf_span(y + i0, x + i0, i1 - i0);
+        }
+    }
+}
+
+void hm_fast_add_forward(float *y, const float *a, const float *b, int64_t n)
+{
+#pragma omp parallel for simd schedule(static) if (n >= HM_PAR_MIN)
+    for (int64_t i = 0; i < n; i++)
+        y[i] = a[i] + b[i];
+}
+
+void hm_fast_embedding_forward(float *y, const int32_t *ids, const float *table, int64_t T,
+                               int64_t d)
+{
+#pragma omp parallel for schedule(static) if (T * d >= HM_PAR_MIN)
+    for (int64_t t = 0; t < T; t++)
+        memcpy(y + t * d, table + (int64_t)ids[t] * d, sizeof(float) * (size_t)d);
+}
+
+void hm_fast_nll_forward(float *nll, float *lse, const float *logits, const int32_t *targets,
+                         int64_t T, int64_t V)
+{
+#pragma omp parallel for schedule(static) if (T * V >= HM_PAR_MIN)
+    for (int64_t t = 0; t < T; t++) {
+        const float *row = logits + t * V;
+        float mx = -INFINITY;
+        for (int64_t v = 0; v < V; v++)
+            mx = row[v] > mx ? row[v] : mx;
+        double s = 0;
+        float part = 0;
+        /* fp32 partial sums of 256 terms, folded into a double total */
+        for (int64_t v0 = 0; v0 < V; v0 += 256) {
+            int64_t v1 = v0 + 256 < V ? v0 + 256 : V;
+            part = 0;
+            for (int64_t v = v0; v < v1; v++)
+                part += expf(row[v] - mx);
+            s += part;
+        }
+        double l = (double)mx + log(s);
+        if (lse)
+            lse[t] = (float)l;
+        nll[t] = (float)(l - (double)row[targets[t]]);
+    }
+}

@@ -1,0 +1,137 @@
+/* neox.h — the GPT-NeoX / Pythia teacher in fp32 (SPEC §1).
+ *
+ * Weights are loaded from a struct hm_ckpt (any dtype the checkpoint reader
+ * converts: F32, F16, BF16), converted to fp32 and owned by the model. The
+ * legacy buffers of real Pythia files (attention.bias, masked_bias,
+ * rotary_emb.inv_freq) are ignored; inv_freq is recomputed in fp32 exactly
+ * as HF does (hm_rotary_inv_freq).
+ *
+ * Forward runs one sequence at a time (positions 0..T-1) on any backend
+ * (kernels/backend.h); a batch is a loop over sequences. All activations
+ * live in a caller-owned struct hm_neox_ws that grows to the largest T seen
+ * and is reused, so steady-state calls do not allocate.
+ *
+ * Per layer l (d = hidden, p = head dim, r = rotary dims):
+ *   a = LN1(h); qkv = a Wqkv^T + b (fused, interleaved per head);
+ *   rotary on q, k; att = causal softmax attention; o = att Wdense^T + b;
+ *   parallel:   h = (mlp(LN2(h)) + o) + h
+ *   sequential: t = o + h; h = mlp(LN2(t)) + t
+ *   mlp(x) = gelu(x W1^T + b1) W2^T + b2 (erf or tanh form per hidden_act).
+ * logits = final_LN(h) embed_out^T.
+ */
+#ifndef HM_NEOX_H
+#define HM_NEOX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "checkpoint.h"
+#include "config.h"
+#include "hm_error.h"
+
+/* One layer's weights; borrowed views into the model's storage. */
+struct hm_neox_layer {
+    float *ln1_w, *ln1_b;     /* input_layernorm            [d], [d] */
+    float *ln2_w, *ln2_b;     /* post_attention_layernorm   [d], [d] */
+    float *qkv_w, *qkv_b;     /* attention.query_key_value  [3d, d], [3d] */
+    float *dense_w, *dense_b; /* attention.dense            [d, d], [d] */
+    float *fc1_w, *fc1_b;     /* mlp.dense_h_to_4h          [I, d], [I] */
+    float *fc2_w, *fc2_b;     /* mlp.dense_4h_to_h          [d, I], [d] */
+};
+
+struct hm_neox {
+    struct hm_config cfg;         /* arch gpt_neox, finished */
+    float *embed_in;              /* [V, d] */
+    struct hm_neox_layer *layers; /* [num_hidden_layers] */
+    float *lnf_w, *lnf_b;         /* final_layer_norm [d], [d] */
+    float *embed_out;             /* [V, d] */
+    float *inv_freq;              /* [r/2] rotary inverse frequencies (fp32, HF) */
+    float *storage;               /* the one allocation behind every tensor */
+    int64_t n_params;             /* floats in storage, inv_freq excluded */
+};
+
+/* A model with every weight zero (callers fill them: tests, benchmarks).
+ * cfg must be finished and arch gpt_neox. out: owned, free with hm_neox_free(). */
+enum hm_status hm_neox_new(const struct hm_config *cfg, struct hm_neox **out,
+                           struct hm_error *err);
+
+/* Loads every tensor of SPEC §1 from ck (arch must be gpt_neox). A missing
+ * or misshaped tensor fails with a message naming it. out: owned, free with
+ * hm_neox_free(). */
+enum hm_status hm_neox_load(const struct hm_ckpt *ck, struct hm_neox **out,
+                            struct hm_error *err);
+
+void hm_neox_free(struct hm_neox *m); /* accepts NULL */
+
+/* Activation buffers of one sequence. Zero-initialize ({0}) or call
+ * hm_neox_ws_init; buffers are allocated on first use and grow to the
+ * largest T; free with hm_neox_ws_release(). One ws per thread of callers. */
+struct hm_neox_ws {
+    int64_t T_cap;      /* rows the buffers hold */
+    int64_t d, I, V;    /* sizes they were made for */
+    float *h;           /* [T, d] residual stream */
+    float *a;           /* [T, d] LN1 output (attention input) */
+    float *qkv;         /* [T, 3d] */
+    float *att;         /* [T, d] merged heads */
+    float *o;           /* [T, d] attention output after dense */
+    float *a2;          /* [T, d] LN2 output */
+    float *mh;          /* [T, I] MLP hidden */
+    float *m;           /* [T, d] MLP output */
+    float *hf;          /* [T, d] final LayerNorm output */
+    float *logits;      /* [HM_NEOX_NLL_ROWS, V] chunk used by hm_neox_nll */
+    void *att_ws;       /* attention workspace */
+    size_t att_ws_size;
+};
+
+/* Rows of logits hm_neox_nll materializes at a time. */
+#define HM_NEOX_NLL_ROWS 64
+
+void hm_neox_ws_init(struct hm_neox_ws *ws);
+/* Makes ws ready for sequences of up to T tokens on backend be
+ * (optional: forward calls it). */
+enum hm_status hm_neox_ws_reserve(struct hm_neox_ws *ws, const struct hm_neox *m,
+                                  const struct hm_backend *be, int64_t T,
+                                  struct hm_error *err);
+void hm_neox_ws_release(struct hm_neox_ws *ws); /* frees the buffers; NULL ok */
+
+/* Called after each layer's attention (stage 1 reads the teacher here):
+ *   a_in: [T, d] the layer's LN1 output; attn_out: [T, d] attention output
+ *   after dense, before the residual add. Both borrowed for the call only.
+ * A non-HM_OK return stops the forward pass with that status (the hook fills
+ * err). */
+typedef enum hm_status (*hm_neox_layer_fn)(void *ctx, int64_t layer, const float *a_in,
+                                           const float *attn_out, int64_t T, int64_t d,
+                                           struct hm_error *err);
+
+struct hm_neox_hooks {
+    hm_neox_layer_fn on_layer; /* may be NULL */
+    void *ctx;
+};
+
+/* Runs the layers and the final LayerNorm on tokens: [T] (each < V).
+ * The result is ws->hf: [T, d] (borrowed until the next call on ws).
+ * hooks may be NULL. */
+enum hm_status hm_neox_hidden(const struct hm_neox *m, const struct hm_backend *be,
+                              const int32_t *tokens, int64_t T, struct hm_neox_ws *ws,
+                              const struct hm_neox_hooks *hooks, struct hm_error *err);
+
+/* logits: [T, V] for tokens: [T] at positions 0..T-1. */
+enum hm_status hm_neox_forward(const struct hm_neox *m, const struct hm_backend *be,
+                               const int32_t *tokens, int64_t T, float *logits,
+                               struct hm_neox_ws *ws, struct hm_error *err);
+
+/* nll: [T], nll[t] = −log softmax(logits[t])[targets[t]] for tokens: [T] and
+ * targets: [T] (each < V). Logits are made HM_NEOX_NLL_ROWS rows at a time. */
+enum hm_status hm_neox_nll(const struct hm_neox *m, const struct hm_backend *be,
+                           const int32_t *tokens, const int32_t *targets, int64_t T,
+                           float *nll, struct hm_neox_ws *ws, struct hm_error *err);
+
+/* Forward FLOPs per token at sequence length T, counted as BENCH.md: 2N per
+ * weight-matrix entry (qkv, dense, fc1, fc2 of every layer, embed_out;
+ * embed_in is a lookup and costs nothing) plus 4·T·d per layer for causal
+ * softmax attention (the full T×T square). Norms, activations, softmax,
+ * rotary and biases are not counted. */
+double hm_neox_flops_per_token(const struct hm_config *cfg, int64_t T);
+
+#endif

@@ -1,0 +1,344 @@
+/* test_kernels_cpu.c — every CPU op: ref against a straightforward double
+ * computation written here, and fast against ref (STYLE 13).
+ *
+ * Inputs are seeded (the seed is in every failure message); shapes are
+ * awkward on purpose (1, primes, non-multiples of the 64-row attention
+ * block, several blocks). Tolerance: |got − want| ≤ atol + rtol·|want|.
+ * Observed max |Δ| on x86-64 (OpenBLAS 0.3.21, 2 threads, AVX-512 clones),
+ * worst over all shapes (each check also prints its value on stderr):
+ *   matmul      ref vs double 1.8e-6, fast vs ref 9.5e-6 (|y| up to ~60)
+ *   layernorm   ref vs double 2.1e-7, fast vs ref 4.8e-7, rstd 6e-8
+ *   gelu        ref vs double 2.4e-7, fast vs ref 9.5e-7 (rational erf, |x| to 12)
+ *   rotary      ref vs double 4.2e-7, fast vs ref bit-identical (same rounding)
+ *   attention   ref vs double 2.3e-7, fast vs ref 3.6e-6, lse 1.4e-6
+ *   nll         ref vs double 5.6e-7, fast vs ref 9.5e-7 (V = 50304)
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "testutil.h"
+#include "threads.h"
+
+static const struct hm_backend *REF, *FAST;
+
+static void setup(void)
+{
+    REF = hm_backend_get("ref");
+    FAST = hm_backend_get("fast");
+    cr_assert(REF && FAST);
+    hm_threads_set(2);
+}
+
+static float *randv(int64_t n, double mean, double std, uint64_t *s)
+{
+    float *v = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+    for (int64_t i = 0; i < n; i++)
+        v[i] = (float)(mean + std * tu_rand_normal(s));
+    return v;
+}
+
+static float *zeros(int64_t n) { return calloc((size_t)(n > 0 ? n : 1), sizeof(float)); }
+
+/* Fails unless every |got - want| <= atol + rtol |want|; returns max |Δ|. */
+static double check(const char *what, uint64_t seed, const float *got, const double *want,
+                    int64_t n, double atol, double rtol)
+{
+    double worst = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double e = fabs((double)got[i] - want[i]);
+        if (isnan(got[i]) != isnan(want[i]))
+            cr_assert_fail("%s (seed %llu): NaN mismatch at %lld", what, (unsigned long long)seed,
+                     (long long)i);
+        if (e > worst)
+            worst = e;
+        if (!(e <= atol + rtol * fabs(want[i])))
+            cr_assert_fail("%s (seed %llu): element %lld: got %.9g want %.9g (|d| %.3g)", what,
+                     (unsigned long long)seed, (long long)i, got[i], want[i], e);
+    }
+    fprintf(stderr, "%-36s seed %-4llu n %-8lld max|d| %.2e\n", what, (unsigned long long)seed,
+            (long long)n, worst);
+    return worst;
+}
+
+static double check_f(const char *what, uint64_t seed, const float *got, const float *want,
+                      int64_t n, double atol, double rtol)
+{
+    double *w = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
+    for (int64_t i = 0; i < n; i++)
+        w[i] = want[i];
+    double e = check(what, seed, got, w, n, atol, rtol);
+    free(w);
+    return e;
+}
+
+TestSuite(kernels_cpu, .init = setup);
+
+Test(kernels_cpu, registry)
+{
+    cr_expect_str_eq(hm_backend_get("ref")->name, "ref");
+    cr_expect_str_eq(hm_backend_get("fast")->name, "fast");
+    cr_expect_eq(hm_backend_get("cpu"), hm_backend_get("fast"));
+    cr_expect_null(hm_backend_get("bogus"));
+    cr_expect_null(hm_backend_get(NULL));
+    cr_expect(hm_backend_supports(FAST, HM_OP_ATTENTION, 0));
+    cr_expect(!hm_backend_supports(FAST, HM_OP_COUNT, 0));
+    struct hm_error err;
+    cr_expect_eq(hm_backend_sync(FAST, &err), HM_OK);
+}
+
+Test(kernels_cpu, matmul)
+{
+    int64_t shapes[][3] = {{1, 1, 1}, {7, 13, 5}, {33, 64, 97}, {130, 67, 259}, {2, 301, 3}};
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++)
+        for (int bias = 0; bias < 2; bias++) {
+            int64_t T = shapes[k][0], in = shapes[k][1], out = shapes[k][2];
+            uint64_t seed = 100 + k, s = seed;
+            float *x = randv(T * in, 0, 1, &s), *w = randv(out * in, 0, 1, &s);
+            float *b = bias ? randv(out, 0, 1, &s) : NULL;
+            float *yr = zeros(T * out), *yf = zeros(T * out);
+            double *want = malloc(sizeof(double) * (size_t)(T * out));
+            for (int64_t t = 0; t < T; t++)
+                for (int64_t o = 0; o < out; o++) {
+                    double acc = b ? b[o] : 0;
+                    for (int64_t i = 0; i < in; i++)
+                        acc += (double)x[t * in + i] * w[o * in + i];
+                    want[t * out + o] = acc;
+                }
+            hm_backend_matmul_forward(REF, yr, x, w, b, T, in, out);
+            hm_backend_matmul_forward(FAST, yf, x, w, b, T, in, out);
+            double sc = sqrt((double)in);
+            check("matmul ref vs double", seed, yr, want, T * out, 1e-6 * sc, 1e-6);
+            check_f("matmul fast vs ref", seed, yf, yr, T * out, 2e-6 * sc, 1e-5);
+            free(x), free(w), free(b), free(yr), free(yf), free(want);
+        }
+}
+
+Test(kernels_cpu, layernorm)
+{
+    int64_t shapes[][2] = {{1, 1}, {5, 7}, {17, 48}, {3, 769}, {64, 512}};
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        int64_t T = shapes[k][0], d = shapes[k][1];
+        uint64_t seed = 200 + k, s = seed;
+        float *x = randv(T * d, 0.5, 2, &s), *w = randv(d, 1, 0.1, &s), *b = randv(d, 0, 0.1, &s);
+        float *yr = zeros(T * d), *yf = zeros(T * d), *mr = zeros(T), *rr = zeros(T);
+        float *mf = zeros(T), *rf = zeros(T);
+        double *want = malloc(sizeof(double) * (size_t)(T * d));
+        float eps = 1e-5f;
+        for (int64_t t = 0; t < T; t++) {
+            double m = 0, v = 0;
+            for (int64_t i = 0; i < d; i++)
+                m += x[t * d + i];
+            m /= (double)d;
+            for (int64_t i = 0; i < d; i++)
+                v += (x[t * d + i] - m) * (x[t * d + i] - m);
+            v /= (double)d;
+            for (int64_t i = 0; i < d; i++)
+                want[t * d + i] = (x[t * d + i] - m) / sqrt(v + eps) * w[i] + b[i];
+        }
+        hm_backend_layernorm_forward(REF, yr, mr, rr, x, w, b, T, d, eps);
+        hm_backend_layernorm_forward(FAST, yf, mf, rf, x, w, b, T, d, eps);
+        check("layernorm ref vs double", seed, yr, want, T * d, 1e-6, 1e-6);
+        check_f("layernorm fast vs ref", seed, yf, yr, T * d, 2e-6, 1e-5);
+        check_f("layernorm mean", seed, mf, mr, T, 1e-6, 1e-6);
+        check_f("layernorm rstd", seed, rf, rr, T, 1e-6, 1e-5);
+        /* in place */
+        memcpy(yf, x, sizeof(float) * (size_t)(T * d));
+        hm_backend_layernorm_forward(FAST, yf, NULL, NULL, yf, w, b, T, d, eps);
+        check_f("layernorm fast in place", seed, yf, yr, T * d, 2e-6, 1e-5);
+        free(x), free(w), free(b), free(yr), free(yf), free(mr), free(rr), free(mf), free(rf);
+        free(want);
+    }
+}
+
+Test(kernels_cpu, gelu)
+{
+    int64_t sizes[] = {1, 1000, 40001};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++)
+        for (int kind = 0; kind < 2; kind++) {
+            int64_t n = sizes[k];
+            uint64_t seed = 300 + k, s = seed;
+            float *x = randv(n, 0, 3, &s), *yr = zeros(n), *yf = zeros(n);
+            if (n > 3)
+                x[0] = 0, x[1] = -10, x[2] = 10;
+            double *want = malloc(sizeof(double) * (size_t)n);
+            for (int64_t i = 0; i < n; i++) {
+                double v = x[i];
+                want[i] = kind == HM_GELU_ERF
+                              ? v * 0.5 * erfc(-v / sqrt(2.0))
+                              : 0.5 * v * (1 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+            }
+            hm_backend_gelu_forward(REF, yr, x, n, kind);
+            hm_backend_gelu_forward(FAST, yf, x, n, kind);
+            check("gelu ref vs double", seed, yr, want, n, 1e-7, 1e-6);
+            check_f("gelu fast vs ref", seed, yf, yr, n, 1e-6, 1e-5);
+            free(x), free(yr), free(yf), free(want);
+        }
+}
+
+Test(kernels_cpu, rotary)
+{
+    /* T, n_h, p, r; T = 1030 exercises fp32 angle rounding at large positions */
+    int64_t shapes[][4] = {{1, 1, 2, 2}, {7, 3, 16, 4}, {300, 2, 16, 16}, {1030, 3, 12, 8},
+                           {5, 2, 64, 0}};
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        int64_t T = shapes[k][0], n_h = shapes[k][1], p = shapes[k][2], r = shapes[k][3];
+        int64_t d = n_h * p, ld = 3 * d;
+        uint64_t seed = 400 + k, s = seed;
+        float *x = randv(T * ld, 0, 1, &s), *xr = zeros(T * ld), *xf = zeros(T * ld);
+        float inv[64];
+        hm_rotary_inv_freq(inv, r, 10000.0);
+        for (int64_t j = 0; j < r / 2; j++) /* close to the exact value */
+            cr_assert(fabs(inv[j] - pow(10000.0, -2.0 * (double)j / (double)r)) <=
+                      3e-7 * pow(10000.0, -2.0 * (double)j / (double)r));
+        double *want = malloc(sizeof(double) * (size_t)(T * ld));
+        for (int64_t i = 0; i < T * ld; i++)
+            want[i] = x[i];
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t h = 0; h < n_h; h++)
+                for (int64_t s2 = 0; s2 < 2; s2++) { /* q and k, v untouched */
+                    int64_t o = t * ld + h * 3 * p + s2 * p;
+                    for (int64_t j = 0; j < r / 2; j++) {
+                        float th = (float)t * inv[j];
+                        double c = (float)cos(th), sn = (float)sin(th);
+                        want[o + j] = x[o + j] * c - x[o + j + r / 2] * sn;
+                        want[o + j + r / 2] = x[o + j + r / 2] * c + x[o + j] * sn;
+                    }
+                }
+        memcpy(xr, x, sizeof(float) * (size_t)(T * ld));
+        memcpy(xf, x, sizeof(float) * (size_t)(T * ld));
+        const struct hm_backend *bes[2] = {REF, FAST};
+        float *outs[2] = {xr, xf};
+        for (int b = 0; b < 2; b++) {
+            hm_backend_rotary_forward(bes[b], outs[b], T, n_h, r, ld, 3 * p, 0, inv);
+            hm_backend_rotary_forward(bes[b], outs[b] + p, T, n_h, r, ld, 3 * p, 0, inv);
+        }
+        check("rotary ref vs double", seed, xr, want, T * ld, 1e-6, 1e-6);
+        cr_expect(memcmp(xr, xf, sizeof(float) * (size_t)(T * ld)) == 0,
+                  "rotary fast vs ref not bit-identical (seed %llu)", (unsigned long long)seed);
+        free(x), free(xr), free(xf), free(want);
+    }
+}
+
+Test(kernels_cpu, attention)
+{
+    int64_t shapes[][3] = {{1, 1, 1}, {7, 3, 16}, {33, 2, 5}, {130, 4, 64}, {65, 1, 8},
+                           {200, 3, 24}};
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        int64_t T = shapes[k][0], n_h = shapes[k][1], p = shapes[k][2], d = n_h * p;
+        uint64_t seed = 500 + k, s = seed;
+        float *qkv = randv(T * 3 * d, 0, 1.5, &s);
+        float *or_ = zeros(T * d), *of = zeros(T * d), *lr = zeros(n_h * T), *lf = zeros(n_h * T);
+        double *want = malloc(sizeof(double) * (size_t)(T * d));
+        double *wl = malloc(sizeof(double) * (size_t)(n_h * T));
+        double *sc = malloc(sizeof(double) * (size_t)T);
+        for (int64_t h = 0; h < n_h; h++)
+            for (int64_t t = 0; t < T; t++) {
+                double mx = -INFINITY, sum = 0;
+                for (int64_t j = 0; j <= t; j++) {
+                    double a = 0;
+                    for (int64_t i = 0; i < p; i++)
+                        a += (double)qkv[t * 3 * d + h * 3 * p + i] *
+                             qkv[j * 3 * d + h * 3 * p + p + i];
+                    sc[j] = a / sqrt((double)p);
+                    mx = fmax(mx, sc[j]);
+                }
+                for (int64_t j = 0; j <= t; j++)
+                    sum += exp(sc[j] - mx);
+                wl[h * T + t] = mx + log(sum);
+                for (int64_t i = 0; i < p; i++) {
+                    double a = 0;
+                    for (int64_t j = 0; j <= t; j++)
+                        a += exp(sc[j] - mx) / sum * qkv[j * 3 * d + h * 3 * p + 2 * p + i];
+                    want[t * d + h * p + i] = a;
+                }
+            }
+        size_t wsr = hm_backend_attention_ws_size(REF, T, n_h, p);
+        size_t wsf = hm_backend_attention_ws_size(FAST, T, n_h, p);
+        void *ws = malloc(wsr > wsf ? wsr : wsf);
+        hm_backend_attention_forward(REF, or_, lr, qkv, T, n_h, p, ws, wsr);
+        hm_backend_attention_forward(FAST, of, lf, qkv, T, n_h, p, ws, wsf);
+        check("attention ref vs double", seed, or_, want, T * d, 1e-6, 1e-6);
+        check("attention lse ref vs double", seed, lr, wl, T * n_h, 1e-6, 1e-6);
+        check_f("attention fast vs ref", seed, of, or_, T * d, 3e-6, 1e-5);
+        check_f("attention lse fast vs ref", seed, lf, lr, T * n_h, 3e-6, 1e-5);
+        /* a workspace for one thread only still gives the same result */
+        memset(of, 0, sizeof(float) * (size_t)(T * d));
+        hm_backend_attention_forward(FAST, of, NULL, qkv, T, n_h, p, ws,
+                                     wsf / (size_t)hm_threads_get());
+        check_f("attention fast (1-thread ws) vs ref", seed, of, or_, T * d, 3e-6, 1e-5);
+        free(qkv), free(or_), free(of), free(lr), free(lf), free(want), free(wl), free(sc);
+        free(ws);
+    }
+}
+
+Test(kernels_cpu, add_embedding)
+{
+    int64_t n = 100003;
+    uint64_t seed = 600, s = seed;
+    float *a = randv(n, 0, 1, &s), *b = randv(n, 0, 1, &s), *yr = zeros(n), *yf = zeros(n);
+    hm_backend_add_forward(REF, yr, a, b, n);
+    hm_backend_add_forward(FAST, yf, a, b, n);
+    for (int64_t i = 0; i < n; i++)
+        cr_assert_eq(yr[i], a[i] + b[i]);
+    cr_assert(memcmp(yr, yf, sizeof(float) * (size_t)n) == 0);
+    hm_backend_add_forward(FAST, a, a, b, n); /* aliasing */
+    cr_assert(memcmp(a, yr, sizeof(float) * (size_t)n) == 0);
+
+    int64_t V = 97, d = 13, T = 41;
+    float *tab = randv(V * d, 0, 1, &s), *er = zeros(T * d), *ef = zeros(T * d);
+    int32_t ids[41];
+    for (int64_t t = 0; t < T; t++)
+        ids[t] = (int32_t)(tu_rand_u64(&s) % (uint64_t)V);
+    ids[0] = 0, ids[1] = (int32_t)V - 1;
+    hm_backend_embedding_forward(REF, er, ids, tab, T, d);
+    hm_backend_embedding_forward(FAST, ef, ids, tab, T, d);
+    for (int64_t t = 0; t < T; t++)
+        cr_assert(memcmp(er + t * d, tab + ids[t] * d, sizeof(float) * (size_t)d) == 0);
+    cr_assert(memcmp(er, ef, sizeof(float) * (size_t)(T * d)) == 0);
+    free(a), free(b), free(yr), free(yf), free(tab), free(er), free(ef);
+}
+
+Test(kernels_cpu, nll)
+{
+    int64_t shapes[][2] = {{1, 1}, {5, 97}, {9, 50304}, {70, 257}};
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        int64_t T = shapes[k][0], V = shapes[k][1];
+        uint64_t seed = 700 + k, s = seed;
+        float *lg = randv(T * V, 0, 3, &s), *nr = zeros(T), *nf = zeros(T);
+        float *lr = zeros(T), *lf = zeros(T);
+        int32_t *tg = malloc(sizeof(int32_t) * (size_t)T);
+        double *want = malloc(sizeof(double) * (size_t)T);
+        for (int64_t t = 0; t < T; t++) {
+            tg[t] = (int32_t)(tu_rand_u64(&s) % (uint64_t)V);
+            double sum = 0; /* no max shift: |logits| are small here */
+            for (int64_t v = 0; v < V; v++)
+                sum += exp((double)lg[t * V + v]);
+            want[t] = log(sum) - lg[t * V + tg[t]];
+        }
+        hm_backend_nll_forward(REF, nr, lr, lg, tg, T, V);
+        hm_backend_nll_forward(FAST, nf, lf, lg, tg, T, V);
+        check("nll ref vs double", seed, nr, want, T, 1e-6, 1e-6);
+        check_f("nll fast vs ref", seed, nf, nr, T, 1e-5, 1e-6);
+        check_f("lse fast vs ref", seed, lf, lr, T, 1e-5, 1e-6);
+        free(lg), free(nr), free(nf), free(lr), free(lf), free(tg), free(want);
+    }
+}
+
+/* A backend with no members falls back to ref for every op. */
+Test(kernels_cpu, null_members_fall_back_to_ref)
+{
+    struct hm_backend empty = {.name = "empty"};
+    uint64_t s = 800;
+    float *x = randv(6 * 5, 0, 1, &s), *w = randv(4 * 5, 0, 1, &s);
+    float y1[24], y2[24];
+    hm_backend_matmul_forward(&empty, y1, x, w, NULL, 6, 5, 4);
+    hm_backend_matmul_forward(REF, y2, x, w, NULL, 6, 5, 4);
+    cr_assert(memcmp(y1, y2, sizeof y1) == 0);
+    cr_assert_eq(hm_backend_attention_ws_size(&empty, 9, 2, 3),
+                 hm_backend_attention_ws_size(REF, 9, 2, 3));
+    free(x), free(w);
+}

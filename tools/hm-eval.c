@@ -1,0 +1,430 @@
+/* hm-eval — perplexity and zero-shot multiple choice of a GPT-NeoX checkpoint
+ * (SPEC §6, §7 "ppl / eval"). */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "atomic_file.h"
+#include "checkpoint.h"
+#include "cli.h"
+#include "fileio.h"
+#include "neox.h"
+#include "safetensors.h"
+#include "threads.h"
+#include "tokenizer.h"
+#include "tokfile.h"
+
+static const char usage[] =
+    "usage: hm-eval [OPTIONS] CKPT --data TOKENS --seq-len L\n"
+    "       hm-eval [OPTIONS] CKPT --mc FILE (--tokenizer FILE | --bytes)\n"
+    "\n"
+    "Evaluates a GPT-NeoX checkpoint (safetensors file, HuggingFace folder or\n"
+    "index). Perplexity: the token file is cut into non-overlapping windows,\n"
+    "window w = tokens [wL, wL+L] (L inputs, L targets, positions from 0); an\n"
+    "incomplete last window is dropped. PPL = exp(mean NLL over all targets),\n"
+    "accumulated in double. For a byte-level token file (vocabulary 257) bits per\n"
+    "byte = sum NLL / ln 2 / bytes, where bytes = targets that are not end-of-text.\n"
+    "\n"
+    "Multiple choice: each jsonl line {\"context\": str, \"choices\": [str, ...],\n"
+    "\"label\": int}. Context and choice are tokenized separately and concatenated\n"
+    "(an empty context becomes the end-of-text token); a choice scores the summed\n"
+    "log-likelihood of its tokens. acc: the best score is the label; acc_norm: the\n"
+    "best score divided by the choice's length in UTF-8 bytes (as lm-eval-harness\n"
+    "acc_norm, which divides by the string length). Sequences longer than the\n"
+    "model's max_position_embeddings lose tokens from the left of the context.\n"
+    "\n"
+    "Options:\n"
+    "  --data FILE          token file (docs/token-file.md; '-' = stdin)\n"
+    "  --seq-len L          window length (inputs per window)\n"
+    "  --max-tokens N       count at most N targets (whole windows only)\n"
+    "  --dump-logits FILE   write safetensors with tensor 'logits' F32 [windows, L, V]\n"
+    "                       (holds the whole tensor in memory while writing)\n"
+    "  -f, --force          replace an existing --dump-logits file\n"
+    "  --mc FILE            multiple-choice jsonl\n"
+    "  --tokenizer FILE     HuggingFace tokenizer.json for --mc\n"
+    "  --bytes              byte-level vocabulary for --mc\n"
+    "  --threads N          threads for OpenMP and BLAS (default: OpenMP's)\n"
+    "  --backend NAME       ref (plain loops, slow) or fast (default; cpu = fast)\n"
+    "  --json               print one JSON object on stdout: {\"version\": 1, \"seq_len\",\n"
+    "                       \"windows\", \"targets\", \"mean_nll\", \"ppl\", \"bits_per_byte\"\n"
+    "                       (null unless byte-level), \"tokens_per_s\", and \"mc\": {\n"
+    "                       \"questions\", \"acc\", \"acc_norm\"} with --mc}\n"
+    "  -q, --quiet          fewer messages;  -v, --verbose  more\n"
+    "  --progress, --no-progress   progress on stderr (default: when it is a terminal)\n"
+    "  -h, --help           this text;  --version  the version\n"
+    "\n"
+    "Exit status: 0 success, 1 failure, 2 bad usage.\n";
+
+enum {
+    OPT_DATA = HM_OPT_FIRST_TOOL, OPT_SEQ_LEN, OPT_MAX_TOKENS, OPT_DUMP, OPT_MC, OPT_TOKENIZER,
+    OPT_BYTES, OPT_THREADS, OPT_BACKEND,
+};
+
+struct opts {
+    struct hm_cli_common common;
+    const char *ckpt, *data, *dump, *mc, *tokenizer, *backend;
+    int64_t seq_len, max_tokens, threads;
+    int bytes, force;
+};
+
+struct ppl {
+    int64_t windows, targets, bytes;
+    double sum_nll, seconds;
+    int byte_level;
+};
+
+struct ctx {
+    const struct opts *o;
+    const struct hm_neox *m;
+    const struct hm_backend *be;
+    struct hm_neox_ws ws;
+    struct hm_tok_file *tf;
+    struct ppl r;
+    struct hm_progress prog;
+    int32_t *in, *tg; /* [L] inputs and targets of one window */
+    float *nll;       /* [L] */
+};
+
+/* Window w: inputs tokens [wL, wL+L), targets [wL+1, wL+L]. */
+static enum hm_status load_window(struct ctx *c, int64_t w, struct hm_error *err)
+{
+    int64_t L = c->o->seq_len;
+    enum hm_status st = hm_tok_read(c->tf, w * L, L, c->in, err);
+    if (st == HM_OK)
+        st = hm_tok_read(c->tf, w * L + 1, L, c->tg, err);
+    return st;
+}
+
+static void account(struct ctx *c, int64_t w)
+{
+    int64_t L = c->o->seq_len;
+    uint32_t eot = hm_tok_eot(c->tf);
+    for (int64_t t = 0; t < L; t++) {
+        c->r.sum_nll += (double)c->nll[t];
+        if (c->r.byte_level && (uint32_t)c->tg[t] != eot)
+            c->r.bytes++;
+    }
+    c->r.targets += L;
+    double dt = hm_now() - c->r.seconds;
+    hm_progress_update(&c->prog, "window %lld/%lld, %.0f tokens/s", (long long)(w + 1),
+                       (long long)c->r.windows, (double)c->r.targets / (dt > 0 ? dt : 1e-9));
+}
+
+/* hm_st_fill_fn: runs every window, writing logits straight into dst. */
+static enum hm_status fill_logits(void *vctx, int64_t index, void *dst, size_t nbytes,
+                                  struct hm_error *err)
+{
+    struct ctx *c = vctx;
+    int64_t L = c->o->seq_len, V = c->m->cfg.vocab_size;
+    float *out = dst;
+    (void)index;
+    (void)nbytes;
+    for (int64_t w = 0; w < c->r.windows; w++) {
+        float *lg = out + w * L * V;
+        enum hm_status st = load_window(c, w, err);
+        if (st == HM_OK)
+            st = hm_neox_forward(c->m, c->be, c->in, L, lg, &c->ws, err);
+        if (st != HM_OK) {
+            hm_error_prefix(err, "window %lld: ", (long long)w);
+            return st;
+        }
+        hm_backend_nll_forward(c->be, c->nll, NULL, lg, c->tg, L, V);
+        account(c, w);
+    }
+    return HM_OK;
+}
+
+static void run_ppl(struct ctx *c)
+{
+    const struct opts *o = c->o;
+    struct hm_error err;
+    int64_t L = o->seq_len, V = c->m->cfg.vocab_size;
+    if (hm_tok_open(o->data, &c->tf, &err) != HM_OK)
+        hm_die_err("cannot read", o->data, &err);
+    int64_t n = hm_tok_count(c->tf);
+    c->r.windows = n > 0 ? (n - 1) / L : 0;
+    if (o->max_tokens >= 0 && c->r.windows > o->max_tokens / L)
+        c->r.windows = o->max_tokens / L;
+    if (c->r.windows == 0)
+        hm_die("cannot evaluate '%s': %lld tokens give no whole window of %lld inputs + 1 "
+               "(with --max-tokens %lld)", o->data, (long long)n, (long long)L,
+               (long long)o->max_tokens);
+    c->r.byte_level = hm_tok_vocab(c->tf) == 257;
+    /* every id used must exist in the model */
+    int64_t used = c->r.windows * L + 1;
+    for (int64_t i = 0; i < used; i++) {
+        uint32_t id = hm_tok_get(c->tf, i);
+        if ((int64_t)id >= V)
+            hm_die("cannot read '%s': token id %u at position %lld is outside the model "
+                   "vocabulary (%lld)", o->data, id, (long long)i, (long long)V);
+    }
+    c->in = malloc(sizeof(int32_t) * (size_t)L);
+    c->tg = malloc(sizeof(int32_t) * (size_t)L);
+    c->nll = malloc(sizeof(float) * (size_t)L);
+    if (!c->in || !c->tg || !c->nll)
+        hm_die("out of memory");
+    hm_progress_start(&c->prog, &o->common, "eval");
+    c->r.seconds = hm_now();
+    if (o->dump) {
+        int64_t shape[3] = {c->r.windows, L, V}, numel;
+        if (hm_mul_i64(shape[0], L, &numel) || hm_mul_i64(numel, V, &numel) ||
+            (uint64_t)numel > SIZE_MAX / 8)
+            hm_die("cannot write '%s': logits tensor too large", o->dump);
+        struct hm_st_writer *w = hm_st_writer_new();
+        char meta[256];
+        snprintf(meta, sizeof meta, "{\"tool\":\"hm-eval\",\"seq_len\":%lld,\"windows\":%lld}",
+                 (long long)L, (long long)c->r.windows);
+        if (!w || hm_st_writer_add_fill(w, "logits", HM_DTYPE_F32, 3, shape, fill_logits, c,
+                                        &err) != HM_OK ||
+            hm_st_writer_set_metadata(w, "hm.eval", meta, &err) != HM_OK ||
+            hm_st_writer_write_path(w, o->dump, o->force ? HM_AFILE_FORCE : 0, &err) != HM_OK)
+            hm_die_err("cannot write", o->dump, &err);
+        hm_st_writer_free(w);
+    } else {
+        for (int64_t w = 0; w < c->r.windows; w++) {
+            if (load_window(c, w, &err) != HM_OK ||
+                hm_neox_nll(c->m, c->be, c->in, c->tg, L, c->nll, &c->ws, &err) != HM_OK)
+                hm_die("cannot evaluate '%s': window %lld: %s", o->data, (long long)w, err.msg);
+            account(c, w);
+        }
+    }
+    c->r.seconds = hm_now() - c->r.seconds;
+    hm_progress_done(&c->prog, "%lld targets, %.0f tokens/s", (long long)c->r.targets,
+                     (double)c->r.targets / (c->r.seconds > 0 ? c->r.seconds : 1e-9));
+    free(c->in), free(c->tg), free(c->nll);
+    hm_tok_close(c->tf);
+    c->tf = NULL;
+}
+
+struct mc {
+    int64_t questions, correct, correct_norm;
+};
+
+static void encode(struct hm_tokenizer *tok, const char *s, struct hm_ids *ids,
+                   const char *path, int line)
+{
+    struct hm_error err;
+    if (hm_tokenizer_encode(tok, s, strlen(s), ids, &err) != HM_OK)
+        hm_die("cannot read '%s': line %d: %s", path, line, err.msg);
+}
+
+/* Summed log-likelihood of choice given context. */
+static double score_choice(struct ctx *c, const struct hm_ids *ctx_ids, const struct hm_ids *ch,
+                           const char *path, int line)
+{
+    int64_t n = ctx_ids->n + ch->n, maxp = c->m->cfg.max_position_embeddings;
+    int32_t *seq = malloc(sizeof(int32_t) * (size_t)n);
+    float *nll = malloc(sizeof(float) * (size_t)n);
+    if (!seq || !nll)
+        hm_die("out of memory");
+    memcpy(seq, ctx_ids->v, sizeof(int32_t) * (size_t)ctx_ids->n);
+    memcpy(seq + ctx_ids->n, ch->v, sizeof(int32_t) * (size_t)ch->n);
+    int64_t start = 0; /* left truncation to the model's positions (T = n - 1 inputs) */
+    if (maxp > 0 && n - 1 > maxp)
+        start = n - 1 - maxp;
+    if (start >= ctx_ids->n)
+        hm_die("cannot read '%s': line %d: a choice is longer than the model's %lld "
+               "positions", path, line, (long long)maxp);
+    int64_t T = n - 1 - start;
+    struct hm_error err;
+    if (hm_neox_nll(c->m, c->be, seq + start, seq + start + 1, T, nll, &c->ws, &err) != HM_OK)
+        hm_die("cannot evaluate '%s': line %d: %s", path, line, err.msg);
+    double ll = 0;
+    for (int64_t i = 0; i < ch->n; i++) /* choice token i is the target at ctx + i − 1 */
+        ll -= (double)nll[ctx_ids->n + i - 1 - start];
+    free(seq);
+    free(nll);
+    return ll;
+}
+
+static void run_mc(struct ctx *c, struct mc *res)
+{
+    const struct opts *o = c->o;
+    struct hm_error err;
+    struct hm_tokenizer *tok = NULL;
+    if (o->bytes ? hm_tokenizer_bytes(&tok, &err) != HM_OK
+                 : hm_tokenizer_load(o->tokenizer, &tok, &err) != HM_OK)
+        hm_die_err("cannot read", o->bytes ? "bytes" : o->tokenizer, &err);
+    int32_t eot = hm_tokenizer_eot_id(tok);
+    char *text = NULL;
+    size_t len = 0;
+    if (hm_read_file(o->mc, (size_t)1 << 31, &text, &len, &err) != HM_OK)
+        hm_die_err("cannot read", o->mc, &err);
+    int line = 0;
+    for (char *p = text, *nl; p && *p; p = nl ? nl + 1 : NULL) {
+        nl = strchr(p, '\n');
+        if (nl)
+            *nl = '\0';
+        line++;
+        if (strspn(p, " \t\r") == strlen(p))
+            continue;
+        cJSON *j = cJSON_Parse(p);
+        cJSON *cx = cJSON_GetObjectItemCaseSensitive(j, "context");
+        cJSON *chs = cJSON_GetObjectItemCaseSensitive(j, "choices");
+        cJSON *lb = cJSON_GetObjectItemCaseSensitive(j, "label");
+        int nch = cJSON_IsArray(chs) ? cJSON_GetArraySize(chs) : 0;
+        if (!j || !cJSON_IsString(cx) || nch < 1 || !cJSON_IsNumber(lb) ||
+            lb->valuedouble != floor(lb->valuedouble) || lb->valuedouble < 0 ||
+            lb->valuedouble >= nch)
+            hm_die("cannot read '%s': line %d: expected {\"context\": string, \"choices\": "
+                   "[string, ...], \"label\": index of a choice}", o->mc, line);
+        struct hm_ids ctx_ids = {0};
+        encode(tok, cx->valuestring, &ctx_ids, o->mc, line);
+        if (ctx_ids.n == 0) {
+            if (eot < 0)
+                hm_die("cannot read '%s': line %d: empty context and the tokenizer has no "
+                       "end-of-text token", o->mc, line);
+            hm_ids_append(&ctx_ids, &eot, 1, NULL);
+        }
+        int best = -1, best_n = -1;
+        double bs = -INFINITY, bsn = -INFINITY;
+        for (int k = 0; k < nch; k++) {
+            cJSON *ch = cJSON_GetArrayItem(chs, k);
+            if (!cJSON_IsString(ch) || !ch->valuestring[0])
+                hm_die("cannot read '%s': line %d: choice %d is not a non-empty string",
+                       o->mc, line, k);
+            struct hm_ids ids = {0};
+            encode(tok, ch->valuestring, &ids, o->mc, line);
+            if (ids.n == 0)
+                hm_die("cannot read '%s': line %d: choice %d has no tokens", o->mc, line, k);
+            double s = score_choice(c, &ctx_ids, &ids, o->mc, line);
+            double sn = s / (double)strlen(ch->valuestring);
+            if (s > bs)
+                bs = s, best = k;
+            if (sn > bsn)
+                bsn = sn, best_n = k;
+            hm_ids_release(&ids);
+        }
+        int label = (int)lb->valuedouble;
+        res->questions++;
+        res->correct += best == label;
+        res->correct_norm += best_n == label;
+        hm_ids_release(&ctx_ids);
+        cJSON_Delete(j);
+    }
+    if (res->questions == 0)
+        hm_die("cannot read '%s': no questions", o->mc);
+    free(text);
+    hm_tokenizer_free(tok);
+}
+
+static void report(const struct opts *o, const struct ppl *r, const struct mc *mc)
+{
+    double mean = r->targets ? r->sum_nll / (double)r->targets : NAN;
+    double bpb = r->bytes ? r->sum_nll / log(2.0) / (double)r->bytes : NAN;
+    double tps = r->seconds > 0 ? (double)r->targets / r->seconds : 0;
+    if (o->common.json) {
+        printf("{\"version\": 1");
+        if (o->data) {
+            printf(", \"seq_len\": %lld, \"windows\": %lld, \"targets\": %lld, "
+                   "\"mean_nll\": %.17g, \"ppl\": %.17g, \"bits_per_byte\": ",
+                   (long long)o->seq_len, (long long)r->windows, (long long)r->targets, mean,
+                   exp(mean));
+            if (r->byte_level && r->bytes)
+                printf("%.17g", bpb);
+            else
+                printf("null");
+            printf(", \"tokens_per_s\": %.6g", tps);
+        }
+        if (o->mc)
+            printf(", \"mc\": {\"questions\": %lld, \"acc\": %.17g, \"acc_norm\": %.17g}",
+                   (long long)mc->questions, (double)mc->correct / (double)mc->questions,
+                   (double)mc->correct_norm / (double)mc->questions);
+        printf("}\n");
+        return;
+    }
+    if (o->data) {
+        printf("windows: %lld of %lld tokens\n", (long long)r->windows, (long long)o->seq_len);
+        printf("targets: %lld\n", (long long)r->targets);
+        printf("mean nll: %.6f\n", mean);
+        printf("ppl: %.4f\n", exp(mean));
+        if (r->byte_level && r->bytes)
+            printf("bits per byte: %.6f (%lld bytes)\n", bpb, (long long)r->bytes);
+    }
+    if (o->mc)
+        printf("multiple choice: %lld questions, acc %.4f, acc_norm %.4f\n",
+               (long long)mc->questions, (double)mc->correct / (double)mc->questions,
+               (double)mc->correct_norm / (double)mc->questions);
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        HM_CLI_COMMON_LONGOPTS,
+        {"force", no_argument, NULL, 'f'},
+        {"data", required_argument, NULL, OPT_DATA},
+        {"seq-len", required_argument, NULL, OPT_SEQ_LEN},
+        {"max-tokens", required_argument, NULL, OPT_MAX_TOKENS},
+        {"dump-logits", required_argument, NULL, OPT_DUMP},
+        {"mc", required_argument, NULL, OPT_MC},
+        {"tokenizer", required_argument, NULL, OPT_TOKENIZER},
+        {"bytes", no_argument, NULL, OPT_BYTES},
+        {"threads", required_argument, NULL, OPT_THREADS},
+        {"backend", required_argument, NULL, OPT_BACKEND},
+        {NULL, 0, NULL, 0},
+    };
+    struct opts o = {.common = {.progress = -1}, .max_tokens = -1, .backend = "fast"};
+    hm_cli_init("hm-eval", usage, argv);
+    int c;
+    while ((c = getopt_long(argc, argv, HM_CLI_COMMON_SHORTOPTS "f", longopts, NULL)) != -1) {
+        switch (c) {
+        HM_CLI_COMMON_CASES(&o.common);
+        case 'f': o.force = 1; break;
+        case OPT_DATA: o.data = optarg; break;
+        case OPT_SEQ_LEN: o.seq_len = hm_parse_i64(optarg, "--seq-len", 1, 1 << 24); break;
+        case OPT_MAX_TOKENS:
+            o.max_tokens = hm_parse_i64(optarg, "--max-tokens", 1, INT64_MAX);
+            break;
+        case OPT_DUMP: o.dump = optarg; break;
+        case OPT_MC: o.mc = optarg; break;
+        case OPT_TOKENIZER: o.tokenizer = optarg; break;
+        case OPT_BYTES: o.bytes = 1; break;
+        case OPT_THREADS: o.threads = hm_parse_i64(optarg, "--threads", 1, 1024); break;
+        case OPT_BACKEND: o.backend = optarg; break;
+        }
+    }
+    if (argc - optind == 0)
+        hm_usage_error("missing checkpoint");
+    if (argc - optind > 1)
+        hm_usage_error("expected one checkpoint, got %d arguments", argc - optind);
+    o.ckpt = argv[optind];
+    if (!o.data && !o.mc)
+        hm_usage_error("nothing to do: give --data or --mc");
+    if (o.data && o.seq_len <= 0)
+        hm_usage_error("--data needs --seq-len");
+    if (!o.data && (o.seq_len || o.max_tokens >= 0 || o.dump))
+        hm_usage_error("--seq-len, --max-tokens and --dump-logits need --data");
+    if (o.mc && !o.tokenizer == !o.bytes)
+        hm_usage_error("--mc needs exactly one of --tokenizer and --bytes");
+    if (!o.mc && (o.tokenizer || o.bytes))
+        hm_usage_error("--tokenizer and --bytes need --mc");
+    if (o.dump && strcmp(o.dump, "-") != 0 &&
+        (hm_same_file(o.dump, o.data) || hm_same_file(o.dump, o.ckpt)))
+        hm_usage_error("--dump-logits '%s' is an input", o.dump);
+    const struct hm_backend *be = hm_backend_get(o.backend);
+    if (!be)
+        hm_usage_error("unknown backend '%s' (expected %s)", o.backend, hm_backend_names());
+    if (o.threads)
+        hm_threads_set((int)o.threads);
+
+    struct hm_error err;
+    struct hm_ckpt *ck = NULL;
+    struct hm_neox *m = NULL;
+    if (hm_ckpt_open(o.ckpt, &ck, &err) != HM_OK || hm_neox_load(ck, &m, &err) != HM_OK)
+        hm_die_err("cannot read", o.ckpt, &err);
+    hm_ckpt_close(ck);
+
+    struct ctx cx = {.o = &o, .m = m, .be = be};
+    struct mc mc = {0};
+    hm_neox_ws_init(&cx.ws);
+    if (o.data)
+        run_ppl(&cx);
+    if (o.mc)
+        run_mc(&cx, &mc);
+    report(&o, &cx.r, &mc);
+    hm_neox_ws_release(&cx.ws);
+    hm_neox_free(m);
+    return hm_cli_finish(HM_EXIT_OK);
+}
