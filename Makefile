@@ -1,6 +1,8 @@
 # Thin wrapper over CMake so users type `make` and `make test`.
 #   make                 configure (once) and build into $(BUILD)/
 #   make test            build, then run every CPU test (ctest -LE gpu)
+#   make demo            the embedded demo (recipes/demo.mk): real text from the
+#                        Debian package fortunes → tiny teacher → held-out PPL
 #   make asan            build with ASan+UBSan into build-asan/ and run the tests
 #   make deps            install the Debian packages hm needs (as root)
 #   make clean           remove the build folders
@@ -12,19 +14,29 @@ CMAKE_FLAGS += -DHM_WERROR=ON
 endif
 
 DEB_PACKAGES = cmake make gcc pkg-config libcjson-dev libxxhash-dev libarchive-dev \
-               libutf8proc-dev libcriterion-dev libopenblas-openmp-dev
+               libutf8proc-dev libcriterion-dev libopenblas-openmp-dev fortunes
 
-.PHONY: all build test asan deps clean
+.PHONY: all build test asan deps deps-check demo clean
 all: build
 
-$(BUILD)/CMakeCache.txt:
+$(BUILD)/CMakeCache.txt: | deps-check
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS)
+
+# On a fresh machine: install the packages when root, otherwise say which.
+deps-check:
+	@if ! command -v cmake >/dev/null || ! pkg-config --exists libcjson libxxhash libarchive libutf8proc 2>/dev/null \
+	    || [ ! -e /usr/include/criterion/criterion.h ] || ! ls /usr/include/*/openblas*/cblas.h >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ]; then $(MAKE) --no-print-directory deps; \
+	  else echo "hm needs: sudo apt-get install $(DEB_PACKAGES)" >&2; exit 1; fi; fi
 
 build: $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j$(JOBS)
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -LE gpu -j$(JOBS)
+
+demo: build
+	$(MAKE) --no-print-directory -f recipes/demo.mk BIN=$(BUILD)/bin
 
 asan:
 	$(MAKE) test BUILD=build-asan CMAKE_FLAGS="$(CMAKE_FLAGS) -DHM_SANITIZE_ADDRESS=ON -DHM_CUDA=OFF"
@@ -33,4 +45,4 @@ deps:
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(DEB_PACKAGES)
 
 clean:
-	rm -rf $(BUILD) build-asan
+	rm -rf $(BUILD) build-asan demo

@@ -19,6 +19,7 @@
 static const char usage[] =
     "usage: hm-eval [OPTIONS] CKPT --data TOKENS --seq-len L\n"
     "       hm-eval [OPTIONS] CKPT --mc FILE (--tokenizer FILE | --bytes)\n"
+    "       hm-eval [OPTIONS] --unigram TRAIN_TOKENS --data TOKENS --seq-len L\n"
     "\n"
     "Evaluates a GPT-NeoX checkpoint (safetensors file, HuggingFace folder or\n"
     "index). Perplexity: the token file is cut into non-overlapping windows,\n"
@@ -47,6 +48,8 @@ static const char usage[] =
     "  --bytes              byte-level vocabulary for --mc\n"
     "  --threads N          threads for OpenMP and BLAS (default: OpenMP's)\n"
     "  --backend NAME       ref (plain loops, slow) or fast (default; cpu = fast)\n"
+    "  --unigram FILE       instead of a checkpoint: the baseline of add-one smoothed\n"
+    "                       token frequencies counted in FILE (a training token file)\n"
     "  --json               print one JSON object on stdout: {\"version\": 1, \"seq_len\",\n"
     "                       \"windows\", \"targets\", \"mean_nll\", \"ppl\", \"bits_per_byte\"\n"
     "                       (null unless byte-level), \"tokens_per_s\", and \"mc\": {\n"
@@ -59,12 +62,12 @@ static const char usage[] =
 
 enum {
     OPT_DATA = HM_OPT_FIRST_TOOL, OPT_SEQ_LEN, OPT_MAX_TOKENS, OPT_DUMP, OPT_MC, OPT_TOKENIZER,
-    OPT_BYTES, OPT_THREADS, OPT_BACKEND,
+    OPT_BYTES, OPT_THREADS, OPT_BACKEND, OPT_UNIGRAM,
 };
 
 struct opts {
     struct hm_cli_common common;
-    const char *ckpt, *data, *dump, *mc, *tokenizer, *backend;
+    const char *ckpt, *data, *dump, *mc, *tokenizer, *backend, *unigram;
     int64_t seq_len, max_tokens, threads;
     int bytes, force;
 };
@@ -85,7 +88,30 @@ struct ctx {
     struct hm_progress prog;
     int32_t *in, *tg; /* [L] inputs and targets of one window */
     float *nll;       /* [L] */
+    double *uni_nll;  /* [V] −log p(token) of the --unigram baseline, or NULL */
+    int64_t uni_vocab;
 };
+
+/* The unigram baseline: add-one smoothed token frequencies of a training
+ * token file; uni_nll[v] = −log((count[v] + 1) / (N + V)). */
+static void load_unigram(struct ctx *c, const char *path)
+{
+    struct hm_tok_file *tf;
+    struct hm_error err;
+    if (hm_tok_open(path, &tf, &err) != HM_OK)
+        hm_die_err("cannot read", path, &err);
+    int64_t V = (int64_t)hm_tok_vocab(tf), n = hm_tok_count(tf);
+    double *cnt = calloc((size_t)V, sizeof(double));
+    if (!cnt)
+        hm_die("out of memory");
+    for (int64_t i = 0; i < n; i++)
+        cnt[hm_tok_get(tf, i)] += 1;
+    for (int64_t v = 0; v < V; v++)
+        cnt[v] = -log((cnt[v] + 1) / ((double)n + (double)V));
+    c->uni_nll = cnt;
+    c->uni_vocab = V;
+    hm_tok_close(tf);
+}
 
 /* Window w: inputs tokens [wL, wL+L), targets [wL+1, wL+L]. */
 static enum hm_status load_window(struct ctx *c, int64_t w, struct hm_error *err)
@@ -140,7 +166,7 @@ static void run_ppl(struct ctx *c)
 {
     const struct opts *o = c->o;
     struct hm_error err;
-    int64_t L = o->seq_len, V = c->m->cfg.vocab_size;
+    int64_t L = o->seq_len, V = c->uni_nll ? c->uni_vocab : c->m->cfg.vocab_size;
     if (hm_tok_open(o->data, &c->tf, &err) != HM_OK)
         hm_die_err("cannot read", o->data, &err);
     int64_t n = hm_tok_count(c->tf);
@@ -184,6 +210,12 @@ static void run_ppl(struct ctx *c)
         hm_st_writer_free(w);
     } else {
         for (int64_t w = 0; w < c->r.windows; w++) {
+            if (c->uni_nll && load_window(c, w, &err) == HM_OK) {
+                for (int64_t t = 0; t < L; t++)
+                    c->nll[t] = (float)c->uni_nll[c->tg[t]];
+                account(c, w);
+                continue;
+            }
             if (load_window(c, w, &err) != HM_OK ||
                 hm_neox_nll(c->m, c->be, c->in, c->tg, L, c->nll, &c->ws, &err) != HM_OK)
                 hm_die("cannot evaluate '%s': window %lld: %s", o->data, (long long)w, err.msg);
@@ -363,6 +395,7 @@ int main(int argc, char **argv)
         {"bytes", no_argument, NULL, OPT_BYTES},
         {"threads", required_argument, NULL, OPT_THREADS},
         {"backend", required_argument, NULL, OPT_BACKEND},
+        {"unigram", required_argument, NULL, OPT_UNIGRAM},
         {NULL, 0, NULL, 0},
     };
     struct opts o = {.common = {.progress = -1}, .max_tokens = -1, .backend = "fast"};
@@ -383,13 +416,20 @@ int main(int argc, char **argv)
         case OPT_BYTES: o.bytes = 1; break;
         case OPT_THREADS: o.threads = hm_parse_i64(optarg, "--threads", 1, 1024); break;
         case OPT_BACKEND: o.backend = optarg; break;
+        case OPT_UNIGRAM: o.unigram = optarg; break;
         }
     }
-    if (argc - optind == 0)
+    if (o.unigram) {
+        if (argc - optind > 0)
+            hm_usage_error("--unigram replaces the checkpoint; got '%s'", argv[optind]);
+        if (!o.data || o.mc || o.dump)
+            hm_usage_error("--unigram needs --data (and no --mc or --dump-logits)");
+    } else if (argc - optind == 0) {
         hm_usage_error("missing checkpoint");
-    if (argc - optind > 1)
+    } else if (argc - optind > 1) {
         hm_usage_error("expected one checkpoint, got %d arguments", argc - optind);
-    o.ckpt = argv[optind];
+    }
+    o.ckpt = o.unigram ? o.unigram : argv[optind];
     if (!o.data && !o.mc)
         hm_usage_error("nothing to do: give --data or --mc");
     if (o.data && o.seq_len <= 0)
@@ -412,11 +452,15 @@ int main(int argc, char **argv)
     struct hm_error err;
     struct hm_ckpt *ck = NULL;
     struct hm_neox *m = NULL;
-    if (hm_ckpt_open(o.ckpt, &ck, &err) != HM_OK || hm_neox_load(ck, &m, &err) != HM_OK)
-        hm_die_err("cannot read", o.ckpt, &err);
-    hm_ckpt_close(ck);
-
-    struct ctx cx = {.o = &o, .m = m, .be = be};
+    struct ctx cx = {.o = &o, .be = be};
+    if (o.unigram) {
+        load_unigram(&cx, o.unigram);
+    } else {
+        if (hm_ckpt_open(o.ckpt, &ck, &err) != HM_OK || hm_neox_load(ck, &m, &err) != HM_OK)
+            hm_die_err("cannot read", o.ckpt, &err);
+        hm_ckpt_close(ck);
+    }
+    cx.m = m;
     struct mc mc = {0};
     hm_neox_ws_init(&cx.ws);
     if (o.data)
@@ -426,5 +470,6 @@ int main(int argc, char **argv)
     report(&o, &cx.r, &mc);
     hm_neox_ws_release(&cx.ws);
     hm_neox_free(m);
+    free(cx.uni_nll);
     return hm_cli_finish(HM_EXIT_OK);
 }

@@ -1,0 +1,61 @@
+# demo.mk — the embedded demo: a tiny byte-level teacher trained on real
+# English text that a Debian package ships (fortunes), then its held-out
+# perplexity. Real file dependencies: a second `make demo` does nothing.
+# The stage issues extend this file (linearize → map-ssm → finetune).
+#
+#   make demo                      (from the top level; builds hm first)
+#   make -f recipes/demo.mk DEMO=out/demo TEACHER_TOKENS=2000000
+DEMO ?= demo
+BIN ?= build/bin
+FORTUNES ?= /usr/share/games/fortunes
+THREADS ?= $(shell nproc 2>/dev/null || echo 2)
+SEED ?= 1
+SEQ ?= 128
+BATCH ?= 16
+TEACHER_TOKENS ?= 1500000
+TEACHER_LR ?= 2e-3
+TRAIN_FLAGS = --batch $(BATCH) --seq-len $(SEQ) --threads $(THREADS) --seed $(SEED) --no-progress
+
+.PHONY: demo demo-report
+.DELETE_ON_ERROR:
+
+demo: $(DEMO)/teacher.eval.json
+	@$(MAKE) --no-print-directory -f recipes/demo.mk demo-report DEMO=$(DEMO)
+
+demo-report:
+	@printf '\nheld-out perplexity (byte-level, %s tokens of fortunes):\n' \
+	    "$$(sed -n 's/.*"targets": \([0-9]*\).*/\1/p' $(DEMO)/teacher.eval.json)"
+	@printf '  %-34s %s\n' "unigram (byte frequencies)" \
+	    "$$(sed -n 's/.*"ppl": \([0-9.]*\).*/\1/p' $(DEMO)/unigram.eval.json)"
+	@printf '  %-34s %s\n' "teacher (hm-finetune, GPT-NeoX)" \
+	    "$$(sed -n 's/.*"ppl": \([0-9.]*\).*/\1/p' $(DEMO)/teacher.eval.json)"
+
+$(FORTUNES):
+	@echo "demo: the corpus comes from the Debian package 'fortunes';" >&2
+	@if [ "$$(id -u)" = 0 ]; then DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fortunes >/dev/null; \
+	 else echo "demo: please run: sudo apt-get install fortunes" >&2; exit 1; fi
+
+$(DEMO)/fortunes.jsonl: recipes/fortunes2jsonl.awk | $(FORTUNES)
+	@mkdir -p $(DEMO)
+	LC_ALL=C awk -f recipes/fortunes2jsonl.awk $$(ls $(FORTUNES)/* | grep -v '\.dat$$\|\.u8$$' | sort) > $@
+
+$(DEMO)/train.tok: $(DEMO)/fortunes.jsonl $(BIN)/hm-tokenize
+	$(BIN)/hm-tokenize --bytes $< -o $@ --val-fraction 0.05 --seed $(SEED) -f -q
+
+$(DEMO)/train.val.tok: $(DEMO)/train.tok
+
+# the floor a model must beat: byte frequencies of the training split
+# (add-one smoothed), scored on the same held-out windows
+$(DEMO)/unigram.eval.json: $(DEMO)/train.tok $(DEMO)/train.val.tok $(BIN)/hm-eval
+	$(BIN)/hm-eval --unigram $(DEMO)/train.tok --data $(DEMO)/train.val.tok --seq-len $(SEQ) --json > $@
+
+$(DEMO)/teacher-init.st: $(BIN)/hm-init
+	$(BIN)/hm-init --preset tiny --seed $(SEED) -o $@ -f -q
+
+$(DEMO)/teacher.st: $(DEMO)/teacher-init.st $(DEMO)/train.tok $(DEMO)/train.val.tok $(BIN)/hm-finetune
+	$(BIN)/hm-finetune $< -o $@ -f --data $(DEMO)/train.tok --val-data $(DEMO)/train.val.tok \
+	    --tokens $(TEACHER_TOKENS) --lr $(TEACHER_LR) --weight-decay 0.1 --val-every 100 \
+	    --val-tokens 32768 --log $(DEMO)/teacher.log.jsonl $(TRAIN_FLAGS)
+
+$(DEMO)/teacher.eval.json: $(DEMO)/teacher.st $(DEMO)/train.val.tok $(DEMO)/unigram.eval.json $(BIN)/hm-eval
+	$(BIN)/hm-eval $< --data $(DEMO)/train.val.tok --seq-len $(SEQ) --threads $(THREADS) --json > $@

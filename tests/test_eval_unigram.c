@@ -1,0 +1,47 @@
+/* hm-eval --unigram: the add-one smoothed unigram baseline, recomputed here
+ * from the token files with the same window semantics (SPEC §7). */
+#include <cjson/cJSON.h>
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "testutil.h"
+#include "tokfile.h"
+
+Test(eval_unigram, matches_independent_count)
+{
+    char *dir = tu_mkdtemp("unigram");
+    char cmd[4096], *out, *err;
+    snprintf(cmd, sizeof cmd,
+             "cd %s && %s/hm-tokenize --bytes %s/cs336_corpus.en -o a.tok -q && "
+             "%s/hm-tokenize --bytes %s/cs336_tinystories_sample.txt -o b.tok -q && "
+             "%s/hm-eval --unigram a.tok --data b.tok --seq-len 50 --json",
+             dir, HM_BIN_DIR, HM_SHARED_DATA, HM_BIN_DIR, HM_SHARED_DATA, HM_BIN_DIR);
+    cr_assert_eq(tu_run(cmd, &out, &err), 0, "%s", err);
+    cJSON *j = cJSON_Parse(out);
+    cr_assert_not_null(j, "%s", out);
+    char *pa = tu_path(dir, "a.tok"), *pb = tu_path(dir, "b.tok");
+    struct hm_tok_file *a, *b;
+    cr_assert_eq(hm_tok_open(pa, &a, NULL), HM_OK);
+    cr_assert_eq(hm_tok_open(pb, &b, NULL), HM_OK);
+    double cnt[257] = {0};
+    for (int64_t i = 0; i < hm_tok_count(a); i++)
+        cnt[hm_tok_get(a, i)]++;
+    int64_t L = 50, W = (hm_tok_count(b) - 1) / L;
+    double sum = 0;
+    for (int64_t t = 1; t <= W * L; t++)
+        sum -= log((cnt[hm_tok_get(b, t)] + 1) / ((double)hm_tok_count(a) + 257));
+    double mean = sum / (double)(W * L);
+    cr_assert_eq((int64_t)cJSON_GetObjectItem(j, "targets")->valuedouble, W * L);
+    cr_assert_float_eq(cJSON_GetObjectItem(j, "mean_nll")->valuedouble, mean, 1e-9);
+    cr_assert_float_eq(cJSON_GetObjectItem(j, "ppl")->valuedouble, exp(mean), 1e-6 * exp(mean));
+    hm_tok_close(a);
+    hm_tok_close(b);
+    cJSON_Delete(j);
+    free(out);
+    free(err);
+    free(pa);
+    free(pb);
+    free(dir);
+}
