@@ -34,7 +34,8 @@ Test(eval_unigram, matches_independent_count)
         sum -= log((cnt[hm_tok_get(b, t)] + 1) / ((double)hm_tok_count(a) + 257));
     double mean = sum / (double)(W * L);
     cr_assert_eq((int64_t)cJSON_GetObjectItem(j, "targets")->valuedouble, W * L);
-    cr_assert_float_eq(cJSON_GetObjectItem(j, "mean_nll")->valuedouble, mean, 1e-9);
+    /* per-target NLLs pass through fp32 like every model's: 1e-6 relative */
+    cr_assert_float_eq(cJSON_GetObjectItem(j, "mean_nll")->valuedouble, mean, 1e-6 * mean);
     cr_assert_float_eq(cJSON_GetObjectItem(j, "ppl")->valuedouble, exp(mean), 1e-6 * exp(mean));
     hm_tok_close(a);
     hm_tok_close(b);
