@@ -261,6 +261,15 @@ static enum hm_status parse_header(struct hm_st_file *f, struct hm_error *err)
     if (bad != (size_t)-1)
         return hm_error_set_at(err, HM_ERR_FORMAT, (int64_t)(8 + bad),
                                "header is not valid UTF-8");
+    /* JSON never holds raw control bytes (inside strings they must be
+     * escaped); cJSON would skip them as whitespace or keep them in names. */
+    for (size_t i = 0; i < (size_t)n; i++) {
+        unsigned char c = (unsigned char)h[i];
+        if (c < 0x20 && c != '\t' && c != '\n' && c != '\r')
+            return hm_error_set_at(err, HM_ERR_FORMAT, (int64_t)(8 + i),
+                                   "header contains a raw control byte 0x%02x, not valid JSON",
+                                   c);
+    }
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(h, (size_t)n, &end, 0);
     if (!root) {

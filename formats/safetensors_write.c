@@ -2,11 +2,13 @@
  * Memory: the descriptors plus one tensor's bytes at a time for fill-backed
  * tensors; borrowed buffers are written directly. */
 #include <cjson/cJSON.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "atomic_file.h"
 #include "safetensors.h"
+#include "utf8_check.h"
 
 struct w_entry {
     char *name;
@@ -60,14 +62,18 @@ static enum hm_status add_entry(struct hm_st_writer *w, const char *name,
 {
     if ((unsigned)dtype >= HM_DTYPE_COUNT)
         return hm_error_set(err, HM_ERR_INVALID, "tensor '%s': bad dtype", name);
-    if (ndim < 0 || !name[0] || strcmp(name, "__metadata__") == 0)
+    if (ndim < 0 || !name[0] || strcmp(name, "__metadata__") == 0 ||
+        hm_utf8_invalid_at(name, strlen(name)) != (size_t)-1)
         return hm_error_set(err, HM_ERR_INVALID, "tensor '%s': bad name or rank", name);
     for (int64_t i = 0; i < w->n; i++)
         if (strcmp(w->e[i].name, name) == 0)
             return hm_error_set(err, HM_ERR_INVALID, "tensor '%s' added twice", name);
     int64_t numel = 1, nbytes;
+    /* dims above 2^53 are not exact as JSON numbers and the reader refuses
+     * them (a zero-size tensor could otherwise carry one) */
     for (int d = 0; d < ndim; d++)
-        if (shape[d] < 0 || hm_mul_i64(numel, shape[d], &numel) != 0)
+        if (shape[d] < 0 || shape[d] > ((int64_t)1 << 53) ||
+            hm_mul_i64(numel, shape[d], &numel) != 0)
             return hm_error_set(err, HM_ERR_INVALID, "tensor '%s': bad shape", name);
     if (hm_mul_i64(numel, (int64_t)hm_dtype_size(dtype), &nbytes) != 0)
         return hm_error_set(err, HM_ERR_INVALID, "tensor '%s': size overflows", name);
@@ -121,6 +127,10 @@ enum hm_status hm_st_writer_add_fill(struct hm_st_writer *w, const char *name,
 enum hm_status hm_st_writer_set_metadata(struct hm_st_writer *w, const char *key,
                                          const char *value, struct hm_error *err)
 {
+    /* the reader refuses headers that are not UTF-8 */
+    if (hm_utf8_invalid_at(key, strlen(key)) != (size_t)-1 ||
+        hm_utf8_invalid_at(value, strlen(value)) != (size_t)-1)
+        return hm_error_set(err, HM_ERR_INVALID, "metadata '%s' is not valid UTF-8", key);
     char *v = strdup(value);
     if (!v)
         return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
@@ -157,6 +167,16 @@ enum hm_status hm_st_writer_set_metadata(struct hm_st_writer *w, const char *key
     return HM_OK;
 }
 
+/* An exact integer JSON value: cJSON prints numbers with %.15g when that
+ * reads back within a relative epsilon, which rounds integers above 10^15
+ * (2^53 became 9.00719925474099e+15). NULL on allocation failure. */
+static cJSON *json_int(int64_t v)
+{
+    char buf[24];
+    snprintf(buf, sizeof buf, "%lld", (long long)v);
+    return cJSON_CreateRaw(buf);
+}
+
 static int cmp_entry_name(const void *a, const void *b)
 {
     return strcmp(((const struct w_entry *)a)->name, ((const struct w_entry *)b)->name);
@@ -167,7 +187,8 @@ static enum hm_status build_header(struct hm_st_writer *w, struct hm_error *err)
 {
     if (w->header)
         return HM_OK;
-    qsort(w->e, (size_t)w->n, sizeof *w->e, cmp_entry_name);
+    if (w->n > 1) /* w->e is NULL for an empty writer: qsort(NULL, 0) is UB */
+        qsort(w->e, (size_t)w->n, sizeof *w->e, cmp_entry_name);
     enum hm_status st = HM_OK;
     char *txt = NULL;
     cJSON *root = cJSON_CreateObject();
@@ -193,10 +214,15 @@ static enum hm_status build_header(struct hm_st_writer *w, struct hm_error *err)
             st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
             goto out;
         }
+        int ok = 1;
         for (int d = 0; d < e->ndim; d++)
-            cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)e->shape[d]));
-        cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)off));
-        cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)(off + e->nbytes)));
+            ok &= cJSON_AddItemToArray(shape, json_int(e->shape[d]));
+        ok &= cJSON_AddItemToArray(offs, json_int((int64_t)off));
+        ok &= cJSON_AddItemToArray(offs, json_int((int64_t)(off + e->nbytes)));
+        if (!ok) {
+            st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+            goto out;
+        }
         off += e->nbytes;
     }
     txt = cJSON_PrintUnformatted(root);

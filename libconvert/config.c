@@ -256,6 +256,21 @@ enum hm_status hm_config_finish(struct hm_config *cfg, struct hm_error *err)
     return HM_OK;
 }
 
+/* Exact JSON numbers: cJSON's own printing keeps 15 digits whenever they
+ * read back within a relative epsilon, so 0.30000000000000004 came back as
+ * 0.3 and integers above 10^15 were rounded. The shortest %.Ng that reads
+ * back bit-identical is used instead. */
+static void add_exact(cJSON *r, const char *key, double v)
+{
+    char buf[40];
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(buf, sizeof buf, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v)
+            break;
+    }
+    cJSON_AddRawToObject(r, key, buf);
+}
+
 char *hm_config_to_json(const struct hm_config *cfg)
 {
     cJSON *r = cJSON_CreateObject();
@@ -263,24 +278,23 @@ char *hm_config_to_json(const struct hm_config *cfg)
         return NULL;
     cJSON_AddStringToObject(r, "arch", hm_arch_name(cfg->arch));
     cJSON_AddStringToObject(r, "model_type", "gpt_neox");
-    cJSON_AddNumberToObject(r, "vocab_size", (double)cfg->vocab_size);
-    cJSON_AddNumberToObject(r, "hidden_size", (double)cfg->hidden_size);
-    cJSON_AddNumberToObject(r, "num_hidden_layers", (double)cfg->num_hidden_layers);
-    cJSON_AddNumberToObject(r, "num_attention_heads", (double)cfg->num_attention_heads);
-    cJSON_AddNumberToObject(r, "intermediate_size", (double)cfg->intermediate_size);
-    cJSON_AddNumberToObject(r, "max_position_embeddings",
-                            (double)cfg->max_position_embeddings);
-    cJSON_AddNumberToObject(r, "rotary_pct", cfg->rotary_pct);
-    cJSON_AddNumberToObject(r, "rotary_emb_base", cfg->rotary_emb_base);
-    cJSON_AddNumberToObject(r, "layer_norm_eps", cfg->layer_norm_eps);
+    add_exact(r, "vocab_size", (double)cfg->vocab_size);
+    add_exact(r, "hidden_size", (double)cfg->hidden_size);
+    add_exact(r, "num_hidden_layers", (double)cfg->num_hidden_layers);
+    add_exact(r, "num_attention_heads", (double)cfg->num_attention_heads);
+    add_exact(r, "intermediate_size", (double)cfg->intermediate_size);
+    add_exact(r, "max_position_embeddings", (double)cfg->max_position_embeddings);
+    add_exact(r, "rotary_pct", cfg->rotary_pct);
+    add_exact(r, "rotary_emb_base", cfg->rotary_emb_base);
+    add_exact(r, "layer_norm_eps", cfg->layer_norm_eps);
     cJSON_AddBoolToObject(r, "use_parallel_residual", cfg->use_parallel_residual);
     cJSON_AddStringToObject(r, "hidden_act",
                             cfg->hidden_act == HM_ACT_GELU ? "gelu" : "gelu_new");
     cJSON_AddBoolToObject(r, "tie_word_embeddings", 0);
     if (cfg->arch != HM_ARCH_GPT_NEOX)
-        cJSON_AddNumberToObject(r, "feature_dim", (double)cfg->feature_dim);
+        add_exact(r, "feature_dim", (double)cfg->feature_dim);
     if (cfg->arch == HM_ARCH_HEDGEMAMBA) {
-        cJSON_AddNumberToObject(r, "conv_width", (double)cfg->conv_width);
+        add_exact(r, "conv_width", (double)cfg->conv_width);
         cJSON *c = cJSON_AddArrayToObject(r, "components");
         if (cfg->components & HM_COMP_SSM)
             cJSON_AddItemToArray(c, cJSON_CreateString("ssm"));

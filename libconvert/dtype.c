@@ -42,7 +42,11 @@ uint16_t hm_f32_to_f16(float f)
     if (exp == 0xFF) {
         if (man == 0)
             return sign | 0x7C00;
-        return sign | 0x7E00 | (uint16_t)(man >> 13); /* quiet NaN, payload top bits */
+        /* NaN: sign and the top 10 payload bits kept, so F16 → F32 → F16 is
+         * the identity (signaling NaNs included); the quiet bit is set only
+         * when the kept payload would be 0 (that pattern is Inf). */
+        uint16_t q = (uint16_t)(man >> 13);
+        return sign | 0x7C00 | (q ? q : 0x200);
     }
     int32_t e = (int32_t)exp - 127 + 15;
     if (e >= 0x1F)
@@ -75,8 +79,12 @@ float hm_bf16_to_f32(uint16_t h)
 uint16_t hm_f32_to_bf16(float f)
 {
     uint32_t u = f32_bits(f);
-    if ((u & 0x7F800000u) == 0x7F800000u && (u & 0x7FFFFF))
-        return (uint16_t)((u >> 16) | 0x40); /* NaN stays NaN */
+    if ((u & 0x7F800000u) == 0x7F800000u && (u & 0x7FFFFF)) {
+        /* NaN stays NaN: truncate the payload (BF16 → F32 → BF16 is the
+         * identity); set the quiet bit only if the kept payload is 0. */
+        uint16_t h = (uint16_t)(u >> 16);
+        return (h & 0x7F) ? h : (uint16_t)(h | 0x40);
+    }
     uint32_t rounding = 0x7FFF + ((u >> 16) & 1);
     return (uint16_t)((u + rounding) >> 16);
 }
