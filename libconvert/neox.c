@@ -21,9 +21,10 @@ enum hm_status hm_neox_new(const struct hm_config *cfg, struct hm_neox **out,
                            struct hm_error *err)
 {
     *out = NULL;
-    if (cfg->arch != HM_ARCH_GPT_NEOX)
-        return hm_error_set(err, HM_ERR_UNSUPPORTED, "arch '%s' is not gpt_neox",
+    if (cfg->arch != HM_ARCH_GPT_NEOX && cfg->arch != HM_ARCH_HEDGEHOG)
+        return hm_error_set(err, HM_ERR_UNSUPPORTED, "arch '%s' is not supported yet",
                             hm_arch_name(cfg->arch));
+    const int fmaps = cfg->arch != HM_ARCH_GPT_NEOX;
     int64_t d = cfg->hidden_size, I = cfg->intermediate_size, V = cfg->vocab_size;
     int64_t L = cfg->num_hidden_layers, n_h = cfg->num_attention_heads;
     if (d <= 0 || I <= 0 || V <= 0 || L < 0 || n_h <= 0 || d % n_h || cfg->head_dim <= 0 ||
@@ -39,6 +40,11 @@ enum hm_status hm_neox_new(const struct hm_config *cfg, struct hm_neox **out,
         return hm_error_set(err, HM_ERR_NOMEM, "model size overflows");
     if (per != layer_floats(d, I))
         return hm_error_set(err, HM_ERR_INVALID, "internal size mismatch");
+    /* feature maps: q and k, W [n_h, p, F] and b [n_h, F] each */
+    int64_t F = cfg->feature_dim, fm = 0;
+    if (fmaps && (F < 1 || hm_mul_i64(n_h * (cfg->head_dim + 1), 2 * F, &fm) ||
+                  hm_mul_i64(fm, L, &t1) || hm_add_i64(total, t1, &total)))
+        return hm_error_set(err, HM_ERR_NOMEM, "model size overflows");
 
     struct hm_neox *m = calloc(1, sizeof *m);
     if (!m)
@@ -64,6 +70,12 @@ enum hm_status hm_neox_new(const struct hm_config *cfg, struct hm_neox **out,
         TAKE(ly->dense_w, d * d); TAKE(ly->dense_b, d);
         TAKE(ly->fc1_w, I * d); TAKE(ly->fc1_b, I);
         TAKE(ly->fc2_w, d * I); TAKE(ly->fc2_b, d);
+        if (fmaps) {
+            int64_t hp = cfg->head_dim;
+            TAKE(ly->fq_w, n_h * hp * F); TAKE(ly->fq_b, n_h * F);
+            TAKE(ly->fk_w, n_h * hp * F); TAKE(ly->fk_b, n_h * F);
+            hm_neox_featuremap_identity(m, l);
+        }
     }
     TAKE(m->lnf_w, d); TAKE(m->lnf_b, d);
     TAKE(m->embed_out, V * d);
@@ -83,11 +95,49 @@ void hm_neox_free(struct hm_neox *m)
     free(m);
 }
 
+void hm_neox_featuremap_identity(struct hm_neox *m, int64_t l)
+{
+    const int64_t n_h = m->cfg.num_attention_heads, p = m->cfg.head_dim;
+    const int64_t F = m->cfg.feature_dim;
+    struct hm_neox_layer *ly = &m->layers[l];
+    float *w[2] = {ly->fq_w, ly->fk_w}, *b[2] = {ly->fq_b, ly->fk_b};
+    for (int k = 0; k < 2; k++) {
+        memset(w[k], 0, sizeof(float) * (size_t)(n_h * p * F));
+        memset(b[k], 0, sizeof(float) * (size_t)(n_h * F));
+        for (int64_t h = 0; h < n_h; h++)
+            for (int64_t i = 0; i < p && i < F; i++)
+                w[k][(h * p + i) * F + i] = 1.0f; /* eye(p, F) */
+    }
+}
+
 static enum hm_status load1(const struct hm_ckpt *ck, const char *name, float *dst, int ndim,
                             int64_t s0, int64_t s1, struct hm_error *err)
 {
     int64_t shape[2] = {s0, s1};
     return hm_ckpt_load_f32(ck, name, ndim, shape, dst, err);
+}
+
+static enum hm_status load_featuremaps(const struct hm_ckpt *ck, struct hm_neox *m, int64_t l,
+                                       struct hm_error *err)
+{
+    const int64_t n_h = m->cfg.num_attention_heads, p = m->cfg.head_dim;
+    const int64_t F = m->cfg.feature_dim;
+    struct hm_neox_layer *ly = &m->layers[l];
+    struct { const char *suffix; float *dst; int ndim; int64_t shape[3]; } t[] = {
+        {"feature_map_q.weight", ly->fq_w, 3, {n_h, p, F}},
+        {"feature_map_q.bias", ly->fq_b, 2, {n_h, F, 0}},
+        {"feature_map_k.weight", ly->fk_w, 3, {n_h, p, F}},
+        {"feature_map_k.bias", ly->fk_b, 2, {n_h, F, 0}},
+    };
+    char name[192];
+    for (size_t k = 0; k < sizeof t / sizeof t[0]; k++) {
+        snprintf(name, sizeof name, "gpt_neox.layers.%lld.attention.%s", (long long)l,
+                 t[k].suffix);
+        enum hm_status st = hm_ckpt_load_f32(ck, name, t[k].ndim, t[k].shape, t[k].dst, err);
+        if (st != HM_OK)
+            return st;
+    }
+    return HM_OK;
 }
 
 enum hm_status hm_neox_load(const struct hm_ckpt *ck, struct hm_neox **out,
@@ -122,6 +172,8 @@ enum hm_status hm_neox_load(const struct hm_ckpt *ck, struct hm_neox **out,
             snprintf(name, sizeof name, "gpt_neox.layers.%lld.%s", (long long)l, t[k].suffix);
             st = load1(ck, name, t[k].dst, t[k].ndim, t[k].s0, t[k].s1, err);
         }
+        if (st == HM_OK && ly->fq_w)
+            st = load_featuremaps(ck, m, l, err);
     }
     if (st == HM_OK)
         st = load1(ck, "gpt_neox.final_layer_norm.weight", m->lnf_w, 1, d, 0, err);
@@ -146,7 +198,7 @@ void hm_neox_ws_release(struct hm_neox_ws *ws)
     if (!ws)
         return;
     float **bufs[] = {&ws->h, &ws->a, &ws->qkv, &ws->att, &ws->o, &ws->a2,
-                      &ws->mh, &ws->m, &ws->hf, &ws->logits};
+                      &ws->mh, &ws->m, &ws->hf, &ws->logits, &ws->phiq, &ws->phik};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         free(*bufs[i]);
     free(ws->att_ws);
@@ -179,9 +231,11 @@ enum hm_status hm_neox_ws_reserve(struct hm_neox_ws *ws, const struct hm_neox *m
         if (hm_mul_i64(Tn, d, &td) || hm_mul_i64(Tn, I, &ti) ||
             hm_mul_i64(HM_NEOX_NLL_ROWS, V, &tv) || td > INT64_MAX / 3)
             return hm_error_set(err, HM_ERR_NOMEM, "activation size overflows");
+        int64_t tf = c->arch == HM_ARCH_GPT_NEOX ? 1 : Tn * c->num_attention_heads * 2 * c->feature_dim;
         struct { float **b; int64_t n; } g[] = {
             {&ws->h, td}, {&ws->a, td}, {&ws->qkv, 3 * td}, {&ws->att, td}, {&ws->o, td},
-            {&ws->a2, td}, {&ws->mh, ti}, {&ws->m, td}, {&ws->hf, td}, {&ws->logits, tv}};
+            {&ws->a2, td}, {&ws->mh, ti}, {&ws->m, td}, {&ws->hf, td}, {&ws->logits, tv},
+            {&ws->phiq, tf}, {&ws->phik, tf}};
         ws->T_cap = 0;
         for (size_t i = 0; i < sizeof g / sizeof g[0]; i++) {
             enum hm_status st = grow(g[i].b, g[i].n, err);
@@ -193,7 +247,11 @@ enum hm_status hm_neox_ws_reserve(struct hm_neox_ws *ws, const struct hm_neox *m
         ws->I = I;
         ws->V = V;
     }
-    size_t need = hm_backend_attention_ws_size(be, T, c->num_attention_heads, c->head_dim);
+    size_t need = c->arch == HM_ARCH_GPT_NEOX
+                      ? hm_backend_attention_ws_size(be, T, c->num_attention_heads, c->head_dim)
+                      : hm_backend_linattn_ws_size(be, T, c->num_attention_heads,
+                                                   2 * c->feature_dim, c->head_dim,
+                                                   HM_LINATTN_CHUNK);
     if (need > ws->att_ws_size) {
         free(ws->att_ws);
         ws->att_ws_size = 0;
@@ -215,6 +273,32 @@ static enum hm_status check_ids(const int32_t *ids, int64_t T, int64_t V, const 
                                 "%s id %lld at position %lld is outside the model "
                                 "vocabulary (%lld)",
                                 what, (long long)ids[t], (long long)t, (long long)V);
+    return HM_OK;
+}
+
+enum hm_status hm_neox_mixer_forward(const struct hm_neox *m, const struct hm_backend *be,
+                                     int64_t layer, const float *qkv, int64_t T, float *att,
+                                     struct hm_neox_ws *ws, struct hm_error *err)
+{
+    const struct hm_config *c = &m->cfg;
+    const int64_t n_h = c->num_attention_heads, p = c->head_dim, d = c->hidden_size;
+    if (c->arch == HM_ARCH_GPT_NEOX) {
+        hm_backend_attention_forward(be, att, NULL, qkv, T, n_h, p, ws->att_ws,
+                                     ws->att_ws_size);
+        return HM_OK;
+    }
+    /* Hedgehog (SPEC §2): φq = fmap_q(q), φk = fmap_k(k) on rotated q, k; then
+     * causal normalized linear attention with v */
+    const struct hm_neox_layer *ly = &m->layers[layer];
+    const int64_t F = c->feature_dim;
+    hm_backend_featuremap_forward(be, ws->phiq, qkv, ly->fq_w, ly->fq_b, T, n_h, p, F, 3 * d,
+                                  3 * p);
+    hm_backend_featuremap_forward(be, ws->phik, qkv + p, ly->fk_w, ly->fk_b, T, n_h, p, F,
+                                  3 * d, 3 * p);
+    hm_backend_linattn_forward(be, att, NULL, ws->phiq, ws->phik, qkv + 2 * p, T, n_h, 2 * F, p,
+                               3 * d, 3 * p, HM_LINATTN_EPS, HM_LINATTN_CHUNK, ws->att_ws,
+                               ws->att_ws_size);
+    (void)err;
     return HM_OK;
 }
 
@@ -245,13 +329,13 @@ enum hm_status hm_neox_hidden(const struct hm_neox *m, const struct hm_backend *
             hm_backend_rotary_forward(be, ws->qkv + p, T, n_h, r, 3 * d, 3 * p, 0,
                                       m->inv_freq);
         }
-        hm_backend_attention_forward(be, ws->att, NULL, ws->qkv, T, n_h, p, ws->att_ws,
-                                     ws->att_ws_size);
+        if ((st = hm_neox_mixer_forward(m, be, l, ws->qkv, T, ws->att, ws, err)) != HM_OK)
+            return st;
         hm_backend_matmul_forward(be, ws->o, ws->att, ly->dense_w, ly->dense_b, T, d, d);
         if (hooks && hooks->on_layer) {
             if ((st = hm_backend_sync(be, err)) != HM_OK)
                 return st;
-            st = hooks->on_layer(hooks->ctx, l, ws->a, ws->o, T, d, err);
+            st = hooks->on_layer(hooks->ctx, l, ws->a, ws->qkv, ws->o, T, d, err);
             if (st != HM_OK)
                 return st;
         }

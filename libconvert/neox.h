@@ -1,4 +1,7 @@
-/* neox.h — the GPT-NeoX / Pythia teacher in fp32 (SPEC §1).
+/* neox.h — the GPT-NeoX skeleton in fp32 (SPEC §1), with its mixer chosen
+ * by cfg.arch: gpt_neox = causal softmax attention (the teacher); hedgehog =
+ * Hedgehog feature maps + causal linear attention (SPEC §2). Everything
+ * else (embeddings, norms, qkv, dense, MLP, residuals) is shared.
  *
  * Weights are loaded from a struct hm_ckpt (any dtype the checkpoint reader
  * converts: F32, F16, BF16), converted to fp32 and owned by the model. The
@@ -38,6 +41,9 @@ struct hm_neox_layer {
     float *dense_w, *dense_b; /* attention.dense            [d, d], [d] */
     float *fc1_w, *fc1_b;     /* mlp.dense_h_to_4h          [I, d], [I] */
     float *fc2_w, *fc2_b;     /* mlp.dense_4h_to_h          [d, I], [d] */
+    /* Hedgehog feature maps (arch hedgehog and hedgemamba; NULL otherwise),
+     * SPEC §2: attention.feature_map_{q,k}.weight [n_h, p, F], .bias [n_h, F] */
+    float *fq_w, *fq_b, *fk_w, *fk_b;
 };
 
 struct hm_neox {
@@ -51,8 +57,9 @@ struct hm_neox {
     int64_t n_params;             /* floats in storage, inv_freq excluded */
 };
 
-/* A model with every weight zero (callers fill them: tests, benchmarks).
- * cfg must be finished and arch gpt_neox. out: owned, free with hm_neox_free(). */
+/* A model with every weight zero (callers fill them: tests, benchmarks),
+ * except feature maps, which start at the identity init W = eye(p, F),
+ * b = 0 (SPEC §2). cfg must be finished, arch gpt_neox or hedgehog. out: owned, free with hm_neox_free(). */
 enum hm_status hm_neox_new(const struct hm_config *cfg, struct hm_neox **out,
                            struct hm_error *err);
 
@@ -80,9 +87,16 @@ struct hm_neox_ws {
     float *m;           /* [T, d] MLP output */
     float *hf;          /* [T, d] final LayerNorm output */
     float *logits;      /* [HM_NEOX_NLL_ROWS, V] chunk used by hm_neox_nll */
-    void *att_ws;       /* attention workspace */
+    float *phiq, *phik; /* [T, n_h, 2F] feature maps (hedgehog) */
+    void *att_ws;       /* attention / linear-attention workspace */
     size_t att_ws_size;
 };
+
+/* Chunk length of the chunked linear attention (0 = the backend's default,
+ * HM_LINATTN_CHUNK_DEFAULT). */
+#define HM_LINATTN_CHUNK 0
+/* ε of the linear-attention normalizer (SPEC §2). */
+#define HM_LINATTN_EPS 1e-6f
 
 /* Rows of logits hm_neox_nll materializes at a time. */
 #define HM_NEOX_NLL_ROWS 64
@@ -96,13 +110,23 @@ enum hm_status hm_neox_ws_reserve(struct hm_neox_ws *ws, const struct hm_neox *m
 void hm_neox_ws_release(struct hm_neox_ws *ws); /* frees the buffers; NULL ok */
 
 /* Called after each layer's attention (stage 1 reads the teacher here):
- *   a_in: [T, d] the layer's LN1 output; attn_out: [T, d] attention output
- *   after dense, before the residual add. Both borrowed for the call only.
+ *   a_in: [T, d] the layer's LN1 output; qkv: [T, 3d] its fused q, k, v
+ *   after rotary; attn_out: [T, d] attention output after dense, before the
+ *   residual add. All borrowed for the call only.
  * A non-HM_OK return stops the forward pass with that status (the hook fills
  * err). */
 typedef enum hm_status (*hm_neox_layer_fn)(void *ctx, int64_t layer, const float *a_in,
-                                           const float *attn_out, int64_t T, int64_t d,
-                                           struct hm_error *err);
+                                           const float *qkv, const float *attn_out, int64_t T,
+                                           int64_t d, struct hm_error *err);
+
+/* The mixer of one layer on rotated qkv: [T, 3d] → att: [T, d] (heads merged,
+ * before dense), for m's arch. Uses ws->att_ws (and ws->phiq/phik). */
+enum hm_status hm_neox_mixer_forward(const struct hm_neox *m, const struct hm_backend *be,
+                                     int64_t layer, const float *qkv, int64_t T, float *att,
+                                     struct hm_neox_ws *ws, struct hm_error *err);
+
+/* Set a layer's feature maps to the identity init: W = eye(p, F), b = 0. */
+void hm_neox_featuremap_identity(struct hm_neox *m, int64_t layer);
 
 struct hm_neox_hooks {
     hm_neox_layer_fn on_layer; /* may be NULL */

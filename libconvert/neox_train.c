@@ -19,7 +19,8 @@ struct layer_acts {
     float *a;              /* [N, d] LN1 output */
     float *qkv;            /* [N, 3d] after rotary */
     float *att;            /* [N, d] merged heads */
-    float *lse;            /* [B, n_h, T] */
+    float *lse;            /* [B, n_h, T] softmax log-sum-exp; hedgehog: denominators */
+    float *phiq, *phik;    /* [N, n_h, 2F] hedgehog feature maps of q, k */
     float *t;              /* [N, d] sequential residual only: attn + h */
     float *mean2, *rstd2;  /* [N] */
     float *a2;             /* [N, d] LN2 output */
@@ -39,6 +40,7 @@ struct hm_trainer {
     float *dh, *dt1, *dt2, *dt3;    /* [N, d] */
     float *dqkv;                    /* [N, 3d] */
     float *dhf;                     /* [N, d] */
+    float *dphiq, *dphik;           /* [T, n_h, 2F] hedgehog, one sequence */
     float *logits, *dlogits;        /* [CE_ROWS, V] */
     float *tlogits, *thf;           /* teacher: [CE_ROWS, V], [N, d] */
     struct hm_neox_ws tws;          /* teacher workspace */
@@ -92,11 +94,13 @@ static int64_t arena_floats(const struct hm_config *c, const struct hm_train_opt
     const int64_t d = c->hidden_size, I = c->intermediate_size, V = c->vocab_size;
     const int64_t nh = c->num_attention_heads, R = HM_TRAIN_CE_ROWS;
     const int seq = !c->use_parallel_residual;
+    const int64_t F2 = c->arch == HM_ARCH_GPT_NEOX ? 0 : 2 * c->feature_dim;
     int64_t per_layer = N * d /*h*/ + 2 * N + N * d /*a*/ + 3 * N * d + N * d /*att*/ +
-                        B * nh * T + (seq ? N * d : 0) + 2 * N + N * d /*a2*/ + N * I;
+                        B * nh * T + (seq ? N * d : 0) + 2 * N + N * d /*a2*/ + N * I +
+                        2 * N * nh * F2 /*phiq, phik*/;
     return L * per_layer + N * d /*hL*/ + 2 * N + N * d /*hf*/ + N * d /*o*/ + 2 * N * I +
            4 * N * d + 3 * N * d /*dqkv*/ + N * d /*dhf*/ + 2 * R * V +
-           (o->kd_teacher ? R * V + N * d : 0);
+           2 * T * nh * F2 /*dphiq, dphik*/ + (o->kd_teacher ? R * V + N * d : 0);
 }
 
 size_t hm_trainer_activation_bytes(const struct hm_config *cfg, const struct hm_train_opts *o)
@@ -128,6 +132,7 @@ enum hm_status hm_trainer_new(struct hm_neox *model, const struct hm_backend *be
     const int64_t d = c->hidden_size, I = c->intermediate_size, V = c->vocab_size;
     const int64_t nh = c->num_attention_heads, R = HM_TRAIN_CE_ROWS;
     const int seq = !c->use_parallel_residual;
+    const int64_t F2 = c->arch == HM_ARCH_GPT_NEOX ? 0 : 2 * c->feature_dim;
     tr->N = N;
     enum hm_status st = hm_neox_new(c, &tr->g, err);
     if (st != HM_OK)
@@ -155,6 +160,10 @@ enum hm_status hm_trainer_new(struct hm_neox *model, const struct hm_backend *be
         TAKE(a->qkv, 3 * N * d);
         TAKE(a->att, N * d);
         TAKE(a->lse, B * nh * T);
+        if (F2) {
+            TAKE(a->phiq, N * nh * F2);
+            TAKE(a->phik, N * nh * F2);
+        }
         if (seq)
             TAKE(a->t, N * d);
         TAKE(a->mean2, N);
@@ -175,6 +184,10 @@ enum hm_status hm_trainer_new(struct hm_neox *model, const struct hm_backend *be
     TAKE(tr->dt3, N * d);
     TAKE(tr->dqkv, 3 * N * d);
     TAKE(tr->dhf, N * d);
+    if (F2) {
+        TAKE(tr->dphiq, T * nh * F2);
+        TAKE(tr->dphik, T * nh * F2);
+    }
     TAKE(tr->logits, R * V);
     TAKE(tr->dlogits, R * V);
     if (opts->kd_teacher) {
@@ -182,8 +195,11 @@ enum hm_status hm_trainer_new(struct hm_neox *model, const struct hm_backend *be
         TAKE(tr->thf, N * d);
     }
 #undef TAKE
-    size_t fws = hm_backend_attention_ws_size(be, T, nh, c->head_dim);
-    size_t bws = hm_backend_attention_backward_ws_size(be, T, nh, c->head_dim);
+    size_t fws = F2 ? hm_backend_linattn_ws_size(be, T, nh, F2, c->head_dim, HM_LINATTN_CHUNK)
+                    : hm_backend_attention_ws_size(be, T, nh, c->head_dim);
+    size_t bws = F2 ? hm_backend_linattn_backward_ws_size(be, T, nh, F2, c->head_dim,
+                                                          HM_LINATTN_CHUNK)
+                    : hm_backend_attention_backward_ws_size(be, T, nh, c->head_dim);
     tr->att_ws_size = fws > bws ? fws : bws;
     tr->attb_ws_size = bws;
     tr->att_ws = malloc(tr->att_ws_size ? tr->att_ws_size : 1);
@@ -234,8 +250,20 @@ static void forward_layers(struct hm_trainer *tr)
             float *qkv = a->qkv + b * T * 3 * d;
             hm_backend_rotary_forward(be, qkv, T, nh, r, 3 * d, 3 * p, 0, m->inv_freq);
             hm_backend_rotary_forward(be, qkv + p, T, nh, r, 3 * d, 3 * p, 0, m->inv_freq);
-            hm_backend_attention_forward(be, a->att + b * T * d, a->lse + b * nh * T, qkv, T, nh,
-                                         p, tr->att_ws, tr->att_ws_size);
+            if (!a->phiq) {
+                hm_backend_attention_forward(be, a->att + b * T * d, a->lse + b * nh * T, qkv, T,
+                                             nh, p, tr->att_ws, tr->att_ws_size);
+                continue;
+            }
+            const int64_t F = c->feature_dim;
+            float *pq = a->phiq + b * T * nh * 2 * F, *pk = a->phik + b * T * nh * 2 * F;
+            hm_backend_featuremap_forward(be, pq, qkv, w->fq_w, w->fq_b, T, nh, p, F, 3 * d,
+                                          3 * p);
+            hm_backend_featuremap_forward(be, pk, qkv + p, w->fk_w, w->fk_b, T, nh, p, F, 3 * d,
+                                          3 * p);
+            hm_backend_linattn_forward(be, a->att + b * T * d, a->lse + b * nh * T, pq, pk,
+                                       qkv + 2 * p, T, nh, 2 * F, p, 3 * d, 3 * p, HM_LINATTN_EPS,
+                                       HM_LINATTN_CHUNK, tr->att_ws, tr->att_ws_size);
         }
         hm_backend_matmul_forward(be, tr->o, a->att, w->dense_w, w->dense_b, N, d, d);
         const float *mlp_in = a->h;
@@ -346,9 +374,24 @@ static void backward_layers(struct hm_trainer *tr)
                                    w->dense_w, N, d, d);
         for (int64_t b = 0; b < B; b++) {
             float *dq = tr->dqkv + b * T * 3 * d;
-            hm_backend_attention_backward(be, dq, tr->dt1 + b * T * d, a->qkv + b * T * 3 * d,
-                                          a->att + b * T * d, a->lse + b * nh * T, T, nh, p,
-                                          tr->att_ws, tr->attb_ws_size);
+            const float *qkv = a->qkv + b * T * 3 * d;
+            if (!a->phiq) {
+                hm_backend_attention_backward(be, dq, tr->dt1 + b * T * d, qkv,
+                                              a->att + b * T * d, a->lse + b * nh * T, T, nh, p,
+                                              tr->att_ws, tr->attb_ws_size);
+            } else {
+                const int64_t F = c->feature_dim;
+                const float *pq = a->phiq + b * T * nh * 2 * F, *pk = a->phik + b * T * nh * 2 * F;
+                hm_backend_linattn_backward(be, tr->dphiq, tr->dphik, dq + 2 * p,
+                                            tr->dt1 + b * T * d, a->att + b * T * d,
+                                            a->lse + b * nh * T, pq, pk, qkv + 2 * p, T, nh,
+                                            2 * F, p, 3 * d, 3 * p, 
+                                            HM_LINATTN_CHUNK, tr->att_ws, tr->attb_ws_size);
+                hm_backend_featuremap_backward(be, dq, gw->fq_w, gw->fq_b, tr->dphiq, qkv, pq,
+                                               w->fq_w, T, nh, p, F, 3 * d, 3 * p);
+                hm_backend_featuremap_backward(be, dq + p, gw->fk_w, gw->fk_b, tr->dphik, qkv + p,
+                                               pk, w->fk_w, T, nh, p, F, 3 * d, 3 * p);
+            }
             hm_backend_rotary_backward(be, dq, T, nh, r, 3 * d, 3 * p, 0, m->inv_freq);
             hm_backend_rotary_backward(be, dq + p, T, nh, r, 3 * d, 3 * p, 0, m->inv_freq);
         }

@@ -35,6 +35,10 @@ static float *resolve(const struct hm_neox *m, const struct hm_param_spec *s)
         {"mlp.dense_h_to_4h.bias", offsetof(struct hm_neox_layer, fc1_b)},
         {"mlp.dense_4h_to_h.weight", offsetof(struct hm_neox_layer, fc2_w)},
         {"mlp.dense_4h_to_h.bias", offsetof(struct hm_neox_layer, fc2_b)},
+        {"attention.feature_map_q.weight", offsetof(struct hm_neox_layer, fq_w)},
+        {"attention.feature_map_q.bias", offsetof(struct hm_neox_layer, fq_b)},
+        {"attention.feature_map_k.weight", offsetof(struct hm_neox_layer, fk_w)},
+        {"attention.feature_map_k.bias", offsetof(struct hm_neox_layer, fk_b)},
     };
     for (size_t i = 0; i < sizeof map / sizeof *map; i++)
         if (strcmp(suffix, map[i].suffix) == 0)

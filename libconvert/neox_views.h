@@ -18,7 +18,7 @@ struct hm_tensor_view {
 /* *out: owned, free with free(). Returns the count or -1 (no memory). */
 int64_t hm_neox_views(const struct hm_neox *m, struct hm_tensor_view **out);
 
-/* Save m to path: hm_ckpt_write with its config (arch gpt_neox). */
+/* Save m to path: hm_ckpt_write with its config (any arch). */
 struct hm_error;
 enum hm_status hm_neox_save(const struct hm_neox *m, const char *path, int flags,
                             const char *provenance, enum hm_dtype dtype,

@@ -113,3 +113,17 @@ int64_t hm_param_specs(const struct hm_config *cfg, struct hm_param_spec **out)
     *out = s.v;
     return s.n;
 }
+
+int64_t hm_param_count(const struct hm_config *cfg)
+{
+    struct hm_param_spec *s = NULL;
+    int64_t n = hm_param_specs(cfg, &s), total = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t k = 1;
+        for (int d = 0; d < s[i].ndim; d++)
+            k *= s[i].shape[d];
+        total += k;
+    }
+    free(s);
+    return n < 0 ? -1 : total;
+}

@@ -44,4 +44,7 @@ struct hm_param_spec {
  * Returns the count, or -1 on allocation failure. */
 int64_t hm_param_specs(const struct hm_config *cfg, struct hm_param_spec **out);
 
+/* Total parameters of cfg's architecture (sum over hm_param_specs), or -1. */
+int64_t hm_param_count(const struct hm_config *cfg);
+
 #endif

@@ -425,7 +425,8 @@ static double whole_loss(const double *w, void *ctx)
     return tu_ref_neox_loss(c->cfg, w, c->tok, c->B, c->T, NULL);
 }
 
-static struct hm_neox *tiny_model(int parallel, enum hm_act act, uint64_t seed)
+static struct hm_neox *tiny_model_arch(int parallel, enum hm_act act, uint64_t seed,
+                                       enum hm_arch arch, int64_t F)
 {
     struct hm_config c;
     hm_config_defaults(&c);
@@ -437,6 +438,8 @@ static struct hm_neox *tiny_model(int parallel, enum hm_act act, uint64_t seed)
     c.rotary_pct = 0.5;
     c.use_parallel_residual = parallel;
     c.hidden_act = act;
+    c.arch = arch;
+    c.feature_dim = F;
     cr_assert_eq(hm_config_finish(&c, NULL), HM_OK);
     struct hm_neox *m;
     cr_assert_eq(hm_neox_new(&c, &m, NULL), HM_OK);
@@ -453,9 +456,15 @@ static struct hm_neox *tiny_model(int parallel, enum hm_act act, uint64_t seed)
     return m;
 }
 
-static void whole_model_check(int parallel, enum hm_act act, const char *bename, int freeze)
+static struct hm_neox *tiny_model(int parallel, enum hm_act act, uint64_t seed)
 {
-    struct hm_neox *m = tiny_model(parallel, act, 5 + (uint64_t)parallel);
+    return tiny_model_arch(parallel, act, seed, HM_ARCH_GPT_NEOX, 0);
+}
+
+static void whole_model_check_arch(int parallel, enum hm_act act, const char *bename, int freeze,
+                                   enum hm_arch arch)
+{
+    struct hm_neox *m = tiny_model_arch(parallel, act, 5 + (uint64_t)parallel, arch, 3);
     const int64_t B = 2, T = 5;
     int32_t tok[12] = {1, 4, 9, 10, 0, 3, 7, 7, 2, 5, 6, 8};
     struct hm_train_opts o = {.B = B, .T = T, .accum = 1, .freeze_embeddings = freeze};
@@ -493,6 +502,16 @@ static void whole_model_check(int parallel, enum hm_act act, const char *bename,
     hm_trainer_free(tr);
     hm_neox_free(m);
 }
+
+static void whole_model_check(int parallel, enum hm_act act, const char *bename, int freeze)
+{
+    whole_model_check_arch(parallel, act, bename, freeze, HM_ARCH_GPT_NEOX);
+}
+
+/* Hedgehog (SPEC §2): feature maps + linear attention in the full model, as
+ * hm-finetune trains the paper's Hedgehog baseline. */
+Test(backward, whole_model_hedgehog_ref) { whole_model_check_arch(1, HM_ACT_GELU, "ref", 0, HM_ARCH_HEDGEHOG); }
+Test(backward, whole_model_hedgehog_fast) { whole_model_check_arch(0, HM_ACT_GELU, "fast", 0, HM_ARCH_HEDGEHOG); }
 
 Test(backward, whole_model_parallel_ref) { whole_model_check(1, HM_ACT_GELU, "ref", 0); }
 Test(backward, whole_model_parallel_fast) { whole_model_check(1, HM_ACT_GELU, "fast", 0); }

@@ -362,15 +362,15 @@ Test(neox_forward, errors)
 
 /* The hook sees every layer once, in order, with the attention input and output. */
 struct hook_log { int64_t calls, last; double sum_o; };
-static enum hm_status on_layer(void *ctx, int64_t layer, const float *a_in, const float *o,
-                               int64_t T, int64_t d, struct hm_error *err)
+static enum hm_status on_layer(void *ctx, int64_t layer, const float *a_in, const float *qkv,
+                               const float *o, int64_t T, int64_t d, struct hm_error *err)
 {
     struct hook_log *h = ctx;
     cr_expect_eq(layer, h->last + 1);
     h->last = layer;
     h->calls++;
     for (int64_t i = 0; i < T * d; i++)
-        h->sum_o += fabs(o[i]) + 0 * a_in[i];
+        h->sum_o += fabs(o[i]) + 0 * a_in[i] + 0 * qkv[i];
     if (layer == 1)
         return hm_error_set(err, HM_ERR_INVALID, "stop at layer 1");
     return HM_OK;

@@ -20,7 +20,8 @@ static const char usage[] =
     "usage: hm-finetune [OPTIONS] CKPT -o OUT --data TOKENS (--steps N | --tokens N)\n"
     "\n"
     "Train CKPT with next-token cross-entropy on a token file and write OUT.\n"
-    "Architectures: gpt_neox (teacher). Stage-2 students join with their issues.\n"
+    "Architectures: gpt_neox (the teacher) and hedgehog (stage 1's output: the\n"
+    "paper's Hedgehog baseline is stage 1 followed by this fine-tuning).\n"
     "\n"
     "Model:\n"
     "      --freeze embeddings  keep embed_in and embed_out fixed\n"
@@ -59,7 +60,7 @@ static struct hm_neox *load_neox(const char *path, struct hm_ckpt **ck_out, char
     hm_error_clear(&err);
     if (hm_ckpt_open(path, &ck, &err) != HM_OK)
         hm_die_err("cannot read", path, &err);
-    if (hm_ckpt_config(ck)->arch != HM_ARCH_GPT_NEOX)
+    if (hm_ckpt_config(ck)->arch == HM_ARCH_HEDGEMAMBA)
         hm_die("cannot train '%s': arch '%s' is not supported by hm-finetune yet", path,
                hm_arch_name(hm_ckpt_config(ck)->arch));
     if (hm_neox_load(ck, &m, &err) != HM_OK)

@@ -61,6 +61,30 @@ static void linear(double *y, const double *x, const double *W, const double *b,
     }
 }
 
+/* φ = [softmax(u), softmax(−u)], u = x W + b; x [p], W [p, F], b [F] → out [2F] */
+static void fmap(double *out, const double *x, const double *W, const double *b, int64_t p,
+                 int64_t F)
+{
+    double mx = -INFINITY, mn = INFINITY, sp = 0, sm = 0;
+    for (int64_t f = 0; f < F; f++) {
+        double u = b[f];
+        for (int64_t i = 0; i < p; i++)
+            u += x[i] * W[i * F + f];
+        out[f] = u;
+        mx = u > mx ? u : mx;
+        mn = u < mn ? u : mn;
+    }
+    for (int64_t f = 0; f < F; f++) {
+        sp += exp(out[f] - mx);
+        sm += exp(mn - out[f]);
+    }
+    for (int64_t f = 0; f < F; f++) {
+        double u = out[f];
+        out[f] = exp(u - mx) / sp;
+        out[F + f] = exp(mn - u) / sm;
+    }
+}
+
 double tu_ref_neox_loss(const struct hm_config *c, const double *w, const int32_t *tokens,
                         int64_t B, int64_t T, double *logits_out)
 {
@@ -79,8 +103,13 @@ double tu_ref_neox_loss(const struct hm_config *c, const double *w, const int32_
     const int64_t L = c->num_hidden_layers, nh = c->num_attention_heads, p = c->head_dim;
     const int64_t r = c->rotary_dims;
     /* spec order: embed_in, per layer 12 tensors, lnf w, lnf b, embed_out */
-    const double *emb = ptr[0], *lnfw = ptr[1 + 12 * L], *lnfb = ptr[2 + 12 * L];
-    const double *wout = ptr[3 + 12 * L];
+    /* per layer: ln1 w,b ln2 w,b qkv w,b dense w,b [fq w,b fk w,b] fc1 w,b fc2 w,b */
+    const int is_hh = c->arch == HM_ARCH_HEDGEHOG;
+    const int64_t K = is_hh ? 16 : 12, F = c->feature_dim, F2 = 2 * F;
+    const double *emb = ptr[0], *lnfw = ptr[1 + K * L], *lnfb = ptr[2 + K * L];
+    const double *wout = ptr[3 + K * L];
+    double *pq = is_hh ? malloc(sizeof(double) * (size_t)(T * F2)) : NULL;
+    double *pk = is_hh ? malloc(sizeof(double) * (size_t)(T * F2)) : NULL;
     double *h = calloc((size_t)(T * d), sizeof(double)), *a = malloc(sizeof(double) * d);
     double *qkv = malloc(sizeof(double) * (size_t)(T * 3 * d));
     double *att = malloc(sizeof(double) * (size_t)(T * d)), *o = malloc(sizeof(double) * d);
@@ -94,8 +123,8 @@ double tu_ref_neox_loss(const struct hm_config *c, const double *w, const int32_
         for (int64_t s = 0; s < T; s++)
             memcpy(h + s * d, emb + (int64_t)tok[s] * d, sizeof(double) * d);
         for (int64_t l = 0; l < L; l++) {
-            const double **q = ptr + 1 + 12 * l;
-            /* q[0..3] ln1 w,b ln2 w,b; q[4,5] qkv w,b; q[6,7] dense; q[8,9] fc1; q[10,11] fc2 */
+            const double **q = ptr + 1 + K * l;
+            const double **mq = q + (is_hh ? 4 : 0); /* mq[8..11]: fc1 w,b fc2 w,b */
             for (int64_t s = 0; s < T; s++) {
                 layernorm(a, h + s * d, q[0], q[1], d, c->layer_norm_eps);
                 linear(qkv + s * 3 * d, a, q[4], q[5], d, 3 * d);
@@ -114,7 +143,31 @@ double tu_ref_neox_loss(const struct hm_config *c, const double *w, const int32_
                         }
                     }
             }
-            for (int64_t hh = 0; hh < nh; hh++)
+            for (int64_t hd = 0; is_hh && hd < nh; hd++) {
+                /* Hedgehog: φ on rotated q, k, then causal normalized linear attention */
+                for (int64_t s = 0; s < T; s++) {
+                    fmap(pq + s * F2, qkv + s * 3 * d + hd * 3 * p, q[8] + hd * p * F,
+                         q[9] + hd * F, p, F);
+                    fmap(pk + s * F2, qkv + s * 3 * d + hd * 3 * p + p, q[10] + hd * p * F,
+                         q[11] + hd * F, p, F);
+                }
+                for (int64_t i = 0; i < T; i++) {
+                    double den = 0;
+                    for (int64_t k = 0; k < p; k++)
+                        att[i * d + hd * p + k] = 0;
+                    for (int64_t j = 0; j <= i; j++) {
+                        double aij = 0;
+                        for (int64_t f = 0; f < F2; f++)
+                            aij += pq[i * F2 + f] * pk[j * F2 + f];
+                        den += aij;
+                        for (int64_t k = 0; k < p; k++)
+                            att[i * d + hd * p + k] += aij * qkv[j * 3 * d + hd * 3 * p + 2 * p + k];
+                    }
+                    for (int64_t k = 0; k < p; k++)
+                        att[i * d + hd * p + k] /= den + 1e-6;
+                }
+            }
+            for (int64_t hh = 0; !is_hh && hh < nh; hh++)
                 for (int64_t i = 0; i < T; i++) {
                     double mx = -INFINITY, se = 0;
                     for (int64_t j = 0; j <= i; j++) {
@@ -143,10 +196,10 @@ double tu_ref_neox_loss(const struct hm_config *c, const double *w, const int32_
                     min = t;
                 }
                 layernorm(a2, min, q[2], q[3], d, c->layer_norm_eps);
-                linear(mh, a2, q[8], q[9], d, I);
+                linear(mh, a2, mq[8], mq[9], d, I);
                 for (int64_t i = 0; i < I; i++)
                     mh[i] = gelu(mh[i], c->hidden_act != HM_ACT_GELU);
-                linear(mo, mh, q[10], q[11], I, d);
+                linear(mo, mh, mq[10], mq[11], I, d);
                 for (int64_t i = 0; i < d; i++)
                     hn[s * d + i] = c->use_parallel_residual ? mo[i] + o[i] + hs[i] : mo[i] + t[i];
             }
@@ -166,6 +219,149 @@ double tu_ref_neox_loss(const struct hm_config *c, const double *w, const int32_
         }
     }
     free(h); free(a); free(qkv); free(att); free(o); free(a2); free(mh); free(mo); free(t);
-    free(hn); free(lg); free(sc); free(ptr); free(specs);
+    free(hn); free(lg); free(sc); free(ptr); free(specs); free(pq); free(pk);
     return loss / (double)(B * T);
+}
+
+/* pointers to every tensor of w in spec order; owned array */
+static const double **spec_ptrs(const struct hm_config *c, const double *w)
+{
+    struct hm_param_spec *specs;
+    int64_t ns = hm_param_specs(c, &specs);
+    const double **ptr = malloc(sizeof(double *) * (size_t)ns);
+    int64_t off = 0;
+    for (int64_t i = 0; i < ns; i++) {
+        ptr[i] = w + off;
+        int64_t n = 1;
+        for (int k = 0; k < specs[i].ndim; k++)
+            n *= specs[i].shape[k];
+        off += n;
+    }
+    free(specs);
+    return ptr;
+}
+
+void tu_ref_neox_layers(const struct hm_config *c, const double *w, const int32_t *tok,
+                        int64_t T, double *qkv_out, double *o_out)
+{
+    const double **ptr = spec_ptrs(c, w);
+    const int64_t d = c->hidden_size, I = c->intermediate_size, L = c->num_hidden_layers;
+    const int64_t nh = c->num_attention_heads, p = c->head_dim, r = c->rotary_dims;
+    double *h = malloc(sizeof(double) * (size_t)(T * d)), *a = malloc(sizeof(double) * d);
+    double *att = malloc(sizeof(double) * (size_t)(T * d)), *a2 = malloc(sizeof(double) * d);
+    double *mh = malloc(sizeof(double) * I), *mo = malloc(sizeof(double) * d);
+    double *t = malloc(sizeof(double) * d), *sc = malloc(sizeof(double) * (size_t)T);
+    for (int64_t s = 0; s < T; s++)
+        memcpy(h + s * d, ptr[0] + (int64_t)tok[s] * d, sizeof(double) * d);
+    for (int64_t l = 0; l < L; l++) {
+        const double **q = ptr + 1 + 12 * l;
+        double *qkv = qkv_out + l * T * 3 * d, *o = o_out + l * T * d;
+        for (int64_t s = 0; s < T; s++) {
+            layernorm(a, h + s * d, q[0], q[1], d, c->layer_norm_eps);
+            linear(qkv + s * 3 * d, a, q[4], q[5], d, 3 * d);
+            for (int64_t hh = 0; hh < nh; hh++)
+                for (int sel = 0; sel < 2; sel++) {
+                    double *x = qkv + s * 3 * d + hh * 3 * p + sel * p;
+                    for (int64_t j = 0; j < r / 2; j++) {
+                        float e = (float)(2 * j) / (float)r;
+                        float inv = 1.0f / (float)pow(c->rotary_emb_base, (double)e);
+                        float th = (float)s * inv;
+                        double cs = (float)cos((double)th), sn = (float)sin((double)th);
+                        double x0 = x[j], x1 = x[j + r / 2];
+                        x[j] = x0 * cs - x1 * sn;
+                        x[j + r / 2] = x1 * cs + x0 * sn;
+                    }
+                }
+        }
+        for (int64_t hh = 0; hh < nh; hh++)
+            for (int64_t i = 0; i < T; i++) {
+                double mx = -INFINITY, se = 0;
+                for (int64_t j = 0; j <= i; j++) {
+                    double s = 0;
+                    for (int64_t k = 0; k < p; k++)
+                        s += qkv[i * 3 * d + hh * 3 * p + k] * qkv[j * 3 * d + hh * 3 * p + p + k];
+                    sc[j] = s / sqrt((double)p);
+                    mx = sc[j] > mx ? sc[j] : mx;
+                }
+                for (int64_t j = 0; j <= i; j++)
+                    se += exp(sc[j] - mx);
+                for (int64_t k = 0; k < p; k++) {
+                    double acc = 0;
+                    for (int64_t j = 0; j <= i; j++)
+                        acc += exp(sc[j] - mx) / se * qkv[j * 3 * d + hh * 3 * p + 2 * p + k];
+                    att[i * d + hh * p + k] = acc;
+                }
+            }
+        for (int64_t s = 0; s < T; s++) {
+            double *hs = h + s * d;
+            linear(o + s * d, att + s * d, q[6], q[7], d, d);
+            const double *min = hs;
+            if (!c->use_parallel_residual) {
+                for (int64_t i = 0; i < d; i++)
+                    t[i] = o[s * d + i] + hs[i];
+                min = t;
+            }
+            layernorm(a2, min, q[2], q[3], d, c->layer_norm_eps);
+            linear(mh, a2, q[8], q[9], d, I);
+            for (int64_t i = 0; i < I; i++)
+                mh[i] = gelu(mh[i], c->hidden_act != HM_ACT_GELU);
+            linear(mo, mh, q[10], q[11], I, d);
+            for (int64_t i = 0; i < d; i++)
+                hs[i] = c->use_parallel_residual ? mo[i] + o[s * d + i] + hs[i] : mo[i] + t[i];
+        }
+    }
+    free(h); free(a); free(att); free(a2); free(mh); free(mo); free(t); free(sc); free(ptr);
+}
+
+double tu_ref_stage1_loss(const struct hm_config *c, const double *w, const double *fm,
+                          const double *qkv_all, const double *o_all, int64_t T)
+{
+    struct hm_config tc = *c;
+    tc.arch = HM_ARCH_GPT_NEOX;
+    const double **ptr = spec_ptrs(&tc, w);
+    const int64_t d = c->hidden_size, L = c->num_hidden_layers, nh = c->num_attention_heads;
+    const int64_t p = c->head_dim, F = c->feature_dim, F2 = 2 * F;
+    const int64_t per_layer = 2 * (nh * p * F + nh * F);
+    double *pq = malloc(sizeof(double) * (size_t)(T * F2)), *pk = malloc(sizeof(double) * (size_t)(T * F2));
+    double *y = malloc(sizeof(double) * (size_t)(T * d)), *os = malloc(sizeof(double) * d);
+    double total = 0;
+    for (int64_t l = 0; l < L; l++) {
+        const double *qkv = qkv_all + l * T * 3 * d, *o = o_all + l * T * d;
+        const double *Wq = fm + l * per_layer, *bq = Wq + nh * p * F;
+        const double *Wk = bq + nh * F, *bk = Wk + nh * p * F;
+        const double *dw = ptr[1 + 12 * l + 6], *db = ptr[1 + 12 * l + 7];
+        for (int64_t h = 0; h < nh; h++) {
+            for (int64_t t = 0; t < T; t++) {
+                fmap(pq + t * F2, qkv + t * 3 * d + h * 3 * p, Wq + h * p * F, bq + h * F, p, F);
+                fmap(pk + t * F2, qkv + t * 3 * d + h * 3 * p + p, Wk + h * p * F, bk + h * F, p, F);
+            }
+            for (int64_t t = 0; t < T; t++) {
+                double den = 0;
+                for (int64_t i = 0; i < p; i++)
+                    y[t * d + h * p + i] = 0;
+                for (int64_t s = 0; s <= t; s++) {
+                    double a = 0;
+                    for (int64_t f = 0; f < F2; f++)
+                        a += pq[t * F2 + f] * pk[s * F2 + f];
+                    den += a;
+                    for (int64_t i = 0; i < p; i++)
+                        y[t * d + h * p + i] += a * qkv[s * 3 * d + h * 3 * p + 2 * p + i];
+                }
+                for (int64_t i = 0; i < p; i++)
+                    y[t * d + h * p + i] /= den + 1e-6;
+            }
+        }
+        for (int64_t t = 0; t < T; t++) {
+            linear(os, y + t * d, dw, db, d, d);
+            double ab = 0, aa = 0, bb = 0;
+            for (int64_t i = 0; i < d; i++) {
+                ab += os[i] * o[t * d + i];
+                aa += os[i] * os[i];
+                bb += o[t * d + i] * o[t * d + i];
+            }
+            total += 1 - ab / sqrt(aa * bb);
+        }
+    }
+    free(pq); free(pk); free(y); free(os); free(ptr);
+    return total / (double)(L * T);
 }

@@ -18,4 +18,19 @@ double *tu_ref_params_from_model(const struct hm_neox *m, int64_t *n);
 double tu_ref_neox_loss(const struct hm_config *cfg, const double *w, const int32_t *tokens,
                         int64_t B, int64_t T, double *logits);
 
+/* One sequence tokens [T] through the teacher (arch gpt_neox weights in w):
+ * per layer l, qkv_out[l] = the rotated fused q, k, v [T, 3d] and o_out[l] =
+ * the attention output after dense [T, d] (each [L, T, ...], owned by the
+ * caller). */
+void tu_ref_neox_layers(const struct hm_config *cfg, const double *w, const int32_t *tokens,
+                        int64_t T, double *qkv_out, double *o_out);
+
+/* Stage-1 objective (SPEC §2) from the teacher's per-layer qkv and o (as
+ * tu_ref_neox_layers gives) and feature maps fm (per layer: Wq [n_h,p,F],
+ * bq [n_h,F], Wk, bk, concatenated; F = cfg->feature_dim): mean over layers
+ * of mean over tokens of 1 − cos(o_student, o_teacher). dense: per layer the
+ * teacher's dense weight [d, d] and bias [d] (from w). */
+double tu_ref_stage1_loss(const struct hm_config *cfg, const double *w, const double *fm,
+                          const double *qkv, const double *o, int64_t T);
+
 #endif

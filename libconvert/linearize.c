@@ -1,0 +1,355 @@
+/* linearize.c — stage 1, teacher-forced layer-wise feature-map training
+ * (see linearize.h).
+ *
+ * Gotchas:
+ *  - the student layer starts from the teacher's ROTATED q and k (the hook
+ *    hands over qkv after rotary): SPEC §2 puts rotary before the feature map;
+ *  - the loss weight of one token of one layer is 1 / (L · B · T · accum), so
+ *    accumulated micro-batches equal one big batch;
+ *  - dense is the teacher's and frozen: only its input gradient is formed. */
+#include "linearize.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "neox_views.h"
+#include "params.h"
+
+struct fm_grads {
+    float *qw, *qb, *kw, *kb; /* [n_h, p, F], [n_h, F] each */
+};
+
+struct hm_linearizer {
+    const struct hm_ckpt *ck;     /* borrowed */
+    const struct hm_backend *be;  /* borrowed */
+    struct hm_neox *teacher;      /* owned, gpt_neox */
+    struct hm_neox *student;      /* owned, hedgehog */
+    int64_t B, T, accum, L;
+    struct hm_neox_ws tws, sws;   /* teacher (hooked) and student (validation) */
+    float *arena;                 /* owned: the per-layer scratch below */
+    float *phiq, *phik, *dphiq, *dphik; /* [T, n_h, 2F] */
+    float *y, *os, *dos, *dy;     /* [T, d] */
+    float *den;                   /* [n_h, T] */
+    float *dv;                    /* [T, 3d] (v columns used) */
+    void *ws;
+    size_t ws_size;          /* max of the forward and backward workspaces */
+    float *gstore;                /* owned: feature-map gradients */
+    struct fm_grads *g;           /* [L] */
+    struct hm_opt_param *params;  /* [4L] */
+    char *names;                  /* [4L][HM_PARAM_NAME_MAX] */
+    double *layer_loss;           /* [L] sums over tokens of this call */
+    int want_grad;
+    double scale;
+    struct hm_neox_ws vws;        /* validation */
+    float *vnll;
+    int64_t vnll_cap;
+};
+
+void hm_linearizer_free(struct hm_linearizer *lz)
+{
+    if (!lz)
+        return;
+    hm_neox_free(lz->teacher);
+    hm_neox_free(lz->student);
+    hm_neox_ws_release(&lz->tws);
+    hm_neox_ws_release(&lz->sws);
+    hm_neox_ws_release(&lz->vws);
+    free(lz->arena);
+    free(lz->ws);
+    free(lz->gstore);
+    free(lz->g);
+    free(lz->params);
+    free(lz->names);
+    free(lz->layer_loss);
+    free(lz->vnll);
+    free(lz);
+}
+
+struct hm_neox *hm_linearizer_student(struct hm_linearizer *lz) { return lz->student; }
+
+/* Copy every skeleton tensor of src into dst by name (feature maps stay). */
+static enum hm_status copy_skeleton(const struct hm_neox *src, struct hm_neox *dst,
+                                    struct hm_error *err)
+{
+    struct hm_tensor_view *a = NULL, *b = NULL;
+    int64_t na = hm_neox_views(src, &a), nb = hm_neox_views(dst, &b);
+    enum hm_status st = HM_OK;
+    if (na < 0 || nb < 0) {
+        st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    for (int64_t i = 0; i < na; i++) {
+        int64_t j = 0;
+        while (j < nb && strcmp(a[i].spec.name, b[j].spec.name) != 0)
+            j++;
+        if (j == nb || b[j].numel != a[i].numel) {
+            st = hm_error_set(err, HM_ERR_INVALID, "student lacks tensor '%s'", a[i].spec.name);
+            goto out;
+        }
+        memcpy(b[j].data, a[i].data, sizeof(float) * (size_t)a[i].numel);
+    }
+out:
+    free(a);
+    free(b);
+    return st;
+}
+
+enum hm_status hm_linearizer_new(const struct hm_ckpt *ck, int64_t feature_dim,
+                                 const struct hm_backend *be, int64_t B, int64_t T,
+                                 int64_t accum, struct hm_linearizer **out,
+                                 struct hm_error *err)
+{
+    *out = NULL;
+    const struct hm_config *tc = hm_ckpt_config(ck);
+    if (tc->arch != HM_ARCH_GPT_NEOX)
+        return hm_error_set(err, HM_ERR_INVALID, "the teacher must be gpt_neox, not %s",
+                            hm_arch_name(tc->arch));
+    struct hm_linearizer *lz = calloc(1, sizeof *lz);
+    if (!lz)
+        return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+    lz->ck = ck;
+    lz->be = be;
+    lz->B = B;
+    lz->T = T;
+    lz->accum = accum;
+    hm_neox_ws_init(&lz->tws);
+    hm_neox_ws_init(&lz->sws);
+    hm_neox_ws_init(&lz->vws);
+    enum hm_status st = hm_neox_load(ck, &lz->teacher, err);
+    if (st != HM_OK)
+        goto fail;
+    struct hm_config sc = *tc;
+    sc.arch = HM_ARCH_HEDGEHOG;
+    sc.feature_dim = feature_dim;
+    if ((st = hm_config_finish(&sc, err)) != HM_OK ||
+        (st = hm_neox_new(&sc, &lz->student, err)) != HM_OK ||
+        (st = copy_skeleton(lz->teacher, lz->student, err)) != HM_OK)
+        goto fail;
+    const int64_t L = sc.num_hidden_layers, d = sc.hidden_size, nh = sc.num_attention_heads;
+    const int64_t p = sc.head_dim, F = sc.feature_dim, F2 = 2 * F;
+    lz->L = L;
+    int64_t floats = 4 * T * nh * F2 + 4 * T * d + nh * T + 3 * T * d;
+    int64_t fm = 2 * nh * p * F + 2 * nh * F;
+    lz->arena = malloc(sizeof(float) * (size_t)floats);
+    lz->gstore = calloc((size_t)(L * fm), sizeof(float));
+    lz->g = calloc((size_t)L, sizeof *lz->g);
+    lz->params = calloc((size_t)(4 * L), sizeof *lz->params);
+    lz->names = calloc((size_t)(4 * L), HM_PARAM_NAME_MAX);
+    lz->layer_loss = calloc((size_t)L, sizeof(double));
+    size_t wf = hm_backend_linattn_ws_size(be, T, nh, F2, p, HM_LINATTN_CHUNK);
+    size_t wb = hm_backend_linattn_backward_ws_size(be, T, nh, F2, p, HM_LINATTN_CHUNK);
+    lz->ws_size = wf > wb ? wf : wb;
+    lz->ws = malloc(lz->ws_size ? lz->ws_size : 1);
+    if (!lz->arena || !lz->gstore || !lz->g || !lz->params || !lz->names || !lz->layer_loss ||
+        !lz->ws) {
+        st = hm_error_set(err, HM_ERR_NOMEM, "out of memory for stage-1 buffers");
+        goto fail;
+    }
+    float *a = lz->arena;
+    lz->phiq = a, a += T * nh * F2;
+    lz->phik = a, a += T * nh * F2;
+    lz->dphiq = a, a += T * nh * F2;
+    lz->dphik = a, a += T * nh * F2;
+    lz->y = a, a += T * d;
+    lz->os = a, a += T * d;
+    lz->dos = a, a += T * d;
+    lz->dy = a, a += T * d;
+    lz->den = a, a += nh * T;
+    lz->dv = a;
+    float *gp = lz->gstore;
+    for (int64_t l = 0; l < L; l++) {
+        struct hm_neox_layer *ly = &lz->student->layers[l];
+        struct fm_grads *g = &lz->g[l];
+        g->qw = gp, gp += nh * p * F;
+        g->qb = gp, gp += nh * F;
+        g->kw = gp, gp += nh * p * F;
+        g->kb = gp, gp += nh * F;
+        const char *suf[4] = {"feature_map_q.weight", "feature_map_q.bias",
+                              "feature_map_k.weight", "feature_map_k.bias"};
+        float *w[4] = {ly->fq_w, ly->fq_b, ly->fk_w, ly->fk_b};
+        float *gg[4] = {g->qw, g->qb, g->kw, g->kb};
+        int64_t n[4] = {nh * p * F, nh * F, nh * p * F, nh * F};
+        for (int k = 0; k < 4; k++) {
+            char *name = lz->names + (4 * l + k) * HM_PARAM_NAME_MAX;
+            snprintf(name, HM_PARAM_NAME_MAX, "gpt_neox.layers.%lld.attention.%s", (long long)l,
+                     suf[k]);
+            lz->params[4 * l + k] = (struct hm_opt_param){name, w[k], gg[k], n[k], k % 2 == 0};
+        }
+    }
+    *out = lz;
+    return HM_OK;
+fail:
+    hm_linearizer_free(lz);
+    return st;
+}
+
+/* The teacher's hook: run the student version of layer l on this sequence. */
+static enum hm_status on_layer(void *ctx, int64_t l, const float *a_in, const float *qkv,
+                               const float *o_t, int64_t T, int64_t d, struct hm_error *err)
+{
+    struct hm_linearizer *lz = ctx;
+    const struct hm_backend *be = lz->be;
+    const struct hm_config *c = &lz->student->cfg;
+    const struct hm_neox_layer *ly = &lz->student->layers[l];
+    const int64_t nh = c->num_attention_heads, p = c->head_dim, F = c->feature_dim;
+    (void)a_in;
+    (void)err;
+    hm_backend_featuremap_forward(be, lz->phiq, qkv, ly->fq_w, ly->fq_b, T, nh, p, F, 3 * d,
+                                  3 * p);
+    hm_backend_featuremap_forward(be, lz->phik, qkv + p, ly->fk_w, ly->fk_b, T, nh, p, F,
+                                  3 * d, 3 * p);
+    hm_backend_linattn_forward(be, lz->y, lz->den, lz->phiq, lz->phik, qkv + 2 * p, T, nh, 2 * F,
+                               p, 3 * d, 3 * p, HM_LINATTN_EPS, HM_LINATTN_CHUNK, lz->ws,
+                               lz->ws_size);
+    hm_backend_matmul_forward(be, lz->os, lz->y, ly->dense_w, ly->dense_b, T, d, d);
+    lz->layer_loss[l] += hm_backend_cosine_loss(be, lz->want_grad ? lz->dos : NULL, lz->os, o_t,
+                                                T, d, (float)lz->scale);
+    if (!lz->want_grad)
+        return HM_OK;
+    struct fm_grads *g = &lz->g[l];
+    hm_backend_matmul_backward(be, lz->dy, NULL, NULL, lz->dos, lz->y, ly->dense_w, T, d, d);
+    hm_backend_linattn_backward(be, lz->dphiq, lz->dphik, lz->dv + 2 * p, lz->dy, lz->y, lz->den,
+                                lz->phiq, lz->phik, qkv + 2 * p, T, nh, 2 * F, p, 3 * d, 3 * p,
+                                 HM_LINATTN_CHUNK, lz->ws, lz->ws_size);
+    hm_backend_featuremap_backward(be, NULL, g->qw, g->qb, lz->dphiq, qkv, lz->phiq, ly->fq_w, T,
+                                   nh, p, F, 3 * d, 3 * p);
+    hm_backend_featuremap_backward(be, NULL, g->kw, g->kb, lz->dphik, qkv + p, lz->phik,
+                                   ly->fk_w, T, nh, p, F, 3 * d, 3 * p);
+    return HM_OK;
+}
+
+static enum hm_status run_sequences(struct hm_linearizer *lz, const int32_t *tokens,
+                                    int64_t nseq, int64_t stride, struct hm_error *err)
+{
+    struct hm_neox_hooks hooks = {on_layer, lz};
+    memset(lz->layer_loss, 0, sizeof(double) * (size_t)lz->L);
+    for (int64_t b = 0; b < nseq; b++) {
+        enum hm_status st = hm_neox_hidden(lz->teacher, lz->be, tokens + b * stride, lz->T,
+                                           &lz->tws, &hooks, err);
+        if (st != HM_OK)
+            return st;
+    }
+    return HM_OK;
+}
+
+static void lz_zero_grad(void *ctx)
+{
+    struct hm_linearizer *lz = ctx;
+    const struct hm_config *c = &lz->student->cfg;
+    int64_t fm = 2 * c->num_attention_heads * (c->head_dim + 1) * c->feature_dim;
+    memset(lz->gstore, 0, sizeof(float) * (size_t)(lz->L * fm));
+}
+
+static enum hm_status lz_accumulate(void *ctx, const int32_t *tokens, double *loss, double *aux,
+                                    struct hm_error *err)
+{
+    struct hm_linearizer *lz = ctx;
+    const double n = (double)(lz->B * lz->T);
+    lz->want_grad = 1;
+    lz->scale = 1.0 / ((double)lz->L * n * (double)lz->accum);
+    enum hm_status st = run_sequences(lz, tokens, lz->B, lz->T + 1, err);
+    double total = 0;
+    for (int64_t l = 0; l < lz->L; l++) {
+        aux[l] = lz->layer_loss[l] / n;
+        total += aux[l];
+    }
+    *loss = total / (double)lz->L;
+    return st;
+}
+
+enum hm_status hm_linearizer_eval(struct hm_linearizer *lz, const int32_t *tokens, int64_t T,
+                                  double *layer_loss, struct hm_error *err)
+{
+    if (T != lz->T)
+        return hm_error_set(err, HM_ERR_INVALID, "eval length %lld differs from %lld",
+                            (long long)T, (long long)lz->T);
+    lz->want_grad = 0;
+    lz->scale = 0;
+    enum hm_status st = run_sequences(lz, tokens, 1, T, err);
+    for (int64_t l = 0; l < lz->L; l++)
+        layer_loss[l] = lz->layer_loss[l] / (double)T;
+    return st;
+}
+
+static const struct hm_opt_param *lz_params(void *ctx, int64_t *np)
+{
+    struct hm_linearizer *lz = ctx;
+    *np = 4 * lz->L;
+    return lz->params;
+}
+
+/* Validation: the student's next-token cross-entropy (SPEC §7 windows). */
+static enum hm_status lz_val_sum(void *ctx, const int32_t *tokens, int64_t T, double *sum,
+                                 struct hm_error *err)
+{
+    struct hm_linearizer *lz = ctx;
+    if (lz->vnll_cap < T) {
+        free(lz->vnll);
+        lz->vnll = malloc(sizeof(float) * (size_t)T);
+        lz->vnll_cap = lz->vnll ? T : 0;
+        if (!lz->vnll)
+            return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+    }
+    enum hm_status st = hm_neox_nll(lz->student, lz->be, tokens, tokens + 1, T, lz->vnll,
+                                    &lz->vws, err);
+    double s = 0;
+    for (int64_t t = 0; st == HM_OK && t < T; t++)
+        s += lz->vnll[t];
+    *sum = s;
+    return st;
+}
+
+static enum hm_status lz_save(void *ctx, const char *path, int flags, const char *prov,
+                              struct hm_error *err)
+{
+    return hm_linearizer_save(ctx, path, flags, prov, err);
+}
+
+void hm_linearizer_run_model(struct hm_linearizer *lz, struct hm_run_model *rm)
+{
+    *rm = (struct hm_run_model){.ctx = lz, .cfg = &lz->student->cfg, .zero_grad = lz_zero_grad,
+                                .accumulate = lz_accumulate, .n_aux = (int)lz->L,
+                                .aux_name = "layer_loss", .params = lz_params,
+                                .val_sum = lz_val_sum, .save = lz_save};
+}
+
+enum hm_status hm_linearizer_save(const struct hm_linearizer *lz, const char *path, int flags,
+                                  const char *provenance, struct hm_error *err)
+{
+    struct hm_st_writer *w = hm_st_writer_new();
+    char *cfg = hm_config_to_json(&lz->student->cfg);
+    enum hm_status st = HM_OK;
+    if (!w || !cfg) {
+        st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    /* the teacher's tensors, byte for byte (legacy buffers dropped) */
+    for (int64_t i = 0; st == HM_OK && i < hm_ckpt_n_tensors(lz->ck); i++) {
+        const struct hm_ckpt_tensor *t = hm_ckpt_tensor_at(lz->ck, i);
+        if (hm_param_group_of(t->name) == HM_PG_BUFFER)
+            continue;
+        st = hm_st_writer_add(w, t->name, t->dtype, t->ndim, t->shape,
+                              hm_ckpt_data_view(lz->ck, i), err);
+    }
+    const struct hm_config *c = &lz->student->cfg;
+    const int64_t nh = c->num_attention_heads, p = c->head_dim, F = c->feature_dim;
+    for (int64_t k = 0; st == HM_OK && k < 4 * lz->L; k++) {
+        int64_t shw[3] = {nh, p, F}, shb[2] = {nh, F};
+        st = hm_st_writer_add(w, lz->params[k].name, HM_DTYPE_F32, k % 2 == 0 ? 3 : 2,
+                              k % 2 == 0 ? shw : shb, lz->params[k].w, err);
+    }
+    if (st == HM_OK)
+        st = hm_st_writer_set_metadata(w, "hm.config", cfg, err);
+    if (st == HM_OK && provenance)
+        st = hm_st_writer_set_metadata(w, "hm.provenance", provenance, err);
+    if (st == HM_OK)
+        st = hm_st_writer_set_metadata(w, "format", "pt", err);
+    if (st == HM_OK)
+        st = hm_st_writer_write_path(w, path, flags, err);
+out:
+    free(cfg);
+    hm_st_writer_free(w);
+    return st;
+}

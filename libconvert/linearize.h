@@ -1,0 +1,53 @@
+/* linearize.h — stage 1 (SPEC §2): train Hedgehog feature maps so that each
+ * layer's linear attention imitates the teacher's softmax attention.
+ *
+ * Teacher-forced and layer-wise: per sequence the teacher runs once; a
+ * per-layer hook hands over the teacher's LN1 input, its rotated q/k/v and
+ * its attention output after dense; the student layer (the same q, k, v and
+ * dense, with the layer's feature maps and causal linear attention) runs
+ * forward and backward right there, and only the feature-map gradients
+ * accumulate. Peak memory: one layer of one sequence's student activations,
+ * independent of depth.
+ *
+ *   L = mean over layers of mean over B·T tokens of (1 − cos(o_s[t], o_t[t]))
+ *
+ * Everything but the feature maps is the teacher's, frozen; the output
+ * checkpoint copies the teacher's tensors byte for byte in their stored
+ * dtype and adds the feature maps (F32). */
+#ifndef HM_LINEARIZE_H
+#define HM_LINEARIZE_H
+
+#include "checkpoint.h"
+#include "neox.h"
+#include "run.h"
+
+struct hm_linearizer;
+
+/* teacher_ck: the teacher checkpoint (borrowed, must stay open: its bytes
+ * are copied into the output). feature_dim: F (0 = head dim). init: a
+ * hedgehog checkpoint whose feature maps to start from, or NULL for the
+ * identity init. B, T: micro-batch. out: owned, free with
+ * hm_linearizer_free(). */
+enum hm_status hm_linearizer_new(const struct hm_ckpt *teacher_ck, int64_t feature_dim,
+                                 const struct hm_backend *be, int64_t B, int64_t T,
+                                 int64_t accum, struct hm_linearizer **out,
+                                 struct hm_error *err);
+void hm_linearizer_free(struct hm_linearizer *lz);
+
+/* The model side of the shared run loop (aux: per-layer loss). */
+void hm_linearizer_run_model(struct hm_linearizer *lz, struct hm_run_model *rm);
+
+/* Borrowed: the student (arch hedgehog; skeleton = teacher's weights). */
+struct hm_neox *hm_linearizer_student(struct hm_linearizer *lz);
+
+/* Write the hedgehog checkpoint: teacher tensors byte for byte, feature
+ * maps F32, hm.config (arch hedgehog) and provenance. */
+enum hm_status hm_linearizer_save(const struct hm_linearizer *lz, const char *path, int flags,
+                                  const char *provenance, struct hm_error *err);
+
+/* Stage-1 loss on one sequence tokens [T] without gradients: per-layer
+ * mean (1 − cos) into layer_loss [L] (for tests and reports). */
+enum hm_status hm_linearizer_eval(struct hm_linearizer *lz, const int32_t *tokens, int64_t T,
+                                  double *layer_loss, struct hm_error *err);
+
+#endif

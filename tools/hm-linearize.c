@@ -1,0 +1,173 @@
+/* hm-linearize — stage 1: softmax attention → Hedgehog linear attention.
+ * Trains only the per-layer, per-head feature maps against the teacher's
+ * own attention outputs (layer-wise cosine, SPEC §2); writes a `hedgehog`
+ * checkpoint holding the teacher's tensors byte for byte plus the maps.
+ * The run machinery is libconvert/run.c (shared with hm-finetune). */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "atomic_file.h"
+#include "checkpoint.h"
+#include "cli.h"
+#include "fileio.h"
+#include "linearize.h"
+#include "params.h"
+#include "train_cli.h"
+
+static const char usage[] =
+    "usage: hm-linearize [OPTIONS] TEACHER -o OUT --data TOKENS (--steps N | --tokens N)\n"
+    "\n"
+    "Stage 1 of the recipe: replace every softmax attention of a GPT-NeoX TEACHER\n"
+    "(file, HF folder or index) with Hedgehog linear attention. Per layer and head,\n"
+    "query and key feature maps phi(x) = [softmax(xW+b), softmax(-(xW+b))] start at\n"
+    "W = eye(p, F), b = 0 and are trained so that each layer's attention output\n"
+    "(after dense) matches the teacher's: loss = mean over layers and tokens of\n"
+    "1 - cos. Only the feature maps train; the log holds the per-layer loss.\n"
+    "\n"
+    "Stage 1:\n"
+    "      --feature-dim F      feature map width F (default: head dim)\n"
+    HM_TRAIN_USAGE
+    "Common:\n"
+    "  -q, --quiet  -v, --verbose  --progress  --no-progress  --json\n"
+    "  -h, --help   --version\n"
+    "\n"
+    "Defaults here: --lr 1e-2, --weight-decay 0 (SPEC §4). Validation (--val-data)\n"
+    "reports the Hedgehog model's next-token cross-entropy.\n"
+    "Exit status: 0 success, 1 failure, 2 bad usage.\n";
+
+enum { OPT_FEATURE_DIM = HM_OPT_FIRST_TOOL };
+
+struct progress_ctx {
+    struct hm_progress pg;
+    const struct hm_cli_common *common;
+};
+
+static void on_progress(void *ctx, const struct hm_run_report *r)
+{
+    struct progress_ctx *p = ctx;
+    if (!isnan(r->val_loss) && !p->pg.enabled)
+        hm_info(p->common, "step %lld/%lld: stage-1 loss %.5f, student val loss %.4f",
+                (long long)r->step, (long long)r->steps, r->loss, r->val_loss);
+    hm_progress_update(&p->pg, "step %lld/%lld, loss %.5f, lr %.3g, %.0f tok/s",
+                       (long long)r->step, (long long)r->steps, r->loss, r->lr, r->tokens_per_s);
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        HM_CLI_COMMON_LONGOPTS,
+        HM_TRAIN_LONGOPTS,
+        {"feature-dim", required_argument, NULL, OPT_FEATURE_DIM},
+        {NULL, 0, NULL, 0},
+    };
+    struct hm_cli_common common = {.progress = -1};
+    struct hm_train_cli t;
+    int64_t feature_dim = 0;
+    int c, lr_set = 0;
+    hm_cli_init("hm-linearize", usage, argv);
+    hm_train_cli_defaults(&t, "hm-linearize", 0.0);
+    while ((c = getopt_long(argc, argv, HM_CLI_COMMON_SHORTOPTS HM_TRAIN_SHORTOPTS, longopts,
+                            NULL)) != -1) {
+        if (c == HM_TOPT_LR)
+            lr_set = 1;
+        if (hm_train_cli_opt(c, optarg, &t))
+            continue;
+        switch (c) {
+        HM_CLI_COMMON_CASES(&common);
+        case OPT_FEATURE_DIM:
+            feature_dim = hm_parse_i64(optarg, "--feature-dim", 1, 65536);
+            break;
+        }
+    }
+    if (argc - optind != 1)
+        hm_usage_error(argc == optind ? "missing TEACHER" : "expected one TEACHER");
+    if (!lr_set)
+        t.run.lr = 1e-2;
+    hm_train_cli_finish(&t, argc, argv);
+    if (common.json && t.run.out_path && strcmp(t.run.out_path, "-") == 0)
+        hm_usage_error("--json and -o - both want stdout");
+    const char *in = argv[optind];
+    t.run.in_path = in;
+    if (t.run.out_path && strcmp(t.run.out_path, "-") != 0) {
+        if (hm_same_file(in, t.run.out_path))
+            hm_die("output '%s' is the input: refusing to overwrite it", t.run.out_path);
+        if (!t.dry_run && !t.run.resume && !t.run.force && hm_is_file(t.run.out_path))
+            hm_die("output '%s' exists (use -f/--force to replace it, or --resume)",
+                   t.run.out_path);
+    }
+    struct hm_error err;
+    hm_error_clear(&err);
+    struct hm_ckpt *ck;
+    if (hm_ckpt_open(in, &ck, &err) != HM_OK)
+        hm_die_err("cannot read", in, &err);
+    const struct hm_config *tc = hm_ckpt_config(ck);
+    if (tc->arch != HM_ARCH_GPT_NEOX)
+        hm_die("cannot linearize '%s': it is a %s model, stage 1 needs a gpt_neox teacher", in,
+               hm_arch_name(tc->arch));
+    struct hm_tok_file *tf;
+    if (hm_tok_open(t.run.data_path, &tf, &err) != HM_OK)
+        hm_die_err("cannot read", t.run.data_path, &err);
+    if (hm_tok_vocab(tf) > (uint64_t)tc->vocab_size)
+        hm_die("token file '%s' has vocabulary %llu, larger than the teacher's %lld",
+               t.run.data_path, (unsigned long long)hm_tok_vocab(tf), (long long)tc->vocab_size);
+    hm_tok_close(tf);
+    const char *prev = hm_ckpt_metadata_get(ck, "hm.provenance");
+    t.run.prev_provenance = prev;
+    if (t.dry_run) {
+        int64_t F = feature_dim ? feature_dim : tc->head_dim;
+        int64_t fm = tc->num_hidden_layers * 2 * tc->num_attention_heads * (tc->head_dim + 1) * F;
+        int64_t per = t.run.batch * t.run.seq_len * t.run.accum;
+        double weights = 4.0 * (double)hm_param_count(tc);
+        double state = 4.0 * 4 * (double)fm; /* weights, grads, AdamW m and v */
+        double scratch = 4.0 * (double)(4 * t.run.seq_len * tc->num_attention_heads * 2 * F +
+                                        7 * t.run.seq_len * tc->hidden_size);
+        printf("plan:       %lld steps x %lld tokens = %lld tokens, feature dim %lld\n",
+               (long long)t.run.steps, (long long)per, (long long)(per * t.run.steps),
+               (long long)F);
+        printf("trainable:  %lld feature-map parameters (everything else frozen)\n",
+               (long long)fm);
+        printf("optimizer:  %s, peak lr %g, warm-up %lld, cosine to %g, clip %g\n",
+               t.run.optim.kind == HM_OPTIM_ADAMW ? "adamw" : "sgd", t.run.lr,
+               (long long)t.run.warmup, 0.1 * t.run.lr, t.run.optim.clip);
+        printf("memory:     2 x %.1f MB weights (teacher + student) + %.1f MB feature-map "
+               "state + %.1f MB scratch for one layer of one sequence (independent of "
+               "depth) + the teacher's one-sequence activations\n",
+               weights / 1e6, state / 1e6, scratch / 1e6);
+        hm_ckpt_close(ck);
+        return hm_cli_finish(HM_EXIT_OK);
+    }
+    struct hm_linearizer *lz;
+    if (hm_linearizer_new(ck, feature_dim, t.backend, t.run.batch, t.run.seq_len, t.run.accum,
+                          &lz, &err) != HM_OK)
+        hm_die_err("cannot linearize", in, &err);
+    struct hm_run_model rm;
+    hm_linearizer_run_model(lz, &rm);
+    struct progress_ctx pc = {.common = &common};
+    hm_progress_start(&pc.pg, &common, "stage 1");
+    struct hm_run_report fin;
+    double t0 = hm_now();
+    if (hm_run_train(&rm, &t.run, on_progress, &pc, &fin, &err) != HM_OK) {
+        if (pc.pg.enabled)
+            fputc('\n', stderr);
+        hm_die("stage 1 on '%s' failed: %s", in, err.msg);
+    }
+    hm_progress_done(&pc.pg, "%lld steps, loss %.5f", (long long)fin.step, fin.loss);
+    double secs = hm_now() - t0;
+    char val[64] = "null";
+    if (!isnan(fin.val_loss))
+        snprintf(val, sizeof val, "%.9g", fin.val_loss);
+    if (common.json)
+        printf("{\"version\": 1, \"steps\": %lld, \"tokens\": %lld, \"loss\": %.9g, "
+               "\"val_loss\": %s, \"seconds\": %.3f}\n",
+               (long long)fin.step, (long long)fin.tokens, fin.loss, val, secs);
+    else
+        hm_info(&common, "wrote '%s': %lld steps, %lld tokens, stage-1 loss %.5f, student val "
+                "loss %s, %.1f s", t.run.out_path, (long long)fin.step, (long long)fin.tokens,
+                fin.loss, val, secs);
+    hm_linearizer_free(lz);
+    hm_ckpt_close(ck);
+    return hm_cli_finish(HM_EXIT_OK);
+}
