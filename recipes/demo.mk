@@ -14,29 +14,39 @@ SEQ ?= 128
 BATCH ?= 16
 TEACHER_TOKENS ?= 1500000
 TEACHER_LR ?= 2e-3
+# distillation budget: stage 1 gets 10 %, stage 2 the other 90 % (the paper's split)
+DISTILL_TOKENS ?= 1500000
+STAGE1_TOKENS = $(shell echo $$(( $(DISTILL_TOKENS) / 10 )))
+STAGE1_LR ?= 1e-2
 TRAIN_FLAGS = --batch $(BATCH) --seq-len $(SEQ) --threads $(THREADS) --seed $(SEED) --no-progress
 
 .PHONY: demo demo-report
 .DELETE_ON_ERROR:
 
-demo: $(DEMO)/teacher.eval.json
+EVALS = $(DEMO)/unigram.eval.json $(DEMO)/teacher.eval.json $(DEMO)/hedgehog-init.eval.json \
+        $(DEMO)/hedgehog.eval.json
+
+demo: $(EVALS)
 	@$(MAKE) --no-print-directory -f recipes/demo.mk demo-report DEMO=$(DEMO)
 
 demo-report:
-	@printf '\nheld-out perplexity (byte-level, %s tokens of fortunes):\n' \
-	    "$$(sed -n 's/.*"targets": \([0-9]*\).*/\1/p' $(DEMO)/teacher.eval.json)"
-	@printf '  %-34s %s\n' "unigram (byte frequencies)" \
-	    "$$(sed -n 's/.*"ppl": \([0-9.]*\).*/\1/p' $(DEMO)/unigram.eval.json)"
-	@printf '  %-34s %s\n' "teacher (hm-finetune, GPT-NeoX)" \
-	    "$$(sed -n 's/.*"ppl": \([0-9.]*\).*/\1/p' $(DEMO)/teacher.eval.json)"
+	@printf '\nheld-out perplexity (byte-level fortunes, %s targets, windows of %s):\n' \
+	    "$$(sed -n 's/.*"targets": \([0-9]*\).*/\1/p' $(DEMO)/teacher.eval.json)" "$(SEQ)"
+	@for m in "unigram:unigram (byte frequencies)" "teacher:teacher (GPT-NeoX, softmax attention)" \
+	          "hedgehog-init:Hedgehog at identity init (no training)" \
+	          "hedgehog:Hedgehog after stage 1 (hm-linearize)"; do \
+	    f=$${m%%:*}; printf '  %-44s %s\n' "$${m#*:}" \
+	        "$$(sed -n 's/.*"ppl": \([0-9.]*\).*/\1/p' $(DEMO)/$$f.eval.json)"; done
 
 $(FORTUNES):
 	@echo "demo: the corpus comes from the Debian package 'fortunes';" >&2
 	@if [ "$$(id -u)" = 0 ]; then DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fortunes >/dev/null; \
 	 else echo "demo: please run: sudo apt-get install fortunes" >&2; exit 1; fi
 
-$(DEMO)/fortunes.jsonl: recipes/fortunes2jsonl.awk | $(FORTUNES)
-	@mkdir -p $(DEMO)
+$(DEMO)/.dir:
+	mkdir -p $(DEMO) && touch $@
+
+$(DEMO)/fortunes.jsonl: recipes/fortunes2jsonl.awk | $(FORTUNES) $(DEMO)/.dir
 	LC_ALL=C awk -f recipes/fortunes2jsonl.awk $$(ls $(FORTUNES)/* | grep -v '\.dat$$\|\.u8$$' | sort) > $@
 
 $(DEMO)/train.tok: $(DEMO)/fortunes.jsonl $(BIN)/hm-tokenize
@@ -49,7 +59,7 @@ $(DEMO)/train.val.tok: $(DEMO)/train.tok
 $(DEMO)/unigram.eval.json: $(DEMO)/train.tok $(DEMO)/train.val.tok $(BIN)/hm-eval
 	$(BIN)/hm-eval --unigram $(DEMO)/train.tok --data $(DEMO)/train.val.tok --seq-len $(SEQ) --json > $@
 
-$(DEMO)/teacher-init.st: $(BIN)/hm-init
+$(DEMO)/teacher-init.st: $(BIN)/hm-init | $(DEMO)/.dir
 	$(BIN)/hm-init --preset tiny --seed $(SEED) -o $@ -f -q
 
 $(DEMO)/teacher.st: $(DEMO)/teacher-init.st $(DEMO)/train.tok $(DEMO)/train.val.tok $(BIN)/hm-finetune
@@ -57,5 +67,13 @@ $(DEMO)/teacher.st: $(DEMO)/teacher-init.st $(DEMO)/train.tok $(DEMO)/train.val.
 	    --tokens $(TEACHER_TOKENS) --lr $(TEACHER_LR) --weight-decay 0.1 --val-every 100 \
 	    --val-tokens 32768 --log $(DEMO)/teacher.log.jsonl $(TRAIN_FLAGS)
 
-$(DEMO)/teacher.eval.json: $(DEMO)/teacher.st $(DEMO)/train.val.tok $(DEMO)/unigram.eval.json $(BIN)/hm-eval
+# stage 1: softmax attention -> Hedgehog linear attention (feature maps only)
+$(DEMO)/hedgehog-init.st: $(DEMO)/teacher.st $(DEMO)/train.tok $(BIN)/hm-linearize
+	$(BIN)/hm-linearize $< -o $@ -f --data $(DEMO)/train.tok --steps 0 -q $(TRAIN_FLAGS)
+
+$(DEMO)/hedgehog.st: $(DEMO)/teacher.st $(DEMO)/train.tok $(DEMO)/train.val.tok $(BIN)/hm-linearize
+	$(BIN)/hm-linearize $< -o $@ -f --data $(DEMO)/train.tok --tokens $(STAGE1_TOKENS) \
+	    --lr $(STAGE1_LR) --log $(DEMO)/hedgehog.log.jsonl $(TRAIN_FLAGS)
+
+$(DEMO)/%.eval.json: $(DEMO)/%.st $(DEMO)/train.val.tok $(BIN)/hm-eval
 	$(BIN)/hm-eval $< --data $(DEMO)/train.val.tok --seq-len $(SEQ) --threads $(THREADS) --json > $@

@@ -32,7 +32,7 @@ int hm_train_cli_opt(int c, const char *arg, struct hm_train_cli *t)
     case 'n': t->dry_run = 1; return 1;
     case HM_TOPT_DATA: r->data_path = arg; return 1;
     case HM_TOPT_VAL_DATA: r->val_path = arg; return 1;
-    case HM_TOPT_STEPS: r->steps = hm_parse_i64(arg, "--steps", 1, INT64_MAX / 2); t->have_steps = 1; return 1;
+    case HM_TOPT_STEPS: r->steps = hm_parse_i64(arg, "--steps", 0, INT64_MAX / 2); t->have_steps = 1; return 1;
     case HM_TOPT_TOKENS: t->tokens = hm_parse_i64(arg, "--tokens", 1, INT64_MAX / 2); return 1;
     case HM_TOPT_BATCH: r->batch = hm_parse_i64(arg, "--batch", 1, 1 << 20); return 1;
     case HM_TOPT_SEQ_LEN: r->seq_len = hm_parse_i64(arg, "--seq-len", 1, 1 << 20); return 1;

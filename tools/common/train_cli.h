@@ -63,7 +63,8 @@ enum {
     "Data and length:\n"                                                                   \
     "      --data FILE          training token file (hm-tokenize)\n"                       \
     "      --val-data FILE      held-out token file: validation loss in the log\n"         \
-    "      --steps N | --tokens N  optimizer steps, or tokens (steps = N / (B·L·accum))\n" \
+    "      --steps N | --tokens N  optimizer steps, or tokens (steps = N / (B·L·accum));\n" \
+    "                           --steps 0 writes the initial model untrained\n"            \
     "      --batch B            sequences per micro-batch (default 8)\n"                   \
     "      --seq-len L          inputs per sequence (default 256)\n"                       \
     "      --grad-accum N       micro-batches per optimizer step (default 1)\n"            \

@@ -1,0 +1,138 @@
+/* bench_linearize — stage-1 cost per token against the teacher's forward
+ * cost, measured in the same run (issue: ≤ 1.5×), and the stage-1 memory
+ * beyond the weights for a given depth (run it with --layers 2 and 8 at the
+ * same width: the difference must not grow with depth).
+ *
+ * Teacher forward: hm_neox_hidden over the B sequences (what stage 1 runs
+ * anyway). Stage 1: one accumulate() of the run-model vtable on the same
+ * batch (teacher forward + per-layer student forward/backward of the
+ * feature maps, linear attention and dense input gradient). Alternating,
+ * medians of --reps.
+ *
+ * usage: bench_linearize [--shape tiny|70m|160m] [--layers L] [--seq T]
+ *                        [--batch B] [--reps N] [--threads N] */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "bench_common.h"
+#include "checkpoint.h"
+#include "linearize.h"
+#include "neox_views.h"
+#include "params.h"
+#include "presets.h"
+#include "threads.h"
+
+static double rss_mb(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_maxrss / 1024.0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *shape = "70m";
+    int64_t T = 512, B = 2, reps = 3, layers = 0;
+    int threads = 2;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--shape")) shape = argv[i + 1];
+        else if (!strcmp(argv[i], "--seq")) T = atoll(argv[i + 1]);
+        else if (!strcmp(argv[i], "--batch")) B = atoll(argv[i + 1]);
+        else if (!strcmp(argv[i], "--reps")) reps = atoll(argv[i + 1]);
+        else if (!strcmp(argv[i], "--layers")) layers = atoll(argv[i + 1]);
+        else if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
+        else {
+            fprintf(stderr, "bench_linearize: unknown option '%s'\n", argv[i]);
+            return 2;
+        }
+    }
+    struct hm_config cfg;
+    if (hm_config_preset(shape, &cfg) != 0) {
+        fprintf(stderr, "bench_linearize: unknown shape '%s'\n", shape);
+        return 2;
+    }
+    if (layers > 0) {
+        cfg.num_hidden_layers = layers;
+        hm_config_finish(&cfg, NULL);
+    }
+    hm_threads_set(threads);
+    const struct hm_backend *be = hm_backend_get("fast");
+    struct hm_error err;
+    struct hm_neox *m;
+    if (hm_neox_new(&cfg, &m, &err) != HM_OK) {
+        fprintf(stderr, "bench_linearize: %s\n", err.msg);
+        return 1;
+    }
+    hm_neox_init_random(m, 1, 0.02);
+    char path[] = "/tmp/hm-bench-linearize-XXXXXX";
+    int fd = mkstemp(path);
+    close(fd);
+    if (hm_neox_save(m, path, 1, NULL, HM_DTYPE_F32, NULL, &err) != HM_OK) {
+        fprintf(stderr, "bench_linearize: %s\n", err.msg);
+        return 1;
+    }
+    hm_neox_free(m);
+    struct hm_ckpt *ck;
+    struct hm_linearizer *lz;
+    if (hm_ckpt_open(path, &ck, &err) != HM_OK ||
+        hm_linearizer_new(ck, 0, be, B, T, 1, &lz, &err) != HM_OK) {
+        fprintf(stderr, "bench_linearize: %s\n", err.msg);
+        return 1;
+    }
+    unlink(path); /* the mapping stays valid */
+    struct hm_run_model rm;
+    hm_linearizer_run_model(lz, &rm);
+    int32_t *tok = malloc(sizeof(int32_t) * (size_t)(B * (T + 1)));
+    uint64_t s = 7;
+    for (int64_t i = 0; i < B * (T + 1); i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        tok[i] = (int32_t)((s >> 33) % (uint64_t)cfg.vocab_size);
+    }
+    /* the teacher alone (its own model inside the linearizer is not exposed:
+     * load it again the same way) */
+    struct hm_neox *teacher;
+    if (hm_neox_load(ck, &teacher, &err) != HM_OK)
+        return 1;
+    struct hm_neox_ws ws;
+    hm_neox_ws_init(&ws);
+    double *tt = malloc(sizeof(double) * (size_t)reps), *ts = malloc(sizeof(double) * (size_t)reps);
+    double loss, *aux = calloc((size_t)cfg.num_hidden_layers, sizeof(double));
+    for (int64_t k = -1; k < reps; k++) {
+        double t0 = hm_bench_now();
+        for (int64_t b = 0; b < B; b++)
+            hm_neox_hidden(teacher, be, tok + b * (T + 1), T, &ws, NULL, &err);
+        double t1 = hm_bench_now();
+        rm.zero_grad(rm.ctx);
+        rm.accumulate(rm.ctx, tok, &loss, aux, &err);
+        double t2 = hm_bench_now();
+        if (k >= 0) {
+            tt[k] = t1 - t0;
+            ts[k] = t2 - t1;
+        }
+    }
+    struct hm_bench_stats st = hm_bench_stats(tt, (int)reps), ss = hm_bench_stats(ts, (int)reps);
+    double weights_mb = 4.0 * (double)hm_param_count(&cfg) / (1 << 20);
+    printf("bench_linearize: shape %s, %lld layers, batch %lld x seq %lld, %d threads\n", shape,
+           (long long)cfg.num_hidden_layers, (long long)B, (long long)T, threads);
+    printf("  teacher forward: median %.3f s (%.3f-%.3f)\n", st.median, st.min, st.max);
+    printf("  stage-1 step:    median %.3f s (%.3f-%.3f)\n", ss.median, ss.min, ss.max);
+    printf("  stage-1 cost / teacher forward cost: %.2f\n", ss.median / st.median);
+    double rss = rss_mb();
+    /* four copies of the weights are resident: the bench's own teacher, the
+     * linearizer's teacher and student, and the mapped checkpoint's pages */
+    printf("  peak RSS %.1f MB; weights %.1f MB x 4 (bench teacher, linearizer teacher and "
+           "student, mapped file) -> beyond weights %.1f MB\n", rss, weights_mb,
+           rss - 4 * weights_mb);
+    free(tt);
+    free(ts);
+    free(aux);
+    free(tok);
+    hm_neox_ws_release(&ws);
+    hm_neox_free(teacher);
+    hm_linearizer_free(lz);
+    hm_ckpt_close(ck);
+    return 0;
+}
