@@ -5,7 +5,9 @@
 #include <string.h>
 
 #include "cpu/cpu_backward.h"
+#include "cpu/cpu_linattn.h"
 #include "cpu/cpu_ops.h"
+#include "cpu/cpu_ssm.h"
 
 static const struct hm_backend g_ref = {
     .name = "ref",
@@ -27,6 +29,25 @@ static const struct hm_backend g_ref = {
         .attention_backward = hm_ref_attention_backward,
         .embedding_backward = hm_ref_embedding_backward,
         .cross_entropy_backward = hm_ref_cross_entropy_backward,
+        .featuremap_forward = hm_ref_featuremap_forward,
+        .featuremap_backward = hm_ref_featuremap_backward,
+        .linattn_ws_size = hm_ref_linattn_ws_size,
+        .linattn_forward = hm_ref_linattn_forward,
+        .linattn_backward_ws_size = hm_ref_linattn_backward_ws_size,
+        .linattn_backward = hm_ref_linattn_backward,
+        .cosine_loss = hm_ref_cosine_loss,
+        .conv1d_forward = hm_ref_conv1d_forward,
+        .conv1d_backward = hm_ref_conv1d_backward,
+        .conv1d_step = hm_ref_conv1d_step,
+        .softplus_forward = hm_ref_softplus_forward,
+        .softplus_backward = hm_ref_softplus_backward,
+        .silu_gate_forward = hm_ref_silu_gate_forward,
+        .silu_gate_backward = hm_ref_silu_gate_backward,
+        .ssm_ws_size = hm_ref_ssm_ws_size,
+        .ssm_forward = hm_ref_ssm_forward,
+        .ssm_backward_ws_size = hm_ref_ssm_backward_ws_size,
+        .ssm_backward = hm_ref_ssm_backward,
+        .ssm_step = hm_ref_ssm_step,
     },
 };
 
@@ -48,6 +69,24 @@ static const struct hm_backend g_fast = {
         .attention_backward_ws_size = hm_fast_attention_backward_ws_size,
         .attention_backward = hm_fast_attention_backward,
         .cross_entropy_backward = hm_fast_cross_entropy_backward,
+        .featuremap_forward = hm_fast_featuremap_forward,
+        .featuremap_backward = hm_fast_featuremap_backward,
+        .linattn_ws_size = hm_fast_linattn_ws_size,
+        .linattn_forward = hm_fast_linattn_forward,
+        .linattn_backward_ws_size = hm_fast_linattn_backward_ws_size,
+        .linattn_backward = hm_fast_linattn_backward,
+        .cosine_loss = hm_fast_cosine_loss,
+        .conv1d_forward = hm_fast_conv1d_forward,
+        .conv1d_backward = hm_fast_conv1d_backward,
+        .softplus_forward = hm_fast_softplus_forward,
+        .softplus_backward = hm_fast_softplus_backward,
+        .silu_gate_forward = hm_fast_silu_gate_forward,
+        .silu_gate_backward = hm_fast_silu_gate_backward,
+        .ssm_ws_size = hm_fast_ssm_ws_size,
+        .ssm_forward = hm_fast_ssm_forward,
+        .ssm_backward_ws_size = hm_fast_ssm_backward_ws_size,
+        .ssm_backward = hm_fast_ssm_backward,
+        /* conv1d_step, ssm_step: ref (O(state) per token) */
     },
 };
 
@@ -205,4 +244,164 @@ double hm_backend_cross_entropy_backward(const struct hm_backend *be, float *dlo
                                          int64_t T, int64_t V, float scale)
 {
     return HM_PICK(be, cross_entropy_backward)(dlogits, logits, targets, T, V, scale);
+}
+
+/* ---- Hedgehog linear attention wrappers (SPEC §2) ------------------------- */
+
+void hm_backend_featuremap_forward(const struct hm_backend *be, float *phi, const float *x,
+                                   const float *W, const float *b, int64_t T, int64_t n_h,
+                                   int64_t p, int64_t F, int64_t row_stride,
+                                   int64_t head_stride)
+{
+    HM_PICK(be, featuremap_forward)(phi, x, W, b, T, n_h, p, F, row_stride, head_stride);
+}
+
+void hm_backend_featuremap_backward(const struct hm_backend *be, float *dx, float *dW,
+                                    float *db, const float *dphi, const float *x,
+                                    const float *phi, const float *W, int64_t T, int64_t n_h,
+                                    int64_t p, int64_t F, int64_t row_stride,
+                                    int64_t head_stride)
+{
+    HM_PICK(be, featuremap_backward)(dx, dW, db, dphi, x, phi, W, T, n_h, p, F, row_stride,
+                                     head_stride);
+}
+
+size_t hm_backend_linattn_ws_size(const struct hm_backend *be, int64_t T, int64_t n_h,
+                                  int64_t F2, int64_t p, int64_t chunk)
+{
+    /* the workspace must match the member that will run */
+    if (be->ops.linattn_forward)
+        return be->ops.linattn_ws_size ? be->ops.linattn_ws_size(T, n_h, F2, p, chunk) : 0;
+    return g_ref.ops.linattn_ws_size(T, n_h, F2, p, chunk);
+}
+
+size_t hm_backend_linattn_backward_ws_size(const struct hm_backend *be, int64_t T, int64_t n_h,
+                                           int64_t F2, int64_t p, int64_t chunk)
+{
+    if (be->ops.linattn_backward)
+        return be->ops.linattn_backward_ws_size
+                   ? be->ops.linattn_backward_ws_size(T, n_h, F2, p, chunk)
+                   : 0;
+    return g_ref.ops.linattn_backward_ws_size(T, n_h, F2, p, chunk);
+}
+
+void hm_backend_linattn_forward(const struct hm_backend *be, float *y, float *den,
+                                const float *phiq, const float *phik, const float *v,
+                                int64_t T, int64_t n_h, int64_t F2, int64_t p,
+                                int64_t v_row_stride, int64_t v_head_stride, float eps,
+                                int64_t chunk, void *ws, size_t ws_size)
+{
+    HM_PICK(be, linattn_forward)(y, den, phiq, phik, v, T, n_h, F2, p, v_row_stride,
+                                 v_head_stride, eps, chunk, ws, ws_size);
+}
+
+void hm_backend_linattn_backward(const struct hm_backend *be, float *dphiq, float *dphik,
+                                 float *dv, const float *dy, const float *y, const float *den,
+                                 const float *phiq, const float *phik, const float *v,
+                                 int64_t T, int64_t n_h, int64_t F2, int64_t p,
+                                 int64_t v_row_stride, int64_t v_head_stride, int64_t chunk,
+                                 void *ws, size_t ws_size)
+{
+    HM_PICK(be, linattn_backward)(dphiq, dphik, dv, dy, y, den, phiq, phik, v, T, n_h, F2, p,
+                                  v_row_stride, v_head_stride, chunk, ws, ws_size);
+}
+
+double hm_backend_cosine_loss(const struct hm_backend *be, float *da, const float *a,
+                              const float *b, int64_t N, int64_t d, float scale)
+{
+    return HM_PICK(be, cosine_loss)(da, a, b, N, d, scale);
+}
+
+/* ---- HedgeMamba mixer wrappers (SPEC §3) ---------------------------------- */
+
+void hm_backend_conv1d_forward(const struct hm_backend *be, float *c, const float *x,
+                               const float *w, const float *bias, int64_t T, int64_t C,
+                               int64_t K)
+{
+    HM_PICK(be, conv1d_forward)(c, x, w, bias, T, C, K);
+}
+
+void hm_backend_conv1d_backward(const struct hm_backend *be, float *dx, float *dw,
+                                float *dbias, const float *dc, const float *x, const float *w,
+                                int64_t T, int64_t C, int64_t K)
+{
+    HM_PICK(be, conv1d_backward)(dx, dw, dbias, dc, x, w, T, C, K);
+}
+
+void hm_backend_conv1d_step(const struct hm_backend *be, float *c_t, const float *x_t,
+                            float *window, const float *w, const float *bias, int64_t C,
+                            int64_t K)
+{
+    HM_PICK(be, conv1d_step)(c_t, x_t, window, w, bias, C, K);
+}
+
+void hm_backend_softplus_forward(const struct hm_backend *be, float *y, const float *z,
+                                 int64_t n)
+{
+    HM_PICK(be, softplus_forward)(y, z, n);
+}
+
+void hm_backend_softplus_backward(const struct hm_backend *be, float *dz, const float *dy,
+                                  const float *z, int64_t n)
+{
+    HM_PICK(be, softplus_backward)(dz, dy, z, n);
+}
+
+void hm_backend_silu_gate_forward(const struct hm_backend *be, float *out, const float *y,
+                                  const float *z, int64_t n)
+{
+    HM_PICK(be, silu_gate_forward)(out, y, z, n);
+}
+
+void hm_backend_silu_gate_backward(const struct hm_backend *be, float *dy, float *dz,
+                                   const float *dout, const float *y, const float *z, int64_t n)
+{
+    HM_PICK(be, silu_gate_backward)(dy, dz, dout, y, z, n);
+}
+
+size_t hm_backend_ssm_ws_size(const struct hm_backend *be, int64_t T, int64_t n_h, int64_t F2,
+                              int64_t p, int64_t chunk)
+{
+    /* the workspace must match the member that will run */
+    if (be->ops.ssm_forward)
+        return be->ops.ssm_ws_size ? be->ops.ssm_ws_size(T, n_h, F2, p, chunk) : 0;
+    return g_ref.ops.ssm_ws_size(T, n_h, F2, p, chunk);
+}
+
+size_t hm_backend_ssm_backward_ws_size(const struct hm_backend *be, int64_t T, int64_t n_h,
+                                       int64_t F2, int64_t p, int64_t chunk)
+{
+    if (be->ops.ssm_backward)
+        return be->ops.ssm_backward_ws_size
+                   ? be->ops.ssm_backward_ws_size(T, n_h, F2, p, chunk)
+                   : 0;
+    return g_ref.ops.ssm_backward_ws_size(T, n_h, F2, p, chunk);
+}
+
+void hm_backend_ssm_forward(const struct hm_backend *be, float *y, float *den, const float *C,
+                            const float *B, const float *v, const float *dt, const float *A,
+                            const float *D, int64_t T, int64_t n_h, int64_t F2, int64_t p,
+                            int64_t v_row_stride, int64_t v_head_stride, float eps,
+                            int64_t chunk, void *ws, size_t ws_size)
+{
+    HM_PICK(be, ssm_forward)(y, den, C, B, v, dt, A, D, T, n_h, F2, p, v_row_stride,
+                             v_head_stride, eps, chunk, ws, ws_size);
+}
+
+void hm_backend_ssm_backward(const struct hm_backend *be, float *dC, float *dB, float *dv,
+                             float *ddt, float *dA, float *dD, const float *dy, const float *y,
+                             const float *den, const float *C, const float *B, const float *v,
+                             const float *dt, const float *A, const float *D, int64_t T,
+                             int64_t n_h, int64_t F2, int64_t p, int64_t v_row_stride,
+                             int64_t v_head_stride, int64_t chunk, void *ws, size_t ws_size)
+{
+    HM_PICK(be, ssm_backward)(dC, dB, dv, ddt, dA, dD, dy, y, den, C, B, v, dt, A, D, T, n_h, F2,
+                              p, v_row_stride, v_head_stride, chunk, ws, ws_size);
+}
+
+void hm_backend_ssm_step(const struct hm_backend *be, float *y_t, float *S, const float *C_t,
+                         const float *B_t, const float *v_t, const float *dt_t, const float *A,
+                         const float *D, int64_t n_h, int64_t F2, int64_t p, float eps)
+{
+    HM_PICK(be, ssm_step)(y_t, S, C_t, B_t, v_t, dt_t, A, D, n_h, F2, p, eps);
 }

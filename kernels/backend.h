@@ -95,6 +95,57 @@ struct hm_backend_ops {
                                int64_t d);
     double (*cross_entropy_backward)(float *dlogits, const float *logits,
                                      const int32_t *targets, int64_t T, int64_t V, float scale);
+
+    /* Hedgehog linear attention (SPEC §2; wrappers at the end of this file) */
+    void (*featuremap_forward)(float *phi, const float *x, const float *W, const float *b,
+                               int64_t T, int64_t n_h, int64_t p, int64_t F,
+                               int64_t row_stride, int64_t head_stride);
+    void (*featuremap_backward)(float *dx, float *dW, float *db, const float *dphi,
+                                const float *x, const float *phi, const float *W, int64_t T,
+                                int64_t n_h, int64_t p, int64_t F, int64_t row_stride,
+                                int64_t head_stride);
+    size_t (*linattn_ws_size)(int64_t T, int64_t n_h, int64_t F2, int64_t p, int64_t chunk);
+    void (*linattn_forward)(float *y, float *den, const float *phiq, const float *phik,
+                            const float *v, int64_t T, int64_t n_h, int64_t F2, int64_t p,
+                            int64_t v_row_stride, int64_t v_head_stride, float eps,
+                            int64_t chunk, void *ws, size_t ws_size);
+    size_t (*linattn_backward_ws_size)(int64_t T, int64_t n_h, int64_t F2, int64_t p,
+                                       int64_t chunk);
+    void (*linattn_backward)(float *dphiq, float *dphik, float *dv, const float *dy,
+                             const float *y, const float *den, const float *phiq,
+                             const float *phik, const float *v, int64_t T, int64_t n_h,
+                             int64_t F2, int64_t p, int64_t v_row_stride, int64_t v_head_stride,
+                             int64_t chunk, void *ws, size_t ws_size);
+    double (*cosine_loss)(float *da, const float *a, const float *b, int64_t N, int64_t d,
+                          float scale);
+
+    /* HedgeMamba mixer (SPEC §3; wrappers at the end of this file) */
+    void (*conv1d_forward)(float *c, const float *x, const float *w, const float *bias,
+                           int64_t T, int64_t C, int64_t K);
+    void (*conv1d_backward)(float *dx, float *dw, float *dbias, const float *dc, const float *x,
+                            const float *w, int64_t T, int64_t C, int64_t K);
+    void (*conv1d_step)(float *c_t, const float *x_t, float *window, const float *w,
+                        const float *bias, int64_t C, int64_t K);
+    void (*softplus_forward)(float *y, const float *z, int64_t n);
+    void (*softplus_backward)(float *dz, const float *dy, const float *z, int64_t n);
+    void (*silu_gate_forward)(float *out, const float *y, const float *z, int64_t n);
+    void (*silu_gate_backward)(float *dy, float *dz, const float *dout, const float *y,
+                               const float *z, int64_t n);
+    size_t (*ssm_ws_size)(int64_t T, int64_t n_h, int64_t F2, int64_t p, int64_t chunk);
+    void (*ssm_forward)(float *y, float *den, const float *C, const float *B, const float *v,
+                        const float *dt, const float *A, const float *D, int64_t T, int64_t n_h,
+                        int64_t F2, int64_t p, int64_t v_row_stride, int64_t v_head_stride,
+                        float eps, int64_t chunk, void *ws, size_t ws_size);
+    size_t (*ssm_backward_ws_size)(int64_t T, int64_t n_h, int64_t F2, int64_t p, int64_t chunk);
+    void (*ssm_backward)(float *dC, float *dB, float *dv, float *ddt, float *dA, float *dD,
+                         const float *dy, const float *y, const float *den, const float *C,
+                         const float *B, const float *v, const float *dt, const float *A,
+                         const float *D, int64_t T, int64_t n_h, int64_t F2, int64_t p,
+                         int64_t v_row_stride, int64_t v_head_stride, int64_t chunk, void *ws,
+                         size_t ws_size);
+    void (*ssm_step)(float *y_t, float *S, const float *C_t, const float *B_t, const float *v_t,
+                     const float *dt_t, const float *A, const float *D, int64_t n_h, int64_t F2,
+                     int64_t p, float eps);
 };
 
 struct hm_backend {
@@ -237,5 +288,192 @@ void hm_backend_embedding_backward(const struct hm_backend *be, float *dtable, c
 double hm_backend_cross_entropy_backward(const struct hm_backend *be, float *dlogits,
                                          const float *logits, const int32_t *targets,
                                          int64_t T, int64_t V, float scale);
+
+/* ---- Hedgehog linear attention (SPEC §2) -----------------------------------
+ * Per layer and head h: two feature maps (queries, keys), then causal
+ * normalized linear attention; stage 1 trains the maps against the teacher
+ * with a cosine loss. Same conventions as above (parameter gradients +=,
+ * activation gradients =, NULL skips). For the fused qkv of SPEC §1
+ * ([T, 3d], d = n_h p): q at qkv + 0, k at qkv + p, v at qkv + 2p, each with
+ * row_stride 3d and head_stride 3p. */
+
+/* Default chunk of the chunked linear attention (chunk argument 0); chosen
+ * by bench/bench_linattn.c (32 and 64 tie within noise at Pythia shapes,
+ * 16 and 128 are 5-35 % slower). */
+#define HM_LINATTN_CHUNK_DEFAULT 64
+
+/* φ(x) = [softmax(u), softmax(−u)], u = x W_h + b_h, softmaxes over F.
+ *   phi: [T, n_h, 2F] (written)
+ *   x: element (t, h, i), i < p, at x[t * row_stride + h * head_stride + i]
+ *   W: [n_h, p, F]  b: [n_h, F] */
+void hm_backend_featuremap_forward(const struct hm_backend *be, float *phi, const float *x,
+                                   const float *W, const float *b, int64_t T, int64_t n_h,
+                                   int64_t p, int64_t F, int64_t row_stride,
+                                   int64_t head_stride);
+
+/* Feature map backward, using the saved φ for the softmax backward.
+ *   dx: same strided layout as x, or NULL; written on the p columns of each
+ *       head only (other columns untouched)
+ *   dW: [n_h, p, F] or NULL (+=)  db: [n_h, F] or NULL (+=)
+ *   dphi, phi: [T, n_h, 2F]  x: as in the forward  W: [n_h, p, F] */
+void hm_backend_featuremap_backward(const struct hm_backend *be, float *dx, float *dW,
+                                    float *db, const float *dphi, const float *x,
+                                    const float *phi, const float *W, int64_t T, int64_t n_h,
+                                    int64_t p, int64_t F, int64_t row_stride,
+                                    int64_t head_stride);
+
+/* Bytes of workspace linattn_forward / linattn_backward need for these
+ * sizes (fast: with the current thread count; a smaller workspace that
+ * still holds the chunk states only lowers the parallelism).
+ * chunk: 0 = HM_LINATTN_CHUNK_DEFAULT. */
+size_t hm_backend_linattn_ws_size(const struct hm_backend *be, int64_t T, int64_t n_h,
+                                  int64_t F2, int64_t p, int64_t chunk);
+size_t hm_backend_linattn_backward_ws_size(const struct hm_backend *be, int64_t T, int64_t n_h,
+                                           int64_t F2, int64_t p, int64_t chunk);
+
+/* Causal normalized linear attention per head (no 1/sqrt(p) scale):
+ *   y_t = Σ_{s≤t} (φq_t·φk_s) v_s / (Σ_{s≤t} φq_t·φk_s + eps)
+ *   y: [T, n_h * p] heads merged head-major (column h*p + i)
+ *   den: [n_h, T] or NULL — the saved denominators Σ_s φq_t·φk_s + eps
+ *   phiq, phik: [T, n_h, F2] (F2 = 2F, nonnegative feature maps)
+ *   v: element (t, h, i) at v[t * v_row_stride + h * v_head_stride + i]
+ *   chunk: block size of the chunked form (fast; the result does not depend
+ *          on it beyond rounding), 0 = default; ref ignores it
+ *   ws: [ws_size] bytes, ≥ hm_backend_linattn_ws_size(...) */
+void hm_backend_linattn_forward(const struct hm_backend *be, float *y, float *den,
+                                const float *phiq, const float *phik, const float *v,
+                                int64_t T, int64_t n_h, int64_t F2, int64_t p,
+                                int64_t v_row_stride, int64_t v_head_stride, float eps,
+                                int64_t chunk, void *ws, size_t ws_size);
+
+/* Linear attention backward (all written).
+ *   dphiq, dphik: [T, n_h, F2] or NULL
+ *   dv: same strided layout as v, or NULL; only the v columns are touched
+ *   dy, y: [T, n_h * p] (y: the forward output)  den: [n_h, T] saved by the
+ *   forward (required)  phiq, phik, v, sizes: as in the forward
+ *   ws: [ws_size] bytes, ≥ hm_backend_linattn_backward_ws_size(...) */
+void hm_backend_linattn_backward(const struct hm_backend *be, float *dphiq, float *dphik,
+                                 float *dv, const float *dy, const float *y, const float *den,
+                                 const float *phiq, const float *phik, const float *v,
+                                 int64_t T, int64_t n_h, int64_t F2, int64_t p,
+                                 int64_t v_row_stride, int64_t v_head_stride, int64_t chunk,
+                                 void *ws, size_t ws_size);
+
+/* Stage-1 cosine loss of one layer: returns Σ_t (1 − cos(a_t, b_t)) (double)
+ * and writes da = scale · ∂/∂a of that sum (no eps inside the cosine). A row
+ * with |a_t| = 0 or |b_t| = 0 has no cosine: it counts as loss 1 with zero
+ * gradient. For the SPEC mean over tokens pass scale = 1/N (and divide the
+ * returned sum by N).
+ *   da: [N, d] or NULL  a: [N, d] student  b: [N, d] teacher */
+double hm_backend_cosine_loss(const struct hm_backend *be, float *da, const float *a,
+                              const float *b, int64_t N, int64_t d, float scale);
+
+/* ---- HedgeMamba mixer (SPEC §3) ---------------------------------------------
+ * Per layer: causal depthwise conv over the fused qkv channels, softplus
+ * step sizes, the selective scan with the ones channel, the SiLU gate. Same
+ * conventions as above (parameter gradients +=, activation gradients =,
+ * NULL skips). With Δ ≡ 1, A = 0, D = 0 the scan is exactly the Hedgehog
+ * linear attention (hm_backend_linattn_forward) on the same φ's and v. */
+
+/* Default chunk of the chunked scan (chunk argument 0); chosen by
+ * bench/bench_ssm.c (f+b at C = 16/32 took 0.85–0.94 of C = 64, C = 128
+ * 1.2–1.3, Pythia-70m/160m heads, T = 512 and 2048). */
+#define HM_SSM_CHUNK_DEFAULT 32
+
+/* Causal depthwise conv, no activation:
+ *   c[t, ch] = bias[ch] + Σ_{k<K} w[ch, k] x[t − (K−1) + k, ch] (x = 0 before t = 0)
+ *   c, x: [T, C] contiguous rows (C = 3d for the fused qkv)
+ *   w: [C, K]  bias: [C] or NULL (no bias). c must not alias x. */
+void hm_backend_conv1d_forward(const struct hm_backend *be, float *c, const float *x,
+                               const float *w, const float *bias, int64_t T, int64_t C,
+                               int64_t K);
+
+/* Conv backward: dx written; dw, dbias accumulate (+=); each may be NULL.
+ *   dx: [T, C] or NULL  dw: [C, K] or NULL  dbias: [C] or NULL
+ *   dc, x: [T, C] (x: the forward input)  w: [C, K] */
+void hm_backend_conv1d_backward(const struct hm_backend *be, float *dx, float *dw,
+                                float *dbias, const float *dc, const float *x, const float *w,
+                                int64_t T, int64_t C, int64_t K);
+
+/* One token of the conv for generation: c_t = the conv output at the token
+ * whose input is x_t, given the K−1 previous inputs in window (oldest
+ * first; zero-initialized by the caller before the first token); then the
+ * window is shifted in place (x_t enters last).
+ *   c_t, x_t: [C]  window: [K − 1, C] (K = 1: unused)  w: [C, K]
+ *   bias: [C] or NULL */
+void hm_backend_conv1d_step(const struct hm_backend *be, float *c_t, const float *x_t,
+                            float *window, const float *w, const float *bias, int64_t C,
+                            int64_t K);
+
+/* Δ = softplus(z) = log(1 + exp(z)), safe for large |z|.
+ *   y, z: [n]; y may alias z */
+void hm_backend_softplus_forward(const struct hm_backend *be, float *y, const float *z,
+                                 int64_t n);
+
+/* dz = dy · sigmoid(z) (written).   dz, dy, z: [n]; dz may alias dy */
+void hm_backend_softplus_backward(const struct hm_backend *be, float *dz, const float *dy,
+                                  const float *z, int64_t n);
+
+/* Gate: out = y ⊙ silu(z), silu(z) = z · sigmoid(z).   out, y, z: [n];
+ * out may alias y or z */
+void hm_backend_silu_gate_forward(const struct hm_backend *be, float *out, const float *y,
+                                  const float *z, int64_t n);
+
+/* dy = dout ⊙ silu(z), dz = dout ⊙ y ⊙ silu'(z) (written; each may be NULL,
+ * and either one, not both, may alias dout).   dy, dz, dout, y, z: [n] */
+void hm_backend_silu_gate_backward(const struct hm_backend *be, float *dy, float *dz,
+                                   const float *dout, const float *y, const float *z, int64_t n);
+
+/* Bytes of workspace ssm_forward / ssm_backward need for these sizes (fast:
+ * with the current thread count; a smaller workspace that still holds the
+ * chunk states and one thread's scratch only lowers the parallelism).
+ * chunk: 0 = HM_SSM_CHUNK_DEFAULT. */
+size_t hm_backend_ssm_ws_size(const struct hm_backend *be, int64_t T, int64_t n_h, int64_t F2,
+                              int64_t p, int64_t chunk);
+size_t hm_backend_ssm_backward_ws_size(const struct hm_backend *be, int64_t T, int64_t n_h,
+                                       int64_t F2, int64_t p, int64_t chunk);
+
+/* Selective scan with the ones channel, per head h (state S [F2, p + 1],
+ * S_{−1} = 0):
+ *   α_t = exp(Δ_t A_h),  S_t = α_t S_{t−1} + Δ_t B_t [v_t; 1]^T,  n_t = C_t^T S_t,
+ *   y_t = n_t[0:p] / (n_t[p] + eps) + D_h v_t
+ *   y: [T, n_h * p] heads merged head-major (column h*p + i)
+ *   den: [n_h, T] or NULL — the saved n_t[p] + eps
+ *   C, B: [T, n_h, F2] (C = φq, B = φk: nonnegative feature maps)
+ *   v: element (t, h, i) at v[t * v_row_stride + h * v_head_stride + i]
+ *   dt: [T, n_h] (Δ ≥ 0, e.g. softplus)  A: [n_h] (≤ 0)  D: [n_h]
+ *   chunk: block size of the chunked form (fast; the result does not depend
+ *          on it beyond rounding), 0 = default; ref ignores it
+ *   ws: [ws_size] bytes, ≥ hm_backend_ssm_ws_size(...)
+ * Decays are only ever formed over segments inside a chunk (or summed per
+ * segment), so any T and any Δ·|A| are safe (no overflow). */
+void hm_backend_ssm_forward(const struct hm_backend *be, float *y, float *den, const float *C,
+                            const float *B, const float *v, const float *dt, const float *A,
+                            const float *D, int64_t T, int64_t n_h, int64_t F2, int64_t p,
+                            int64_t v_row_stride, int64_t v_head_stride, float eps,
+                            int64_t chunk, void *ws, size_t ws_size);
+
+/* Scan backward.
+ *   dC, dB: [T, n_h, F2] or NULL (written)
+ *   dv: same strided layout as v, or NULL (written; only the v columns)
+ *   ddt: [T, n_h] or NULL (written)  dA, dD: [n_h] or NULL (+=)
+ *   dy, y: [T, n_h * p] (y: the forward output)  den: [n_h, T] saved by the
+ *   forward (required)  C, B, v, dt, A, D, sizes: as in the forward
+ *   ws: [ws_size] bytes, ≥ hm_backend_ssm_backward_ws_size(...) */
+void hm_backend_ssm_backward(const struct hm_backend *be, float *dC, float *dB, float *dv,
+                             float *ddt, float *dA, float *dD, const float *dy, const float *y,
+                             const float *den, const float *C, const float *B, const float *v,
+                             const float *dt, const float *A, const float *D, int64_t T,
+                             int64_t n_h, int64_t F2, int64_t p, int64_t v_row_stride,
+                             int64_t v_head_stride, int64_t chunk, void *ws, size_t ws_size);
+
+/* One token of the scan (recurrent form, generation), constant memory:
+ * updates S in place and writes y_t as the forward would at that token.
+ *   y_t: [n_h * p]  S: [n_h, F2, p + 1] (caller-owned, zeroed before the
+ *   first token)  C_t, B_t: [n_h, F2]  v_t: [n_h * p]  dt_t: [n_h]
+ *   A, D: [n_h] */
+void hm_backend_ssm_step(const struct hm_backend *be, float *y_t, float *S, const float *C_t,
+                         const float *B_t, const float *v_t, const float *dt_t, const float *A,
+                         const float *D, int64_t n_h, int64_t F2, int64_t p, float eps);
 
 #endif

@@ -1,5 +1,6 @@
 #include "batches.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 uint64_t hm_splitmix64(uint64_t *s)
@@ -8,6 +9,13 @@ uint64_t hm_splitmix64(uint64_t *s)
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
+}
+
+double hm_rand_normal(uint64_t *s)
+{
+    double u1 = ((double)(hm_splitmix64(s) >> 11) + 1.0) * 0x1p-53; /* (0, 1] */
+    double u2 = (double)(hm_splitmix64(s) >> 11) * 0x1p-53;
+    return sqrt(-2.0 * log(u1)) * cos(2 * M_PI * u2);
 }
 
 enum hm_status hm_batcher_init(struct hm_batcher *b, const struct hm_tok_file *tf, int64_t B,

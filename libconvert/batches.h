@@ -46,4 +46,8 @@ enum hm_status hm_batcher_get(struct hm_batcher *b, int64_t step, int32_t *token
 /* splitmix64 step (shared deterministic RNG for seeds, shuffles, init). */
 uint64_t hm_splitmix64(uint64_t *state);
 
+/* A standard normal draw from splitmix64 (Box–Muller on two 53-bit
+ * uniforms, one value per call): the same sequence on every machine. */
+double hm_rand_normal(uint64_t *state);
+
 #endif

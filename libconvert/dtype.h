@@ -3,8 +3,8 @@
  * F16/BF16 → F32 is exact for every bit pattern (NaN payloads kept).
  * F32 → F16/BF16 rounds to nearest even; overflow gives ±Inf; subnormals
  * are produced correctly; NaN stays NaN (sign and as much of the payload as
- * fits are kept; the quiet bit is set only when the kept payload is 0). Hence F16/BF16 → F32 → F16/BF16 is the identity
- * on all 65,536 patterns. */
+ * fits are kept; the quiet bit is set only when the kept payload is 0).
+ * Hence F16/BF16 → F32 → F16/BF16 is the identity on all 65,536 patterns. */
 #ifndef HM_DTYPE_H
 #define HM_DTYPE_H
 

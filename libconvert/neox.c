@@ -21,10 +21,8 @@ enum hm_status hm_neox_new(const struct hm_config *cfg, struct hm_neox **out,
                            struct hm_error *err)
 {
     *out = NULL;
-    if (cfg->arch != HM_ARCH_GPT_NEOX && cfg->arch != HM_ARCH_HEDGEHOG)
-        return hm_error_set(err, HM_ERR_UNSUPPORTED, "arch '%s' is not supported yet",
-                            hm_arch_name(cfg->arch));
     const int fmaps = cfg->arch != HM_ARCH_GPT_NEOX;
+    const int ssm = cfg->arch == HM_ARCH_HEDGEMAMBA;
     int64_t d = cfg->hidden_size, I = cfg->intermediate_size, V = cfg->vocab_size;
     int64_t L = cfg->num_hidden_layers, n_h = cfg->num_attention_heads;
     if (d <= 0 || I <= 0 || V <= 0 || L < 0 || n_h <= 0 || d % n_h || cfg->head_dim <= 0 ||
@@ -44,6 +42,10 @@ enum hm_status hm_neox_new(const struct hm_config *cfg, struct hm_neox **out,
     int64_t F = cfg->feature_dim, fm = 0;
     if (fmaps && (F < 1 || hm_mul_i64(n_h * (cfg->head_dim + 1), 2 * F, &fm) ||
                   hm_mul_i64(fm, L, &t1) || hm_add_i64(total, t1, &total)))
+        return hm_error_set(err, HM_ERR_NOMEM, "model size overflows");
+    /* HedgeMamba: conv [3d, K] + [3d], dt_proj [n_h, d] + [n_h], A, D, gate [d, d] + [d] */
+    int64_t K = cfg->conv_width, sm = 3 * d * K + 3 * d + n_h * d + 3 * n_h + d * d + d;
+    if (ssm && (K < 1 || hm_mul_i64(sm, L, &t1) || hm_add_i64(total, t1, &total)))
         return hm_error_set(err, HM_ERR_NOMEM, "model size overflows");
 
     struct hm_neox *m = calloc(1, sizeof *m);
@@ -74,8 +76,14 @@ enum hm_status hm_neox_new(const struct hm_config *cfg, struct hm_neox **out,
             int64_t hp = cfg->head_dim;
             TAKE(ly->fq_w, n_h * hp * F); TAKE(ly->fq_b, n_h * F);
             TAKE(ly->fk_w, n_h * hp * F); TAKE(ly->fk_b, n_h * F);
-            hm_neox_featuremap_identity(m, l);
         }
+        if (ssm) {
+            TAKE(ly->conv_w, 3 * d * K); TAKE(ly->conv_b, 3 * d);
+            TAKE(ly->dt_w, n_h * d); TAKE(ly->dt_b, n_h);
+            TAKE(ly->A, n_h); TAKE(ly->D, n_h);
+            TAKE(ly->gate_w, d * d); TAKE(ly->gate_b, d);
+        }
+        hm_neox_mixer_identity(m, l);
     }
     TAKE(m->lnf_w, d); TAKE(m->lnf_b, d);
     TAKE(m->embed_out, V * d);
@@ -95,11 +103,28 @@ void hm_neox_free(struct hm_neox *m)
     free(m);
 }
 
-void hm_neox_featuremap_identity(struct hm_neox *m, int64_t l)
+void hm_neox_mixer_identity(struct hm_neox *m, int64_t l)
 {
     const int64_t n_h = m->cfg.num_attention_heads, p = m->cfg.head_dim;
-    const int64_t F = m->cfg.feature_dim;
+    const int64_t F = m->cfg.feature_dim, d = m->cfg.hidden_size, K = m->cfg.conv_width;
     struct hm_neox_layer *ly = &m->layers[l];
+    if (!ly->fq_w)
+        return;
+    if (ly->conv_w) {
+        memset(ly->conv_w, 0, sizeof(float) * (size_t)(3 * d * K));
+        memset(ly->conv_b, 0, sizeof(float) * (size_t)(3 * d));
+        for (int64_t ch = 0; ch < 3 * d; ch++)
+            ly->conv_w[ch * K + K - 1] = 1.0f; /* the last tap is the current token */
+        memset(ly->dt_w, 0, sizeof(float) * (size_t)(n_h * d));
+        memset(ly->gate_w, 0, sizeof(float) * (size_t)(d * d));
+        for (int64_t h = 0; h < n_h; h++) {
+            ly->dt_b[h] = (float)HM_DT_BIAS_IDENTITY;
+            ly->A[h] = 0.0f;
+            ly->D[h] = 0.0f;
+        }
+        for (int64_t i = 0; i < d; i++)
+            ly->gate_b[i] = (float)HM_GATE_BIAS_IDENTITY;
+    }
     float *w[2] = {ly->fq_w, ly->fk_w}, *b[2] = {ly->fq_b, ly->fk_b};
     for (int k = 0; k < 2; k++) {
         memset(w[k], 0, sizeof(float) * (size_t)(n_h * p * F));
@@ -134,6 +159,22 @@ static enum hm_status load_featuremaps(const struct hm_ckpt *ck, struct hm_neox 
         snprintf(name, sizeof name, "gpt_neox.layers.%lld.attention.%s", (long long)l,
                  t[k].suffix);
         enum hm_status st = hm_ckpt_load_f32(ck, name, t[k].ndim, t[k].shape, t[k].dst, err);
+        if (st != HM_OK)
+            return st;
+    }
+    if (!ly->conv_w)
+        return HM_OK;
+    const int64_t d = m->cfg.hidden_size, K = m->cfg.conv_width;
+    struct { const char *suffix; float *dst; int ndim; int64_t shape[2]; } s[] = {
+        {"conv1d.weight", ly->conv_w, 2, {3 * d, K}}, {"conv1d.bias", ly->conv_b, 1, {3 * d, 0}},
+        {"dt_proj.weight", ly->dt_w, 2, {n_h, d}}, {"dt_proj.bias", ly->dt_b, 1, {n_h, 0}},
+        {"A", ly->A, 1, {n_h, 0}}, {"D", ly->D, 1, {n_h, 0}},
+        {"gate_proj.weight", ly->gate_w, 2, {d, d}}, {"gate_proj.bias", ly->gate_b, 1, {d, 0}},
+    };
+    for (size_t k = 0; k < sizeof s / sizeof s[0]; k++) {
+        snprintf(name, sizeof name, "gpt_neox.layers.%lld.attention.%s", (long long)l,
+                 s[k].suffix);
+        enum hm_status st = hm_ckpt_load_f32(ck, name, s[k].ndim, s[k].shape, s[k].dst, err);
         if (st != HM_OK)
             return st;
     }
@@ -198,7 +239,8 @@ void hm_neox_ws_release(struct hm_neox_ws *ws)
     if (!ws)
         return;
     float **bufs[] = {&ws->h, &ws->a, &ws->qkv, &ws->att, &ws->o, &ws->a2,
-                      &ws->mh, &ws->m, &ws->hf, &ws->logits, &ws->phiq, &ws->phik};
+                      &ws->mh, &ws->m, &ws->hf, &ws->logits, &ws->phiq, &ws->phik,
+                      &ws->xraw, &ws->dt, &ws->z, &ws->y};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         free(*bufs[i]);
     free(ws->att_ws);
@@ -235,7 +277,11 @@ enum hm_status hm_neox_ws_reserve(struct hm_neox_ws *ws, const struct hm_neox *m
         struct { float **b; int64_t n; } g[] = {
             {&ws->h, td}, {&ws->a, td}, {&ws->qkv, 3 * td}, {&ws->att, td}, {&ws->o, td},
             {&ws->a2, td}, {&ws->mh, ti}, {&ws->m, td}, {&ws->hf, td}, {&ws->logits, tv},
-            {&ws->phiq, tf}, {&ws->phik, tf}};
+            {&ws->phiq, tf}, {&ws->phik, tf},
+            {&ws->xraw, c->arch == HM_ARCH_HEDGEMAMBA ? 3 * td : 1},
+            {&ws->dt, c->arch == HM_ARCH_HEDGEMAMBA ? Tn * c->num_attention_heads : 1},
+            {&ws->z, c->arch == HM_ARCH_HEDGEMAMBA ? td : 1},
+            {&ws->y, c->arch == HM_ARCH_HEDGEMAMBA ? td : 1}};
         ws->T_cap = 0;
         for (size_t i = 0; i < sizeof g / sizeof g[0]; i++) {
             enum hm_status st = grow(g[i].b, g[i].n, err);
@@ -249,9 +295,12 @@ enum hm_status hm_neox_ws_reserve(struct hm_neox_ws *ws, const struct hm_neox *m
     }
     size_t need = c->arch == HM_ARCH_GPT_NEOX
                       ? hm_backend_attention_ws_size(be, T, c->num_attention_heads, c->head_dim)
-                      : hm_backend_linattn_ws_size(be, T, c->num_attention_heads,
+                  : c->arch == HM_ARCH_HEDGEHOG
+                      ? hm_backend_linattn_ws_size(be, T, c->num_attention_heads,
                                                    2 * c->feature_dim, c->head_dim,
-                                                   HM_LINATTN_CHUNK);
+                                                   HM_LINATTN_CHUNK)
+                      : hm_backend_ssm_ws_size(be, T, c->num_attention_heads,
+                                               2 * c->feature_dim, c->head_dim, HM_LINATTN_CHUNK);
     if (need > ws->att_ws_size) {
         free(ws->att_ws);
         ws->att_ws_size = 0;
@@ -276,30 +325,50 @@ static enum hm_status check_ids(const int32_t *ids, int64_t T, int64_t V, const 
     return HM_OK;
 }
 
-enum hm_status hm_neox_mixer_forward(const struct hm_neox *m, const struct hm_backend *be,
-                                     int64_t layer, const float *qkv, int64_t T, float *att,
-                                     struct hm_neox_ws *ws, struct hm_error *err)
+void hm_neox_mixer_block(const struct hm_neox *m, const struct hm_backend *be, int64_t l,
+                         int64_t T, struct hm_neox_ws *ws)
 {
     const struct hm_config *c = &m->cfg;
+    const struct hm_neox_layer *ly = &m->layers[l];
     const int64_t n_h = c->num_attention_heads, p = c->head_dim, d = c->hidden_size;
-    if (c->arch == HM_ARCH_GPT_NEOX) {
-        hm_backend_attention_forward(be, att, NULL, qkv, T, n_h, p, ws->att_ws,
-                                     ws->att_ws_size);
-        return HM_OK;
+    const int64_t r = c->rotary_dims, F = c->feature_dim;
+    if (c->arch == HM_ARCH_HEDGEMAMBA) {
+        /* SPEC §3: qkv, causal depthwise conv over the 3d channels (no activation) */
+        hm_backend_matmul_forward(be, ws->xraw, ws->a, ly->qkv_w, ly->qkv_b, T, d, 3 * d);
+        hm_backend_conv1d_forward(be, ws->qkv, ws->xraw, ly->conv_w, ly->conv_b, T, 3 * d,
+                                  c->conv_width);
+    } else {
+        hm_backend_matmul_forward(be, ws->qkv, ws->a, ly->qkv_w, ly->qkv_b, T, d, 3 * d);
     }
-    /* Hedgehog (SPEC §2): φq = fmap_q(q), φk = fmap_k(k) on rotated q, k; then
-     * causal normalized linear attention with v */
-    const struct hm_neox_layer *ly = &m->layers[layer];
-    const int64_t F = c->feature_dim;
-    hm_backend_featuremap_forward(be, ws->phiq, qkv, ly->fq_w, ly->fq_b, T, n_h, p, F, 3 * d,
-                                  3 * p);
-    hm_backend_featuremap_forward(be, ws->phik, qkv + p, ly->fk_w, ly->fk_b, T, n_h, p, F,
-                                  3 * d, 3 * p);
-    hm_backend_linattn_forward(be, att, NULL, ws->phiq, ws->phik, qkv + 2 * p, T, n_h, 2 * F, p,
-                               3 * d, 3 * p, HM_LINATTN_EPS, HM_LINATTN_CHUNK, ws->att_ws,
-                               ws->att_ws_size);
-    (void)err;
-    return HM_OK;
+    if (r > 0) {
+        hm_backend_rotary_forward(be, ws->qkv, T, n_h, r, 3 * d, 3 * p, 0, m->inv_freq);
+        hm_backend_rotary_forward(be, ws->qkv + p, T, n_h, r, 3 * d, 3 * p, 0, m->inv_freq);
+    }
+    if (c->arch == HM_ARCH_GPT_NEOX) {
+        hm_backend_attention_forward(be, ws->att, NULL, ws->qkv, T, n_h, p, ws->att_ws,
+                                     ws->att_ws_size);
+    } else {
+        /* φq = C, φk = B on the rotated q, k (SPEC §2, §3 step 4) */
+        hm_backend_featuremap_forward(be, ws->phiq, ws->qkv, ly->fq_w, ly->fq_b, T, n_h, p, F,
+                                      3 * d, 3 * p);
+        hm_backend_featuremap_forward(be, ws->phik, ws->qkv + p, ly->fk_w, ly->fk_b, T, n_h, p,
+                                      F, 3 * d, 3 * p);
+    }
+    if (c->arch == HM_ARCH_HEDGEHOG) {
+        hm_backend_linattn_forward(be, ws->att, NULL, ws->phiq, ws->phik, ws->qkv + 2 * p, T,
+                                   n_h, 2 * F, p, 3 * d, 3 * p, HM_LINATTN_EPS, HM_LINATTN_CHUNK,
+                                   ws->att_ws, ws->att_ws_size);
+    } else if (c->arch == HM_ARCH_HEDGEMAMBA) {
+        /* Δ = softplus(a Wdt^T + bdt); scan; y ⊙ silu(a Wg^T + bg) */
+        hm_backend_matmul_forward(be, ws->dt, ws->a, ly->dt_w, ly->dt_b, T, d, n_h);
+        hm_backend_softplus_forward(be, ws->dt, ws->dt, T * n_h);
+        hm_backend_ssm_forward(be, ws->y, NULL, ws->phiq, ws->phik, ws->qkv + 2 * p, ws->dt, ly->A,
+                               ly->D, T, n_h, 2 * F, p, 3 * d, 3 * p, HM_LINATTN_EPS,
+                               HM_LINATTN_CHUNK, ws->att_ws, ws->att_ws_size);
+        hm_backend_matmul_forward(be, ws->z, ws->a, ly->gate_w, ly->gate_b, T, d, d);
+        hm_backend_silu_gate_forward(be, ws->att, ws->y, ws->z, T * d);
+    }
+    hm_backend_matmul_forward(be, ws->o, ws->att, ly->dense_w, ly->dense_b, T, d, d);
 }
 
 enum hm_status hm_neox_hidden(const struct hm_neox *m, const struct hm_backend *be,
@@ -307,8 +376,7 @@ enum hm_status hm_neox_hidden(const struct hm_neox *m, const struct hm_backend *
                               const struct hm_neox_hooks *hooks, struct hm_error *err)
 {
     const struct hm_config *c = &m->cfg;
-    int64_t d = c->hidden_size, I = c->intermediate_size, n_h = c->num_attention_heads;
-    int64_t p = c->head_dim, r = c->rotary_dims;
+    int64_t d = c->hidden_size, I = c->intermediate_size;
     float eps = (float)c->layer_norm_eps;
     enum hm_gelu_kind act = c->hidden_act == HM_ACT_GELU_TANH ? HM_GELU_TANH : HM_GELU_ERF;
     enum hm_status st = check_ids(tokens, T, c->vocab_size, "token", err);
@@ -323,15 +391,7 @@ enum hm_status hm_neox_hidden(const struct hm_neox *m, const struct hm_backend *
         /* attention */
         hm_backend_layernorm_forward(be, ws->a, NULL, NULL, ws->h, ly->ln1_w, ly->ln1_b, T, d,
                                      eps);
-        hm_backend_matmul_forward(be, ws->qkv, ws->a, ly->qkv_w, ly->qkv_b, T, d, 3 * d);
-        if (r > 0) {
-            hm_backend_rotary_forward(be, ws->qkv, T, n_h, r, 3 * d, 3 * p, 0, m->inv_freq);
-            hm_backend_rotary_forward(be, ws->qkv + p, T, n_h, r, 3 * d, 3 * p, 0,
-                                      m->inv_freq);
-        }
-        if ((st = hm_neox_mixer_forward(m, be, l, ws->qkv, T, ws->att, ws, err)) != HM_OK)
-            return st;
-        hm_backend_matmul_forward(be, ws->o, ws->att, ly->dense_w, ly->dense_b, T, d, d);
+        hm_neox_mixer_block(m, be, l, T, ws);
         if (hooks && hooks->on_layer) {
             if ((st = hm_backend_sync(be, err)) != HM_OK)
                 return st;

@@ -1,7 +1,9 @@
 /* neox.h — the GPT-NeoX skeleton in fp32 (SPEC §1), with its mixer chosen
  * by cfg.arch: gpt_neox = causal softmax attention (the teacher); hedgehog =
- * Hedgehog feature maps + causal linear attention (SPEC §2). Everything
- * else (embeddings, norms, qkv, dense, MLP, residuals) is shared.
+ * Hedgehog feature maps + causal linear attention (SPEC §2); hedgemamba =
+ * conv, feature maps, selective SSM scan with the ones channel and SiLU
+ * gate (SPEC §3). Everything else (embeddings, norms, qkv, dense, MLP,
+ * residuals) is shared.
  *
  * Weights are loaded from a struct hm_ckpt (any dtype the checkpoint reader
  * converts: F32, F16, BF16), converted to fp32 and owned by the model. The
@@ -44,7 +46,17 @@ struct hm_neox_layer {
     /* Hedgehog feature maps (arch hedgehog and hedgemamba; NULL otherwise),
      * SPEC §2: attention.feature_map_{q,k}.weight [n_h, p, F], .bias [n_h, F] */
     float *fq_w, *fq_b, *fk_w, *fk_b;
+    /* HedgeMamba mixer (arch hedgemamba; NULL otherwise), SPEC §3 */
+    float *conv_w, *conv_b;   /* attention.conv1d       [3d, K], [3d] */
+    float *dt_w, *dt_b;       /* attention.dt_proj      [n_h, d], [n_h] */
+    float *A, *D;             /* attention.A, .D        [n_h], [n_h] */
+    float *gate_w, *gate_b;   /* attention.gate_proj    [d, d], [d] */
 };
+
+/* Identity values of the mapping (SPEC §3): Δ = softplus(ln(e − 1)) = 1 and
+ * silu(1.2784645427610738) = 1. */
+#define HM_DT_BIAS_IDENTITY 0.5413248546129181
+#define HM_GATE_BIAS_IDENTITY 1.2784645427610738
 
 struct hm_neox {
     struct hm_config cfg;         /* arch gpt_neox, finished */
@@ -58,8 +70,10 @@ struct hm_neox {
 };
 
 /* A model with every weight zero (callers fill them: tests, benchmarks),
- * except feature maps, which start at the identity init W = eye(p, F),
- * b = 0 (SPEC §2). cfg must be finished, arch gpt_neox or hedgehog. out: owned, free with hm_neox_free(). */
+ * except the mixer extras, which start at their identity values: feature
+ * maps W = eye(p, F), b = 0 (SPEC §2); conv last tap 1, dt_proj bias
+ * ln(e − 1), A = D = 0, gate_proj bias 1.2784645427610738 (SPEC §3).
+ * cfg must be finished. out: owned, free with hm_neox_free(). */
 enum hm_status hm_neox_new(const struct hm_config *cfg, struct hm_neox **out,
                            struct hm_error *err);
 
@@ -87,7 +101,11 @@ struct hm_neox_ws {
     float *m;           /* [T, d] MLP output */
     float *hf;          /* [T, d] final LayerNorm output */
     float *logits;      /* [HM_NEOX_NLL_ROWS, V] chunk used by hm_neox_nll */
-    float *phiq, *phik; /* [T, n_h, 2F] feature maps (hedgehog) */
+    float *phiq, *phik; /* [T, n_h, 2F] feature maps (hedgehog, hedgemamba) */
+    float *xraw;        /* [T, 3d] qkv before the conv (hedgemamba) */
+    float *dt;          /* [T, n_h] Δ (hedgemamba) */
+    float *z;           /* [T, d] gate pre-activation (hedgemamba) */
+    float *y;           /* [T, d] scan output before the gate (hedgemamba) */
     void *att_ws;       /* attention / linear-attention workspace */
     size_t att_ws_size;
 };
@@ -119,14 +137,14 @@ typedef enum hm_status (*hm_neox_layer_fn)(void *ctx, int64_t layer, const float
                                            const float *qkv, const float *attn_out, int64_t T,
                                            int64_t d, struct hm_error *err);
 
-/* The mixer of one layer on rotated qkv: [T, 3d] → att: [T, d] (heads merged,
- * before dense), for m's arch. Uses ws->att_ws (and ws->phiq/phik). */
-enum hm_status hm_neox_mixer_forward(const struct hm_neox *m, const struct hm_backend *be,
-                                     int64_t layer, const float *qkv, int64_t T, float *att,
-                                     struct hm_neox_ws *ws, struct hm_error *err);
+/* The attention/mixer block of one layer for m's arch: ws->a [T, d] (the
+ * LN1 output) → ws->qkv (rotated, after the conv for hedgemamba), ws->att
+ * (dense input) and ws->o [T, d] (after dense). ws must be reserved for T. */
+void hm_neox_mixer_block(const struct hm_neox *m, const struct hm_backend *be, int64_t layer,
+                         int64_t T, struct hm_neox_ws *ws);
 
-/* Set a layer's feature maps to the identity init: W = eye(p, F), b = 0. */
-void hm_neox_featuremap_identity(struct hm_neox *m, int64_t layer);
+/* Set a layer's mixer extras to their identity values (see hm_neox_new). */
+void hm_neox_mixer_identity(struct hm_neox *m, int64_t layer);
 
 struct hm_neox_hooks {
     hm_neox_layer_fn on_layer; /* may be NULL */

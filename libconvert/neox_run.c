@@ -42,6 +42,11 @@ static enum hm_status val_sum(void *ctx, const int32_t *tokens, int64_t T, doubl
     return st;
 }
 
+static void post_update(void *ctx)
+{
+    hm_trainer_post_update(((struct hm_neox_run *)ctx)->trainer);
+}
+
 static enum hm_status save(void *ctx, const char *path, int flags, const char *prov,
                            struct hm_error *err)
 {
@@ -56,7 +61,7 @@ void hm_neox_run_init(struct hm_neox_run *nr, struct hm_run_model *rm)
     nr->nll_cap = 0;
     *rm = (struct hm_run_model){.ctx = nr, .cfg = &nr->model->cfg, .zero_grad = zero_grad,
                                 .accumulate = accumulate, .params = params, .val_sum = val_sum,
-                                .save = save};
+                                .post_update = post_update, .save = save};
 }
 
 void hm_neox_run_release(struct hm_neox_run *nr)

@@ -7,50 +7,11 @@
  *    t = attn + h, h' = mlp + t — the backward mirrors it;
  *  - activation gradients are written by the ops, parameter gradients
  *    accumulate (kernels/backend.h): zero grads once per optimizer step. */
-#include "neox_train.h"
+#include "neox_train_internal.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-struct layer_acts {
-    float *h;              /* [N, d] residual stream entering the layer */
-    float *mean1, *rstd1;  /* [N] */
-    float *a;              /* [N, d] LN1 output */
-    float *qkv;            /* [N, 3d] after rotary */
-    float *att;            /* [N, d] merged heads */
-    float *lse;            /* [B, n_h, T] softmax log-sum-exp; hedgehog: denominators */
-    float *phiq, *phik;    /* [N, n_h, 2F] hedgehog feature maps of q, k */
-    float *t;              /* [N, d] sequential residual only: attn + h */
-    float *mean2, *rstd2;  /* [N] */
-    float *a2;             /* [N, d] LN2 output */
-    float *mh;             /* [N, I] MLP pre-activation */
-};
-
-struct hm_trainer {
-    struct hm_neox *m;              /* borrowed */
-    const struct hm_backend *be;    /* borrowed */
-    struct hm_train_opts opt;
-    int64_t N;                      /* B·T rows */
-    struct hm_neox *g;              /* owned: gradients */
-    struct layer_acts *la;          /* [L] */
-    float *arena;                   /* owned: every activation buffer */
-    float *hL, *meanf, *rstdf, *hf; /* final residual, LNf stats, LNf output */
-    float *o, *gbuf, *dmh;         /* [N, d], [N, I], [N, I] */
-    float *dh, *dt1, *dt2, *dt3;    /* [N, d] */
-    float *dqkv;                    /* [N, 3d] */
-    float *dhf;                     /* [N, d] */
-    float *dphiq, *dphik;           /* [T, n_h, 2F] hedgehog, one sequence */
-    float *logits, *dlogits;        /* [CE_ROWS, V] */
-    float *tlogits, *thf;           /* teacher: [CE_ROWS, V], [N, d] */
-    struct hm_neox_ws tws;          /* teacher workspace */
-    void *att_ws;
-    size_t att_ws_size, attb_ws_size;
-    int32_t *in, *tg;               /* [N] */
-    struct hm_tensor_view *views, *gviews;
-    struct hm_opt_param *params;
-    int64_t np;
-};
 
 void hm_trainer_free(struct hm_trainer *tr)
 {
@@ -84,7 +45,23 @@ const struct hm_neox *hm_trainer_grads(const struct hm_trainer *tr) { return tr-
 
 static int frozen(const struct hm_trainer *tr, const struct hm_param_spec *s)
 {
-    return tr->opt.freeze_embeddings && s->group == HM_PG_EMBED;
+    if (tr->opt.freeze_embeddings && s->group == HM_PG_EMBED)
+        return 1;
+    /* inactive HedgeMamba components keep their stored values (SPEC §3) */
+    return (s->group == HM_PG_SSM && !(tr->active & HM_COMP_SSM)) ||
+           (s->group == HM_PG_CONV && !(tr->active & HM_COMP_CONV)) ||
+           (s->group == HM_PG_GATE && !(tr->active & HM_COMP_GATE));
+}
+
+void hm_trainer_post_update(struct hm_trainer *tr)
+{
+    /* A ≤ 0 (SPEC §3 step 6): clamp after every update */
+    if (tr->m->cfg.arch != HM_ARCH_HEDGEMAMBA)
+        return;
+    for (int64_t l = 0; l < tr->m->cfg.num_hidden_layers; l++)
+        for (int64_t h = 0; h < tr->m->cfg.num_attention_heads; h++)
+            if (tr->m->layers[l].A[h] > 0)
+                tr->m->layers[l].A[h] = 0;
 }
 
 /* Floats of the activation arena (the layout hm_trainer_new carves). */
@@ -95,12 +72,16 @@ static int64_t arena_floats(const struct hm_config *c, const struct hm_train_opt
     const int64_t nh = c->num_attention_heads, R = HM_TRAIN_CE_ROWS;
     const int seq = !c->use_parallel_residual;
     const int64_t F2 = c->arch == HM_ARCH_GPT_NEOX ? 0 : 2 * c->feature_dim;
+    const int64_t S = c->arch == HM_ARCH_HEDGEMAMBA; /* 1 if the SSM buffers exist */
     int64_t per_layer = N * d /*h*/ + 2 * N + N * d /*a*/ + 3 * N * d + N * d /*att*/ +
                         B * nh * T + (seq ? N * d : 0) + 2 * N + N * d /*a2*/ + N * I +
-                        2 * N * nh * F2 /*phiq, phik*/;
+                        2 * N * nh * F2 /*phiq, phik*/ +
+                        S * (3 * N * d + 2 * N * nh + 2 * N * d) /*xraw, dtz, dt, z, y*/;
     return L * per_layer + N * d /*hL*/ + 2 * N + N * d /*hf*/ + N * d /*o*/ + 2 * N * I +
            4 * N * d + 3 * N * d /*dqkv*/ + N * d /*dhf*/ + 2 * R * V +
-           2 * T * nh * F2 /*dphiq, dphik*/ + (o->kd_teacher ? R * V + N * d : 0);
+           2 * T * nh * F2 /*dphiq, dphik*/ +
+           S * (2 * N * d + 3 * N * d + 2 * N * nh) /*dys, dz, dxraw, ddt, ddtz*/ +
+           (o->kd_teacher ? R * V + N * d : 0);
 }
 
 size_t hm_trainer_activation_bytes(const struct hm_config *cfg, const struct hm_train_opts *o)
@@ -164,6 +145,13 @@ enum hm_status hm_trainer_new(struct hm_neox *model, const struct hm_backend *be
             TAKE(a->phiq, N * nh * F2);
             TAKE(a->phik, N * nh * F2);
         }
+        if (c->arch == HM_ARCH_HEDGEMAMBA) {
+            TAKE(a->xraw, 3 * N * d);
+            TAKE(a->dtz, N * nh);
+            TAKE(a->dt, N * nh);
+            TAKE(a->z, N * d);
+            TAKE(a->y, N * d);
+        }
         if (seq)
             TAKE(a->t, N * d);
         TAKE(a->mean2, N);
@@ -188,6 +176,14 @@ enum hm_status hm_trainer_new(struct hm_neox *model, const struct hm_backend *be
         TAKE(tr->dphiq, T * nh * F2);
         TAKE(tr->dphik, T * nh * F2);
     }
+    if (c->arch == HM_ARCH_HEDGEMAMBA) {
+        TAKE(tr->dys, N * d);
+        TAKE(tr->dz, N * d);
+        TAKE(tr->dxraw, 3 * N * d);
+        TAKE(tr->ddt, N * nh);
+        TAKE(tr->ddtz, N * nh);
+    }
+    tr->active = c->arch == HM_ARCH_HEDGEMAMBA ? c->components : HM_COMP_ALL;
     TAKE(tr->logits, R * V);
     TAKE(tr->dlogits, R * V);
     if (opts->kd_teacher) {
@@ -195,11 +191,18 @@ enum hm_status hm_trainer_new(struct hm_neox *model, const struct hm_backend *be
         TAKE(tr->thf, N * d);
     }
 #undef TAKE
-    size_t fws = F2 ? hm_backend_linattn_ws_size(be, T, nh, F2, c->head_dim, HM_LINATTN_CHUNK)
-                    : hm_backend_attention_ws_size(be, T, nh, c->head_dim);
-    size_t bws = F2 ? hm_backend_linattn_backward_ws_size(be, T, nh, F2, c->head_dim,
-                                                          HM_LINATTN_CHUNK)
-                    : hm_backend_attention_backward_ws_size(be, T, nh, c->head_dim);
+    const int64_t hp = c->head_dim;
+    size_t fws, bws;
+    if (c->arch == HM_ARCH_HEDGEMAMBA) {
+        fws = hm_backend_ssm_ws_size(be, T, nh, F2, hp, HM_LINATTN_CHUNK);
+        bws = hm_backend_ssm_backward_ws_size(be, T, nh, F2, hp, HM_LINATTN_CHUNK);
+    } else if (F2) {
+        fws = hm_backend_linattn_ws_size(be, T, nh, F2, hp, HM_LINATTN_CHUNK);
+        bws = hm_backend_linattn_backward_ws_size(be, T, nh, F2, hp, HM_LINATTN_CHUNK);
+    } else {
+        fws = hm_backend_attention_ws_size(be, T, nh, hp);
+        bws = hm_backend_attention_backward_ws_size(be, T, nh, hp);
+    }
     tr->att_ws_size = fws > bws ? fws : bws;
     tr->attb_ws_size = bws;
     tr->att_ws = malloc(tr->att_ws_size ? tr->att_ws_size : 1);
@@ -232,9 +235,8 @@ static void forward_layers(struct hm_trainer *tr)
     const struct hm_backend *be = tr->be;
     const struct hm_neox *m = tr->m;
     const struct hm_config *c = &m->cfg;
-    const int64_t B = tr->opt.B, T = tr->opt.T, N = tr->N, L = c->num_hidden_layers;
-    const int64_t d = c->hidden_size, I = c->intermediate_size, nh = c->num_attention_heads;
-    const int64_t p = c->head_dim, r = c->rotary_dims;
+    const int64_t N = tr->N, L = c->num_hidden_layers;
+    const int64_t d = c->hidden_size, I = c->intermediate_size;
     const float eps = (float)c->layer_norm_eps;
     const enum hm_gelu_kind gk = c->hidden_act == HM_ACT_GELU ? HM_GELU_ERF : HM_GELU_TANH;
 
@@ -245,26 +247,7 @@ static void forward_layers(struct hm_trainer *tr)
         float *hn = l + 1 < L ? tr->la[l + 1].h : tr->hL;
         hm_backend_layernorm_forward(be, a->a, a->mean1, a->rstd1, a->h, w->ln1_w, w->ln1_b, N,
                                      d, eps);
-        hm_backend_matmul_forward(be, a->qkv, a->a, w->qkv_w, w->qkv_b, N, d, 3 * d);
-        for (int64_t b = 0; b < B; b++) {
-            float *qkv = a->qkv + b * T * 3 * d;
-            hm_backend_rotary_forward(be, qkv, T, nh, r, 3 * d, 3 * p, 0, m->inv_freq);
-            hm_backend_rotary_forward(be, qkv + p, T, nh, r, 3 * d, 3 * p, 0, m->inv_freq);
-            if (!a->phiq) {
-                hm_backend_attention_forward(be, a->att + b * T * d, a->lse + b * nh * T, qkv, T,
-                                             nh, p, tr->att_ws, tr->att_ws_size);
-                continue;
-            }
-            const int64_t F = c->feature_dim;
-            float *pq = a->phiq + b * T * nh * 2 * F, *pk = a->phik + b * T * nh * 2 * F;
-            hm_backend_featuremap_forward(be, pq, qkv, w->fq_w, w->fq_b, T, nh, p, F, 3 * d,
-                                          3 * p);
-            hm_backend_featuremap_forward(be, pk, qkv + p, w->fk_w, w->fk_b, T, nh, p, F, 3 * d,
-                                          3 * p);
-            hm_backend_linattn_forward(be, a->att + b * T * d, a->lse + b * nh * T, pq, pk,
-                                       qkv + 2 * p, T, nh, 2 * F, p, 3 * d, 3 * p, HM_LINATTN_EPS,
-                                       HM_LINATTN_CHUNK, tr->att_ws, tr->att_ws_size);
-        }
+        hm_train_mixer_forward(tr, l);
         hm_backend_matmul_forward(be, tr->o, a->att, w->dense_w, w->dense_b, N, d, d);
         const float *mlp_in = a->h;
         if (a->t) {
@@ -345,9 +328,8 @@ static void backward_layers(struct hm_trainer *tr)
     const struct hm_neox *m = tr->m;
     struct hm_neox *g = tr->g;
     const struct hm_config *c = &m->cfg;
-    const int64_t B = tr->opt.B, T = tr->opt.T, N = tr->N, L = c->num_hidden_layers;
-    const int64_t d = c->hidden_size, I = c->intermediate_size, nh = c->num_attention_heads;
-    const int64_t p = c->head_dim, r = c->rotary_dims;
+    const int64_t N = tr->N, L = c->num_hidden_layers;
+    const int64_t d = c->hidden_size, I = c->intermediate_size;
     const enum hm_gelu_kind gk = c->hidden_act == HM_ACT_GELU ? HM_GELU_ERF : HM_GELU_TANH;
 
     hm_backend_layernorm_backward(be, tr->dh, g->lnf_w, g->lnf_b, tr->dhf, tr->hL, tr->meanf,
@@ -372,31 +354,7 @@ static void backward_layers(struct hm_trainer *tr)
         /* attention branch */
         hm_backend_matmul_backward(be, tr->dt1, gw->dense_w, gw->dense_b, tr->dh, a->att,
                                    w->dense_w, N, d, d);
-        for (int64_t b = 0; b < B; b++) {
-            float *dq = tr->dqkv + b * T * 3 * d;
-            const float *qkv = a->qkv + b * T * 3 * d;
-            if (!a->phiq) {
-                hm_backend_attention_backward(be, dq, tr->dt1 + b * T * d, qkv,
-                                              a->att + b * T * d, a->lse + b * nh * T, T, nh, p,
-                                              tr->att_ws, tr->attb_ws_size);
-            } else {
-                const int64_t F = c->feature_dim;
-                const float *pq = a->phiq + b * T * nh * 2 * F, *pk = a->phik + b * T * nh * 2 * F;
-                hm_backend_linattn_backward(be, tr->dphiq, tr->dphik, dq + 2 * p,
-                                            tr->dt1 + b * T * d, a->att + b * T * d,
-                                            a->lse + b * nh * T, pq, pk, qkv + 2 * p, T, nh,
-                                            2 * F, p, 3 * d, 3 * p, 
-                                            HM_LINATTN_CHUNK, tr->att_ws, tr->attb_ws_size);
-                hm_backend_featuremap_backward(be, dq, gw->fq_w, gw->fq_b, tr->dphiq, qkv, pq,
-                                               w->fq_w, T, nh, p, F, 3 * d, 3 * p);
-                hm_backend_featuremap_backward(be, dq + p, gw->fk_w, gw->fk_b, tr->dphik, qkv + p,
-                                               pk, w->fk_w, T, nh, p, F, 3 * d, 3 * p);
-            }
-            hm_backend_rotary_backward(be, dq, T, nh, r, 3 * d, 3 * p, 0, m->inv_freq);
-            hm_backend_rotary_backward(be, dq + p, T, nh, r, 3 * d, 3 * p, 0, m->inv_freq);
-        }
-        hm_backend_matmul_backward(be, tr->dt1, gw->qkv_w, gw->qkv_b, tr->dqkv, a->a, w->qkv_w,
-                                   N, d, 3 * d);
+        hm_train_mixer_backward(tr, l);
         hm_backend_layernorm_backward(be, tr->dt3, gw->ln1_w, gw->ln1_b, tr->dt1, a->h,
                                       a->mean1, a->rstd1, w->ln1_w, N, d);
         hm_backend_add_forward(be, tr->dh, tr->dh, tr->dt3, N * d);

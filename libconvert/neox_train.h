@@ -9,6 +9,9 @@
  * for sequential residual the mid-stream t. The output layer and the loss
  * run HM_TRAIN_CE_ROWS rows at a time, so logits are never [B·T, V] at once.
  *
+ * The mixer follows cfg.arch (softmax attention, Hedgehog linear attention,
+ * HedgeMamba SSM; libconvert/train_mixer.c); for HedgeMamba, components
+ * not listed in cfg.components are frozen at their stored values.
  * Gradients live in a second struct hm_neox with the same layout (grads.*
  * mirrors model.*). Frozen groups get no gradient work: with
  * `freeze_embeddings`, embed_in and embed_out are frozen (embed_out still
@@ -53,6 +56,10 @@ size_t hm_trainer_activation_bytes(const struct hm_config *cfg, const struct hm_
 
 /* Zero every gradient. */
 void hm_trainer_zero_grad(struct hm_trainer *tr);
+
+/* After every optimizer update: projections the model needs (HedgeMamba:
+ * clamp A ≤ 0). */
+void hm_trainer_post_update(struct hm_trainer *tr);
 
 struct hm_train_loss {
     double ce;   /* mean cross-entropy over the micro-batch's B·T targets */

@@ -39,6 +39,14 @@ static float *resolve(const struct hm_neox *m, const struct hm_param_spec *s)
         {"attention.feature_map_q.bias", offsetof(struct hm_neox_layer, fq_b)},
         {"attention.feature_map_k.weight", offsetof(struct hm_neox_layer, fk_w)},
         {"attention.feature_map_k.bias", offsetof(struct hm_neox_layer, fk_b)},
+        {"attention.conv1d.weight", offsetof(struct hm_neox_layer, conv_w)},
+        {"attention.conv1d.bias", offsetof(struct hm_neox_layer, conv_b)},
+        {"attention.dt_proj.weight", offsetof(struct hm_neox_layer, dt_w)},
+        {"attention.dt_proj.bias", offsetof(struct hm_neox_layer, dt_b)},
+        {"attention.A", offsetof(struct hm_neox_layer, A)},
+        {"attention.D", offsetof(struct hm_neox_layer, D)},
+        {"attention.gate_proj.weight", offsetof(struct hm_neox_layer, gate_w)},
+        {"attention.gate_proj.bias", offsetof(struct hm_neox_layer, gate_b)},
     };
     for (size_t i = 0; i < sizeof map / sizeof *map; i++)
         if (strcmp(suffix, map[i].suffix) == 0)

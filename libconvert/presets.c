@@ -50,23 +50,14 @@ void hm_neox_init_random(struct hm_neox *m, uint64_t seed, double std)
     uint64_t s = seed;
     for (int64_t i = 0; i < n; i++) {
         const struct hm_param_spec *sp = &v[i].spec;
+        if (sp->group == HM_PG_FEATURE_MAP || sp->group == HM_PG_SSM ||
+            sp->group == HM_PG_CONV || sp->group == HM_PG_GATE)
+            continue; /* student extras keep their identity values */
         int is_weight = sp->ndim >= 2;
         int is_ln_w = sp->group == HM_PG_NORM && strstr(sp->name, ".weight") != NULL;
-        for (int64_t j = 0; j < v[i].numel; j += 2) {
-            if (!is_weight) {
-                v[i].data[j] = is_ln_w ? 1.0f : 0.0f;
-                if (j + 1 < v[i].numel)
-                    v[i].data[j + 1] = is_ln_w ? 1.0f : 0.0f;
-                continue;
-            }
-            /* Box–Muller: two normals from two uniforms in (0, 1] */
-            double u1 = ((double)(hm_splitmix64(&s) >> 11) + 1.0) * 0x1p-53;
-            double u2 = (double)(hm_splitmix64(&s) >> 11) * 0x1p-53;
-            double r = sqrt(-2.0 * log(u1));
-            v[i].data[j] = (float)(std * r * cos(2 * M_PI * u2));
-            if (j + 1 < v[i].numel)
-                v[i].data[j + 1] = (float)(std * r * sin(2 * M_PI * u2));
-        }
+        for (int64_t j = 0; j < v[i].numel; j++)
+            v[i].data[j] = is_weight ? (float)(std * hm_rand_normal(&s))
+                                     : (is_ln_w ? 1.0f : 0.0f);
     }
     free(v);
 }

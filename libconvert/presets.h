@@ -17,8 +17,9 @@ const char *hm_preset_names(void);
 /* Random initialization of GPT-NeoX weights as HF GPTNeoXPreTrainedModel
  * does: every Linear weight and embedding N(0, std²) (std = initializer
  * range, 0.02), Linear biases 0, LayerNorm weight 1 and bias 0. Normal
- * draws come from splitmix64(seed) + Box–Muller in a fixed order, so the
- * result is the same on every machine and thread count. */
+ * draws come from hm_rand_normal(seed) in a fixed order, so the result is
+ * the same on every machine and thread count. Mixer extras of student
+ * archs get their identity values. */
 struct hm_neox;
 void hm_neox_init_random(struct hm_neox *m, uint64_t seed, double std);
 

@@ -17,25 +17,32 @@ TEACHER_LR ?= 2e-3
 # distillation budget: stage 1 gets 10 %, stage 2 the other 90 % (the paper's split)
 DISTILL_TOKENS ?= 1500000
 STAGE1_TOKENS = $(shell echo $$(( $(DISTILL_TOKENS) / 10 )))
+STAGE2_TOKENS = $(shell echo $$(( $(DISTILL_TOKENS) - $(DISTILL_TOKENS) / 10 )))
 STAGE1_LR ?= 1e-2
+STAGE2_LR ?= 1e-3
 TRAIN_FLAGS = --batch $(BATCH) --seq-len $(SEQ) --threads $(THREADS) --seed $(SEED) --no-progress
 
 .PHONY: demo demo-report
 .DELETE_ON_ERROR:
 
 EVALS = $(DEMO)/unigram.eval.json $(DEMO)/teacher.eval.json $(DEMO)/hedgehog-init.eval.json \
-        $(DEMO)/hedgehog.eval.json
+        $(DEMO)/hedgehog.eval.json $(DEMO)/hedgehog-ft.eval.json $(DEMO)/hedgemamba.eval.json \
+        $(DEMO)/mapping.verify.json
 
 demo: $(EVALS)
 	@$(MAKE) --no-print-directory -f recipes/demo.mk demo-report DEMO=$(DEMO)
 
 demo-report:
+	@printf '\nmapping check (hm-verify mapping): %s\n' \
+	    "$$(sed -n 's/.*"max_rel": \([0-9.e+-]*\), "where".*/max rel error \1, equivalent/p' $(DEMO)/mapping.verify.json)"
 	@printf '\nheld-out perplexity (byte-level fortunes, %s targets, windows of %s):\n' \
 	    "$$(sed -n 's/.*"targets": \([0-9]*\).*/\1/p' $(DEMO)/teacher.eval.json)" "$(SEQ)"
 	@for m in "unigram:unigram (byte frequencies)" "teacher:teacher (GPT-NeoX, softmax attention)" \
 	          "hedgehog-init:Hedgehog at identity init (no training)" \
-	          "hedgehog:Hedgehog after stage 1 (hm-linearize)"; do \
-	    f=$${m%%:*}; printf '  %-44s %s\n' "$${m#*:}" \
+	          "hedgehog:Hedgehog after stage 1 ($(STAGE1_TOKENS) tokens)" \
+	          "hedgehog-ft:Hedgehog baseline (stage 1 + CE, $(DISTILL_TOKENS) tokens)" \
+	          "hedgemamba:HedgeMamba (stage 1 + map + stage 2, $(DISTILL_TOKENS) tokens)"; do \
+	    f=$${m%%:*}; printf '  %-62s %s\n' "$${m#*:}" \
 	        "$$(sed -n 's/.*"ppl": \([0-9.]*\).*/\1/p' $(DEMO)/$$f.eval.json)"; done
 
 $(FORTUNES):
@@ -74,6 +81,23 @@ $(DEMO)/hedgehog-init.st: $(DEMO)/teacher.st $(DEMO)/train.tok $(BIN)/hm-lineari
 $(DEMO)/hedgehog.st: $(DEMO)/teacher.st $(DEMO)/train.tok $(DEMO)/train.val.tok $(BIN)/hm-linearize
 	$(BIN)/hm-linearize $< -o $@ -f --data $(DEMO)/train.tok --tokens $(STAGE1_TOKENS) \
 	    --lr $(STAGE1_LR) --log $(DEMO)/hedgehog.log.jsonl $(TRAIN_FLAGS)
+
+# stage 2: exact mapping into the HedgeMamba mixer, proven, then cross-entropy
+$(DEMO)/hedgemamba-init.st: $(DEMO)/hedgehog.st $(BIN)/hm-map-ssm
+	$(BIN)/hm-map-ssm $< -o $@ -f -q
+
+$(DEMO)/mapping.verify.json: $(DEMO)/hedgehog.st $(DEMO)/hedgemamba-init.st $(DEMO)/train.val.tok $(BIN)/hm-verify
+	$(BIN)/hm-verify mapping $(DEMO)/hedgehog.st $(DEMO)/hedgemamba-init.st \
+	    --data $(DEMO)/train.val.tok --seq-len $(SEQ) --max-windows 8 --json > $@
+
+$(DEMO)/hedgemamba.st: $(DEMO)/hedgemamba-init.st $(DEMO)/mapping.verify.json $(DEMO)/train.tok $(BIN)/hm-finetune
+	$(BIN)/hm-finetune $< -o $@ -f --data $(DEMO)/train.tok --tokens $(STAGE2_TOKENS) \
+	    --lr $(STAGE2_LR) --log $(DEMO)/hedgemamba.log.jsonl $(TRAIN_FLAGS)
+
+# the paper's Hedgehog baseline: stage 1, then cross-entropy on the same tokens
+$(DEMO)/hedgehog-ft.st: $(DEMO)/hedgehog.st $(DEMO)/train.tok $(BIN)/hm-finetune
+	$(BIN)/hm-finetune $< -o $@ -f --data $(DEMO)/train.tok --tokens $(STAGE2_TOKENS) \
+	    --lr $(STAGE2_LR) --freeze embeddings --log $(DEMO)/hedgehog-ft.log.jsonl $(TRAIN_FLAGS)
 
 $(DEMO)/%.eval.json: $(DEMO)/%.st $(DEMO)/train.val.tok $(BIN)/hm-eval
 	$(BIN)/hm-eval $< --data $(DEMO)/train.val.tok --seq-len $(SEQ) --threads $(THREADS) --json > $@

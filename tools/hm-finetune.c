@@ -20,8 +20,10 @@ static const char usage[] =
     "usage: hm-finetune [OPTIONS] CKPT -o OUT --data TOKENS (--steps N | --tokens N)\n"
     "\n"
     "Train CKPT with next-token cross-entropy on a token file and write OUT.\n"
-    "Architectures: gpt_neox (the teacher) and hedgehog (stage 1's output: the\n"
-    "paper's Hedgehog baseline is stage 1 followed by this fine-tuning).\n"
+    "Architectures: gpt_neox (the teacher), hedgehog (stage 1's output: the paper's\n"
+    "Hedgehog baseline is stage 1 followed by this fine-tuning) and hedgemamba\n"
+    "(stage 2, SPEC 3: embeddings and inactive components stay frozen, A is clamped\n"
+    "to <= 0 after every update).\n"
     "\n"
     "Model:\n"
     "      --freeze embeddings  keep embed_in and embed_out fixed\n"
@@ -60,9 +62,6 @@ static struct hm_neox *load_neox(const char *path, struct hm_ckpt **ck_out, char
     hm_error_clear(&err);
     if (hm_ckpt_open(path, &ck, &err) != HM_OK)
         hm_die_err("cannot read", path, &err);
-    if (hm_ckpt_config(ck)->arch == HM_ARCH_HEDGEMAMBA)
-        hm_die("cannot train '%s': arch '%s' is not supported by hm-finetune yet", path,
-               hm_arch_name(hm_ckpt_config(ck)->arch));
     if (hm_neox_load(ck, &m, &err) != HM_OK)
         hm_die_err("cannot load", path, &err);
     if (prov) {
@@ -167,6 +166,8 @@ int main(int argc, char **argv)
                    (long long)teacher->cfg.vocab_size, (long long)m->cfg.vocab_size);
     }
     t.run.prev_provenance = prov;
+    if (m->cfg.arch == HM_ARCH_HEDGEMAMBA)
+        freeze = 1; /* SPEC §3 stage-2 objective: the embeddings do not train */
     struct hm_train_opts to = {.B = t.run.batch, .T = t.run.seq_len, .accum = t.run.accum,
                                .freeze_embeddings = freeze, .kd_teacher = teacher,
                                .kd_weight = kd_weight};

@@ -23,6 +23,7 @@
 #include <omp.h>
 
 #include "cpu_ops.h"
+#include "cpu_simd.h"
 
 #define HM_ATT_BQ 64
 
@@ -62,11 +63,6 @@ size_t hm_fast_attention_ws_size(int64_t T, int64_t n_h, int64_t p)
     return sizeof(float) * (size_t)per_thread_floats(T > 0 ? T : 1, p) * (size_t)(nt > 0 ? nt : 1);
 }
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define HM_CLONES __attribute__((target_clones("arch=skylake-avx512", "arch=haswell", "default")))
-#else
-#define HM_CLONES
-#endif
 
 /* Rows [t0, t1) of head h. my: this thread's workspace.
  * Scores are computed in tiles of RB rows × KB keys held in registers

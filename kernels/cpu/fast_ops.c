@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cpu_ops.h"
+#include "cpu_simd.h"
 
 #ifdef HM_HAVE_BLAS
 #include <cblas.h>
@@ -75,11 +76,6 @@ void hm_fast_layernorm_forward(float *y, float *mean, float *rstd, const float *
     }
 }
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define HM_CLONES __attribute__((target_clones("arch=skylake-avx512", "arch=haswell", "default")))
-#else
-#define HM_CLONES
-#endif
 
 /* erf(x) as a rational function x·P(x²)/Q(x²) on [-4, 4] (clamped beyond,
  * where |1 − erf| < 2e-8): the fp32 approximation of Eigen's

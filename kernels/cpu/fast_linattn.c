@@ -1,0 +1,626 @@
+/* fast_linattn.c — fast CPU Hedgehog feature maps, chunked causal linear
+ * attention and cosine loss (SPEC §2). Semantics: kernels/backend.h;
+ * checked against ref_linattn.c by tests/test_linattn.c. No BLAS: every
+ * product here is small (C×C chunk blocks, p×F maps), so each op is one
+ * OpenMP region over heads × chunks with cache-sized loops (BENCH.md: a
+ * generic BLAS runs these 64×128 blocks on one core).
+ *
+ * Chunked linear attention, per head, chunk c = rows [t0, t1), L = t1 − t0,
+ * with v̂_s = [v_s; 1] (the ones channel carries the normalizer, as the
+ * stage-2 state of SPEC §3 does):
+ *   A = (ΦQ_c ΦK_c^T) ⊙ causal mask                            [L, L]
+ *   n̂_t = Σ_{s in c, s≤t} A_ts v̂_s + φq_t^T Ŝ_c                [p + 1]
+ *   y_t = n̂_t[0:p] / (n̂_t[p] + eps),  Ŝ_c = Σ_{s < t0} φk_s v̂_s^T  [F2, p+1]
+ * Backward with ĝ_t = [dy_t / den_t; −(dy_t · y_t) / den_t], so that
+ * ∂L/∂a_ts = ĝ_t · v̂_s =: B_ts (s ≤ t):
+ *   dφq_t = Σ_{s in c, s≤t} B_ts φk_s + Ŝ_c ĝ_t
+ *   dφk_s = Σ_{t in c, t≥s} B_ts φq_t + dŜ_c v̂_s,  dŜ_c = Σ_{t ≥ t1} φq_t ĝ_t^T
+ *   dv_s  = Σ_{t in c, t≥s} A_ts g_t + dŜ_c[:, 0:p]^T φk_s
+ * Three phases in one parallel region: (1) per (head, chunk) the chunk's own
+ * state ΦK_c^T V̂_c (and ΦQ_c^T Ĝ_c); (2) per head an exclusive prefix
+ * (suffix) scan over the chunks; (3) per (head, chunk) the intra-chunk block
+ * plus the carried-in state. Every phase is parallel; memory is the chunk
+ * states, n_h · ceil(T/C) · F2 · (p + 1) floats (≈ n_h · T · F2 for C ≥ p),
+ * plus per-thread C×C blocks — never T×T.
+ *
+ * Score blocks (ΦQ ΦK^T, Ĝ V^T) are register tiles of 4 rows × 16 columns
+ * over a transposed, zero-padded copy of the chunk's keys, like
+ * fast_attention.c; columns past the diagonal are computed and never read.
+ *
+ * Gotchas that have caused bugs:
+ *   - den saved by the forward includes eps (do not add it twice);
+ *   - v/dv are strided views of the fused qkv: only the p v columns of each
+ *     head are read or written;
+ *   - the last chunk is short when C does not divide T (L < C), and T < C
+ *     means a single short chunk: tiles are padded to 16 columns with zeros. */
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+#include "cpu_linattn.h"
+#include "cpu_simd.h"
+
+#define HM_PAR_MIN 32768
+#define HM_LA_RB 4  /* rows per score tile */
+#define HM_LA_KB 16 /* columns per score tile (one AVX-512 vector) */
+#define HM_FM_FMAX 1024 /* feature maps wider than this run the ref loops */
+
+static int64_t round16(int64_t n) { return (n + 15) / 16 * 16; }
+static int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* ---- feature map ----------------------------------------------------------- */
+
+void hm_fast_featuremap_forward(float *phi, const float *x, const float *W, const float *b,
+                                int64_t T, int64_t n_h, int64_t p, int64_t F,
+                                int64_t row_stride, int64_t head_stride)
+{
+    const int64_t F2 = 2 * F;
+#pragma omp parallel for schedule(static) if (T * n_h * p * F >= HM_PAR_MIN)
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t h = 0; h < n_h; h++) {
+            const float *xr = x + t * row_stride + h * head_stride;
+            const float *Wh = W + h * p * F;
+            float *u = phi + (t * n_h + h) * F2, *m = u + F;
+            memcpy(u, b + h * F, sizeof(float) * (size_t)F);
+            for (int64_t i = 0; i < p; i++) {
+                const float xi = xr[i], *wr = Wh + i * F;
+#pragma omp simd
+                for (int64_t j = 0; j < F; j++)
+                    u[j] += xi * wr[j];
+            }
+            float mx = u[0], mn = u[0];
+            for (int64_t j = 1; j < F; j++) {
+                mx = u[j] > mx ? u[j] : mx;
+                mn = u[j] < mn ? u[j] : mn;
+            }
+            float sp = 0, sm = 0;
+            for (int64_t j = 0; j < F; j++) {
+                float ep = expf(u[j] - mx), em = expf(mn - u[j]);
+                u[j] = ep;
+                m[j] = em;
+                sp += ep;
+                sm += em;
+            }
+            const float ip = 1.0f / sp, im = 1.0f / sm;
+#pragma omp simd
+            for (int64_t j = 0; j < F; j++) {
+                u[j] *= ip;
+                m[j] *= im;
+            }
+        }
+}
+
+/* du = s ⊙ (g − s·g) − s' ⊙ (g' − s'·g') into du[F] (see ref_linattn.c). */
+static void fm_du(float *du, const float *ph, const float *g, int64_t F)
+{
+    float dp = 0, dm = 0;
+#pragma omp simd reduction(+ : dp, dm)
+    for (int64_t j = 0; j < F; j++) {
+        dp += ph[j] * g[j];
+        dm += ph[F + j] * g[F + j];
+    }
+#pragma omp simd
+    for (int64_t j = 0; j < F; j++)
+        du[j] = ph[j] * (g[j] - dp) - ph[F + j] * (g[F + j] - dm);
+}
+
+/* One task per head (it owns dW_h and db_h, so no reduction is needed);
+ * du of a row lives in a stack buffer of HM_FM_FMAX floats. */
+void hm_fast_featuremap_backward(float *dx, float *dW, float *db, const float *dphi,
+                                 const float *x, const float *phi, const float *W, int64_t T,
+                                 int64_t n_h, int64_t p, int64_t F, int64_t row_stride,
+                                 int64_t head_stride)
+{
+    if (F > HM_FM_FMAX) {
+        hm_ref_featuremap_backward(dx, dW, db, dphi, x, phi, W, T, n_h, p, F, row_stride,
+                                   head_stride);
+        return;
+    }
+    const int64_t F2 = 2 * F;
+    int64_t ntask = n_h * ((T + 63) / 64);
+    if (!dW && !db) { /* rows are independent: tasks of 64 rows × one head */
+#pragma omp parallel for schedule(static) if (T * n_h * p * F >= HM_PAR_MIN)
+        for (int64_t task = 0; task < ntask; task++) {
+            int64_t h = task % n_h, t0 = task / n_h * 64, t1 = imin(t0 + 64, T);
+            float du[HM_FM_FMAX];
+            const float *Wh = W + h * p * F;
+            for (int64_t t = t0; t < t1; t++) {
+                fm_du(du, phi + (t * n_h + h) * F2, dphi + (t * n_h + h) * F2, F);
+                float *dxr = dx + t * row_stride + h * head_stride;
+                for (int64_t i = 0; i < p; i++) {
+                    const float *wr = Wh + i * F;
+                    float s = 0;
+#pragma omp simd reduction(+ : s)
+                    for (int64_t j = 0; j < F; j++)
+                        s += wr[j] * du[j];
+                    dxr[i] = s;
+                }
+            }
+        }
+        return;
+    }
+#pragma omp parallel for schedule(static) if (T * n_h * p * F >= HM_PAR_MIN)
+    for (int64_t h = 0; h < n_h; h++) {
+        float du[HM_FM_FMAX];
+        const float *Wh = W + h * p * F;
+        float *dWh = dW ? dW + h * p * F : NULL, *dbh = db ? db + h * F : NULL;
+        for (int64_t t = 0; t < T; t++) {
+            fm_du(du, phi + (t * n_h + h) * F2, dphi + (t * n_h + h) * F2, F);
+            const float *xr = x + t * row_stride + h * head_stride;
+            float *dxr = dx ? dx + t * row_stride + h * head_stride : NULL;
+            for (int64_t i = 0; i < p; i++) {
+                const float *wr = Wh + i * F;
+                if (dxr) {
+                    float s = 0;
+#pragma omp simd reduction(+ : s)
+                    for (int64_t j = 0; j < F; j++)
+                        s += wr[j] * du[j];
+                    dxr[i] = s;
+                }
+                if (dWh) {
+                    float *dwr = dWh + i * F;
+                    const float xi = xr[i];
+#pragma omp simd
+                    for (int64_t j = 0; j < F; j++)
+                        dwr[j] += xi * du[j];
+                }
+            }
+            if (dbh)
+#pragma omp simd
+                for (int64_t j = 0; j < F; j++)
+                    dbh[j] += du[j];
+        }
+    }
+}
+
+/* ---- chunked linear attention: building blocks ---------------------------- */
+
+/* M[i][j] = Σ_{f<n} X[i][f] · Yt[f][j] for i < L and j < round16(i + 1)
+ * (so every j ≤ i is computed). X: rows at stride ldx; Yt: [n, ldy] with
+ * ldy ≥ round16(L), zero-padded past L; M: rows at stride ldm ≥ round16(L). */
+HM_CLONES static void tri_scores(float *M, int64_t ldm, const float *X, int64_t ldx,
+                                 const float *Yt, int64_t ldy, int64_t L, int64_t n)
+{
+    for (int64_t i0 = 0; i0 < L; i0 += HM_LA_RB) {
+        int64_t nr = imin(HM_LA_RB, L - i0), ntile = round16(i0 + nr);
+        const float *x0 = X + i0 * ldx;
+        const float *x1 = nr > 1 ? x0 + ldx : x0, *x2 = nr > 2 ? x0 + 2 * ldx : x0;
+        const float *x3 = nr > 3 ? x0 + 3 * ldx : x0;
+        for (int64_t j0 = 0; j0 < ntile; j0 += HM_LA_KB) {
+            float a0[HM_LA_KB] = {0}, a1[HM_LA_KB] = {0}, a2[HM_LA_KB] = {0};
+            float a3[HM_LA_KB] = {0};
+            for (int64_t f = 0; f < n; f++) {
+                const float *yr = Yt + f * ldy + j0;
+                const float c0 = x0[f], c1 = x1[f], c2 = x2[f], c3 = x3[f];
+#pragma omp simd
+                for (int jj = 0; jj < HM_LA_KB; jj++) {
+                    a0[jj] += c0 * yr[jj];
+                    a1[jj] += c1 * yr[jj];
+                    a2[jj] += c2 * yr[jj];
+                    a3[jj] += c3 * yr[jj];
+                }
+            }
+            float *m0 = M + i0 * ldm + j0;
+            for (int jj = 0; jj < HM_LA_KB; jj++)
+                m0[jj] = a0[jj];
+            if (nr > 1)
+                for (int jj = 0; jj < HM_LA_KB; jj++)
+                    m0[ldm + jj] = a1[jj];
+            if (nr > 2)
+                for (int jj = 0; jj < HM_LA_KB; jj++)
+                    m0[2 * ldm + jj] = a2[jj];
+            if (nr > 3)
+                for (int jj = 0; jj < HM_LA_KB; jj++)
+                    m0[3 * ldm + jj] = a3[jj];
+        }
+    }
+}
+
+/* Yt[f][j] = Y[j][f] for j < L, 0 for L ≤ j < ldy.   Y: [L, n] rows at ldx. */
+static void transpose_pad(float *Yt, int64_t ldy, const float *Y, int64_t ldx, int64_t L,
+                          int64_t n)
+{
+    for (int64_t f = 0; f < n; f++) {
+        float *o = Yt + f * ldy;
+        for (int64_t j = 0; j < L; j++)
+            o[j] = Y[j * ldx + f];
+        for (int64_t j = L; j < ldy; j++)
+            o[j] = 0;
+    }
+}
+
+/* Cm[i][j] (= or +=) Σ_{k<K} A[i·ars + k·acs] · B[k·ldb + j] for i < M,
+ * j < N: register tiles of 4 rows × 16 columns, stride-1 along j. */
+HM_CLONES static void gemm_tile(float *Cm, int64_t ldc, const float *A, int64_t ars,
+                                int64_t acs, const float *B, int64_t ldb, int64_t M, int64_t N,
+                                int64_t K, int accumulate)
+{
+    for (int64_t i0 = 0; i0 < M; i0 += HM_LA_RB) {
+        int64_t nr = imin(HM_LA_RB, M - i0);
+        const float *r0 = A + i0 * ars;
+        const float *r1 = nr > 1 ? r0 + ars : r0, *r2 = nr > 2 ? r0 + 2 * ars : r0;
+        const float *r3 = nr > 3 ? r0 + 3 * ars : r0;
+        for (int64_t j0 = 0; j0 < N; j0 += HM_LA_KB) {
+            int64_t nc = imin(HM_LA_KB, N - j0);
+            float a0[HM_LA_KB] = {0}, a1[HM_LA_KB] = {0}, a2[HM_LA_KB] = {0};
+            float a3[HM_LA_KB] = {0};
+            if (nc == HM_LA_KB) {
+                for (int64_t k = 0; k < K; k++) {
+                    const float *br = B + k * ldb + j0;
+                    const float c0 = r0[k * acs], c1 = r1[k * acs], c2 = r2[k * acs];
+                    const float c3 = r3[k * acs];
+#pragma omp simd
+                    for (int jj = 0; jj < HM_LA_KB; jj++) {
+                        a0[jj] += c0 * br[jj];
+                        a1[jj] += c1 * br[jj];
+                        a2[jj] += c2 * br[jj];
+                        a3[jj] += c3 * br[jj];
+                    }
+                }
+            } else {
+                for (int64_t k = 0; k < K; k++) {
+                    const float *br = B + k * ldb + j0;
+                    const float c0 = r0[k * acs], c1 = r1[k * acs], c2 = r2[k * acs];
+                    const float c3 = r3[k * acs];
+                    for (int64_t jj = 0; jj < nc; jj++) {
+                        a0[jj] += c0 * br[jj];
+                        a1[jj] += c1 * br[jj];
+                        a2[jj] += c2 * br[jj];
+                        a3[jj] += c3 * br[jj];
+                    }
+                }
+            }
+            float *acc[HM_LA_RB] = {a0, a1, a2, a3};
+            for (int64_t r = 0; r < nr; r++) {
+                float *o = Cm + (i0 + r) * ldc + j0;
+                if (accumulate)
+                    for (int64_t jj = 0; jj < nc; jj++)
+                        o[jj] += acc[r][jj];
+                else
+                    for (int64_t jj = 0; jj < nc; jj++)
+                        o[jj] = acc[r][jj];
+            }
+        }
+    }
+}
+
+/* Zero M[i][j] for i < j < L (the part of a score block past the diagonal). */
+static void mask_upper(float *M, int64_t ldm, int64_t L)
+{
+    for (int64_t i = 0; i < L; i++)
+        for (int64_t j = i + 1; j < L; j++)
+            M[i * ldm + j] = 0;
+}
+
+/* st[F2, p] = Σ_s X_s V_s^T and sz[F2] = Σ_s X_s w_s over L rows.
+ * X: rows at stride ldx [L, F2]; V: rows at stride ldv [L, p]; w: [L] or
+ * NULL (all ones). */
+static void chunk_state(float *st, float *sz, const float *X, int64_t ldx, const float *V,
+                        int64_t ldv, const float *w, int64_t L, int64_t F2, int64_t p)
+{
+    gemm_tile(st, p, X, 1, ldx, V, ldv, F2, p, L, 0); /* st = X^T V */
+    memset(sz, 0, sizeof(float) * (size_t)F2);
+    for (int64_t s = 0; s < L; s++) {
+        const float *xr = X + s * ldx, ws = w ? w[s] : 1.0f;
+#pragma omp simd
+        for (int64_t f = 0; f < F2; f++)
+            sz[f] += xr[f] * ws;
+    }
+}
+
+/* Per-thread scratch (floats), rounded up to 16 (CP = round16(C)):
+ *   forward:  Kt [F2, CP] + Vc [C, p] + A [C, CP] + Num [C, p]
+ *   backward: Kt [F2, CP] + Vt [p, CP] + Vc [C, p] + Gc [C, p] + gd [C]
+ *             + A [C, CP] + B [C, CP] + Tr [p, F2] + Dv [C, p] */
+static int64_t scratch_floats(int64_t F2, int64_t p, int64_t C, int back)
+{
+    int64_t CP = round16(C), n;
+    if (!back)
+        n = F2 * CP + 2 * C * p + C * CP;
+    else
+        n = F2 * CP + p * CP + 3 * C * p + C + 2 * C * CP + p * F2;
+    return round16(n);
+}
+
+static int64_t pick_chunk(int64_t chunk) { return chunk > 0 ? chunk : HM_LINATTN_CHUNK_DEFAULT; }
+
+/* Floats of the chunk states: one block [F2, p] + [F2] per (head, chunk),
+ * twice for the backward (Ŝ and dŜ). */
+static int64_t state_floats(int64_t T, int64_t n_h, int64_t F2, int64_t p, int64_t C, int back)
+{
+    int64_t nc = (T + C - 1) / C;
+    return (back ? 2 : 1) * n_h * nc * round16(F2 * (p + 1));
+}
+
+static size_t ws_bytes(int64_t T, int64_t n_h, int64_t F2, int64_t p, int64_t chunk, int back)
+{
+    int64_t C = pick_chunk(chunk);
+    int nt = omp_get_max_threads();
+    if (T < 1)
+        T = 1;
+    return sizeof(float) * (size_t)(state_floats(T, n_h, F2, p, C, back) +
+                                    scratch_floats(F2, p, C, back) * (nt > 0 ? nt : 1));
+}
+
+size_t hm_fast_linattn_ws_size(int64_t T, int64_t n_h, int64_t F2, int64_t p, int64_t chunk)
+{
+    return ws_bytes(T, n_h, F2, p, chunk, 0);
+}
+
+size_t hm_fast_linattn_backward_ws_size(int64_t T, int64_t n_h, int64_t F2, int64_t p,
+                                        int64_t chunk)
+{
+    return ws_bytes(T, n_h, F2, p, chunk, 1);
+}
+
+/* Threads the workspace allows (precondition: it holds the states and one
+ * thread's scratch). */
+static int pick_threads(size_t ws_size, int64_t states, int64_t per, int64_t ntask, int64_t work)
+{
+    int64_t avail = ((int64_t)(ws_size / sizeof(float)) - states) / per;
+    int nthr = omp_get_max_threads();
+    if (avail < nthr)
+        nthr = (int)(avail > 0 ? avail : 1);
+    if (ntask < nthr)
+        nthr = (int)ntask;
+    if (work < HM_PAR_MIN)
+        nthr = 1;
+    return nthr > 0 ? nthr : 1;
+}
+
+/* In place over nc blocks of SB floats: block c becomes the sum of blocks
+ * before it (dir > 0) or after it (dir < 0); the first (last) becomes 0. */
+static void exclusive_scan(float *S, int64_t nc, int64_t SB, int dir)
+{
+    if (dir > 0) {
+        for (int64_t c = 1; c < nc; c++) {
+            float *cur = S + c * SB;
+            const float *prev = cur - SB;
+#pragma omp simd
+            for (int64_t e = 0; e < SB; e++)
+                cur[e] += prev[e];
+        }
+        memmove(S + SB, S, sizeof(float) * (size_t)((nc - 1) * SB));
+        memset(S, 0, sizeof(float) * (size_t)SB);
+    } else {
+        for (int64_t c = nc - 2; c >= 0; c--) {
+            float *cur = S + c * SB;
+            const float *next = cur + SB;
+#pragma omp simd
+            for (int64_t e = 0; e < SB; e++)
+                cur[e] += next[e];
+        }
+        memmove(S, S + SB, sizeof(float) * (size_t)((nc - 1) * SB));
+        memset(S + (nc - 1) * SB, 0, sizeof(float) * (size_t)SB);
+    }
+}
+
+/* ---- chunked linear attention: forward ------------------------------------ */
+
+/* Phase 3 of the forward for head h, rows [t0, t0 + L). St: [F2, p] then
+ * z [F2], the state of all rows before t0. */
+static void fwd_chunk(float *y, float *den, const float *phiq, const float *phik,
+                      const float *v, int64_t T, int64_t n_h, int64_t F2, int64_t p, int64_t ldv,
+                      int64_t vh, float eps, int64_t C, int64_t h, int64_t t0, int64_t L,
+                      const float *St, float *my)
+{
+    const int64_t CP = round16(C), ldq = n_h * F2;
+    const float *q = phiq + (t0 * n_h + h) * F2, *k = phik + (t0 * n_h + h) * F2;
+    const float *z = St + F2 * p;
+    float *Kt = my, *Vc = Kt + F2 * CP, *A = Vc + C * p, *Num = A + C * CP;
+    transpose_pad(Kt, CP, k, ldq, L, F2);
+    for (int64_t j = 0; j < L; j++)
+        memcpy(Vc + j * p, v + (t0 + j) * ldv + h * vh, sizeof(float) * (size_t)p);
+    tri_scores(A, CP, q, ldq, Kt, CP, L, F2);
+    mask_upper(A, CP, L);
+    gemm_tile(Num, p, q, ldq, 1, St, p, L, p, F2, 0); /* carried-in: ΦQ_c S */
+    gemm_tile(Num, p, A, CP, 1, Vc, p, L, p, L, 1);   /* intra-chunk: A V_c */
+    for (int64_t i = 0; i < L; i++) {
+        const float *qi = q + i * ldq, *Ai = A + i * CP;
+        float dn = 0, da = 0;
+#pragma omp simd reduction(+ : dn)
+        for (int64_t f = 0; f < F2; f++)
+            dn += qi[f] * z[f];
+        for (int64_t j = 0; j <= i; j++)
+            da += Ai[j];
+        dn += da + eps;
+        const float inv = 1.0f / dn, *nr = Num + i * p;
+        float *yr = y + (t0 + i) * n_h * p + h * p;
+        for (int64_t k2 = 0; k2 < p; k2++)
+            yr[k2] = nr[k2] * inv;
+        if (den)
+            den[h * T + t0 + i] = dn;
+    }
+}
+
+void hm_fast_linattn_forward(float *y, float *den, const float *phiq, const float *phik,
+                             const float *v, int64_t T, int64_t n_h, int64_t F2, int64_t p,
+                             int64_t v_row_stride, int64_t v_head_stride, float eps,
+                             int64_t chunk, void *ws, size_t ws_size)
+{
+    if (T <= 0 || n_h <= 0 || p <= 0 || F2 <= 0)
+        return;
+    const int64_t C = pick_chunk(chunk), nc = (T + C - 1) / C, SB = round16(F2 * (p + 1));
+    const int64_t states = state_floats(T, n_h, F2, p, C, 0), per = scratch_floats(F2, p, C, 0);
+    const int64_t ntask = n_h * nc, ldq = n_h * F2;
+    float *St = ws, *scr = St + states;
+    int nthr = pick_threads(ws_size, states, per, ntask, T * n_h * F2 * p);
+#pragma omp parallel num_threads(nthr)
+    {
+        float *my = scr + (int64_t)omp_get_thread_num() * per;
+#pragma omp for schedule(static)
+        for (int64_t task = 0; task < ntask; task++) { /* (1) each chunk's own state */
+            int64_t h = task / nc, c = task % nc, t0 = c * C, L = imin(C, T - t0);
+            float *S = St + task * SB;
+            chunk_state(S, S + F2 * p, phik + (t0 * n_h + h) * F2, ldq,
+                        v + t0 * v_row_stride + h * v_head_stride, v_row_stride, NULL, L, F2, p);
+        }
+#pragma omp for schedule(static)
+        for (int64_t h = 0; h < n_h; h++) /* (2) carried-in states */
+            exclusive_scan(St + h * nc * SB, nc, SB, +1);
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t task = 0; task < ntask; task++) { /* (3) outputs */
+            int64_t h = task / nc, c = task % nc, t0 = c * C, L = imin(C, T - t0);
+            fwd_chunk(y, den, phiq, phik, v, T, n_h, F2, p, v_row_stride, v_head_stride, eps,
+                      C, h, t0, L, St + task * SB, my);
+        }
+    }
+}
+
+/* ---- chunked linear attention: backward ----------------------------------- */
+
+/* ĝ of rows [t0, t0 + L) of head h: Gc [L, p] = dy / den, gd [L] = −(dy·y)/den. */
+static void chunk_grads(float *Gc, float *gd, const float *dy, const float *y, const float *den,
+                        int64_t T, int64_t n_h, int64_t p, int64_t h, int64_t t0, int64_t L)
+{
+    for (int64_t i = 0; i < L; i++) {
+        const float *dyr = dy + (t0 + i) * n_h * p + h * p, *yr = y + (t0 + i) * n_h * p + h * p;
+        const float inv = 1.0f / den[h * T + t0 + i];
+        float s = 0;
+        for (int64_t k = 0; k < p; k++) {
+            Gc[i * p + k] = dyr[k] * inv;
+            s += dyr[k] * yr[k];
+        }
+        gd[i] = -s * inv;
+    }
+}
+
+/* Phase 3 of the backward for head h, rows [t0, t0 + L). Sp: [F2, p] + z
+ * [F2], the state of the rows before t0; Dn: [F2, p] + dz [F2], Σ φq ĝ^T of
+ * the rows from t0 + L on. */
+static void bwd_chunk(float *dphiq, float *dphik, float *dv, const float *dy, const float *y,
+                      const float *den, const float *phiq, const float *phik, const float *v,
+                      int64_t T, int64_t n_h, int64_t F2, int64_t p, int64_t ldv, int64_t vh,
+                      int64_t C, int64_t h, int64_t t0, int64_t L, const float *Sp,
+                      const float *Dn, float *my)
+{
+    const int64_t CP = round16(C), ldq = n_h * F2;
+    const float *q = phiq + (t0 * n_h + h) * F2, *k = phik + (t0 * n_h + h) * F2;
+    const float *z = Sp + F2 * p, *dz = Dn + F2 * p;
+    float *Kt = my, *Vt = Kt + F2 * CP, *Vc = Vt + p * CP, *Gc = Vc + C * p, *gd = Gc + C * p;
+    float *A = gd + C, *B = A + C * CP, *Tr = B + C * CP, *Dv = Tr + p * F2;
+    for (int64_t j = 0; j < L; j++)
+        memcpy(Vc + j * p, v + (t0 + j) * ldv + h * vh, sizeof(float) * (size_t)p);
+    chunk_grads(Gc, gd, dy, y, den, T, n_h, p, h, t0, L);
+    if (dphiq || dphik) { /* B_ij = ĝ_i · v̂_j = Gc_i · Vc_j + gd_i, j ≤ i */
+        transpose_pad(Vt, CP, Vc, p, L, p);
+        tri_scores(B, CP, Gc, p, Vt, CP, L, p);
+        for (int64_t i = 0; i < L; i++)
+            for (int64_t j = 0; j <= i; j++)
+                B[i * CP + j] += gd[i];
+        mask_upper(B, CP, L);
+    }
+    if (dv) { /* A_ij = φq_i · φk_j, j ≤ i */
+        transpose_pad(Kt, CP, k, ldq, L, F2);
+        tri_scores(A, CP, q, ldq, Kt, CP, L, F2);
+        mask_upper(A, CP, L);
+    }
+    if (dphiq) { /* Ŝ ĝ_i + Σ_{j≤i} B_ij φk_j */
+        float *o = dphiq + (t0 * n_h + h) * F2;
+        transpose_pad(Tr, F2, Sp, p, F2, p); /* Tr [p, F2] = S^T */
+        gemm_tile(o, ldq, Gc, p, 1, Tr, F2, L, F2, p, 0);
+        for (int64_t i = 0; i < L; i++)
+#pragma omp simd
+            for (int64_t f = 0; f < F2; f++)
+                o[i * ldq + f] += z[f] * gd[i];
+        gemm_tile(o, ldq, B, CP, 1, k, ldq, L, F2, L, 1);
+    }
+    if (dphik) { /* dŜ v̂_j + Σ_{i≥j} B_ij φq_i */
+        float *o = dphik + (t0 * n_h + h) * F2;
+        transpose_pad(Tr, F2, Dn, p, F2, p);
+        gemm_tile(o, ldq, Vc, p, 1, Tr, F2, L, F2, p, 0);
+        for (int64_t j = 0; j < L; j++)
+#pragma omp simd
+            for (int64_t f = 0; f < F2; f++)
+                o[j * ldq + f] += dz[f];
+        gemm_tile(o, ldq, B, 1, CP, q, ldq, L, F2, L, 1);
+    }
+    if (dv) { /* dŜ[:, 0:p]^T φk_j + Σ_{i≥j} A_ij g_i */
+        gemm_tile(Dv, p, k, ldq, 1, Dn, p, L, p, F2, 0);
+        gemm_tile(Dv, p, A, 1, CP, Gc, p, L, p, L, 1);
+        for (int64_t j = 0; j < L; j++)
+            memcpy(dv + (t0 + j) * ldv + h * vh, Dv + j * p, sizeof(float) * (size_t)p);
+    }
+}
+
+void hm_fast_linattn_backward(float *dphiq, float *dphik, float *dv, const float *dy,
+                              const float *y, const float *den, const float *phiq,
+                              const float *phik, const float *v, int64_t T, int64_t n_h,
+                              int64_t F2, int64_t p, int64_t v_row_stride,
+                              int64_t v_head_stride, int64_t chunk, void *ws, size_t ws_size)
+{
+    if (T <= 0 || n_h <= 0 || p <= 0 || F2 <= 0)
+        return;
+    const int64_t C = pick_chunk(chunk), nc = (T + C - 1) / C, SB = round16(F2 * (p + 1));
+    const int64_t states = state_floats(T, n_h, F2, p, C, 1), per = scratch_floats(F2, p, C, 1);
+    const int64_t ntask = n_h * nc, ldq = n_h * F2;
+    float *Sk = ws, *Dq = Sk + states / 2, *scr = Sk + states;
+    int nthr = pick_threads(ws_size, states, per, ntask, T * n_h * F2 * p);
+#pragma omp parallel num_threads(nthr)
+    {
+        float *my = scr + (int64_t)omp_get_thread_num() * per;
+#pragma omp for schedule(static)
+        for (int64_t task = 0; task < ntask; task++) { /* (1) the chunk's own states */
+            int64_t h = task / nc, c = task % nc, t0 = c * C, L = imin(C, T - t0);
+            float *S = Sk + task * SB, *D = Dq + task * SB, *Gc = my, *gd = my + C * p;
+            if (dphiq)
+                chunk_state(S, S + F2 * p, phik + (t0 * n_h + h) * F2, ldq,
+                            v + t0 * v_row_stride + h * v_head_stride, v_row_stride, NULL, L,
+                            F2, p);
+            if (dphik || dv) {
+                chunk_grads(Gc, gd, dy, y, den, T, n_h, p, h, t0, L);
+                chunk_state(D, D + F2 * p, phiq + (t0 * n_h + h) * F2, ldq, Gc, p, gd, L, F2,
+                            p);
+            }
+        }
+#pragma omp for schedule(static)
+        for (int64_t h = 0; h < n_h; h++) { /* (2) carried-in / carried-back states */
+            if (dphiq)
+                exclusive_scan(Sk + h * nc * SB, nc, SB, +1);
+            if (dphik || dv)
+                exclusive_scan(Dq + h * nc * SB, nc, SB, -1);
+        }
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t task = 0; task < ntask; task++) { /* (3) gradients */
+            int64_t h = task / nc, c = task % nc, t0 = c * C, L = imin(C, T - t0);
+            bwd_chunk(dphiq, dphik, dv, dy, y, den, phiq, phik, v, T, n_h, F2, p, v_row_stride,
+                      v_head_stride, C, h, t0, L, Sk + task * SB, Dq + task * SB, my);
+        }
+    }
+}
+
+/* ---- cosine loss ------------------------------------------------------------
+ * As hm_ref_cosine_loss (zero-norm rows: loss 1, gradient 0), rows in
+ * parallel, per-row sums in double. */
+double hm_fast_cosine_loss(float *da, const float *a, const float *b, int64_t N, int64_t d,
+                           float scale)
+{
+    double total = 0;
+#pragma omp parallel for schedule(static) reduction(+ : total) if (N * d >= HM_PAR_MIN)
+    for (int64_t t = 0; t < N; t++) {
+        const float *ar = a + t * d, *br = b + t * d;
+        double aa = 0, bb = 0, ab = 0;
+#pragma omp simd reduction(+ : aa, bb, ab)
+        for (int64_t i = 0; i < d; i++) {
+            aa += (double)ar[i] * ar[i];
+            bb += (double)br[i] * br[i];
+            ab += (double)ar[i] * br[i];
+        }
+        float *g = da ? da + t * d : NULL;
+        if (aa == 0 || bb == 0) {
+            total += 1;
+            if (g)
+                memset(g, 0, sizeof(float) * (size_t)d);
+            continue;
+        }
+        double inab = 1 / sqrt(aa * bb), c = ab * inab;
+        total += 1 - c;
+        if (g) {
+            const float cb = (float)(-scale * inab), ca = (float)(scale * c / aa);
+#pragma omp simd
+            for (int64_t i = 0; i < d; i++)
+                g[i] = cb * br[i] + ca * ar[i];
+        }
+    }
+    return total;
+}

@@ -1,0 +1,630 @@
+/* Hedgehog linear attention ops (SPEC §2): feature maps, causal normalized
+ * linear attention (ref quadratic form and fast chunked form), cosine loss.
+ *
+ * Gradients: central finite differences (h = 1e-6) on independent double
+ * implementations written here, a scalar L = Σ R ⊙ op(inputs) with a fixed
+ * random R, compared with the fp32 backward of both backends given dy = R;
+ * tolerance max|Δ| ≤ 5e-6 · max(1, max|g|) as in tests/test_backward.c.
+ * Observed (2-core dev VM, both backends, every chunk size), as
+ * max|Δ| / max(1, max|g|): feature map ≤ 4.4e-7, linear attention ≤ 4.4e-7,
+ * cosine loss ≤ 4e-9.
+ *
+ * fast (chunked) vs ref: tolerance 2e-5 · max(1, max|ref|) per tensor (fp32
+ * sums in a different order; with F = 1, φ ≡ 1 and dφ is pure cancellation,
+ * hence the floor of 1); observed ≤ 4.5e-7 at T ≤ 200, chunks 1, 7, 16, 64.
+ * Long sequence (T = 1100 with chunks 16, 64, 128 and T = 2048 with 64;
+ * F = p = 64, φ from real feature maps): required ≤ 1e-5 · max|ref| for each
+ * of y, den, dφq, dφk, dv; observed ≤ 8.7e-7.
+ *
+ * Inputs live in a fused qkv-like buffer [T, 3 n_h p] (q at column h*3p,
+ * k at h*3p + p, v at h*3p + 2p); the columns an op must not touch hold
+ * sentinels that are checked afterwards. */
+#include <criterion/criterion.h>
+#include <criterion/logging.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "testutil.h"
+
+#define FD_H 1e-6
+#define TOL 5e-6
+#define EPS 1e-6f
+#define SENT -7.25f
+
+typedef double (*scalar_fn)(const double *x, void *ctx);
+
+static const char *backends[] = {"ref", "fast"};
+
+static void fd_grad(double *g, double *x, int64_t n, scalar_fn f, void *ctx)
+{
+    for (int64_t i = 0; i < n; i++) {
+        double x0 = x[i];
+        x[i] = x0 + FD_H;
+        double fp = f(x, ctx);
+        x[i] = x0 - FD_H;
+        double fm = f(x, ctx);
+        x[i] = x0;
+        g[i] = (fp - fm) / (2 * FD_H);
+    }
+}
+
+/* max|got − want| / max(1, max|want|), checked against TOL; returns it. */
+static double check_fd(const char *what, const float *got, const double *want, int64_t n)
+{
+    double mx = 1, err = 0;
+    int64_t at = 0;
+    for (int64_t i = 0; i < n; i++)
+        mx = fabs(want[i]) > mx ? fabs(want[i]) : mx;
+    for (int64_t i = 0; i < n; i++)
+        if (fabs(got[i] - want[i]) > err) {
+            err = fabs(got[i] - want[i]);
+            at = i;
+        }
+    cr_expect(err <= TOL * mx, "%s: max |Δ| %.3g at %lld (got %.9g want %.9g), scale %.3g", what,
+              err, (long long)at, got[at], want[at], mx);
+    return err / mx;
+}
+
+/* max|got − want| / max(floor, max|want|) ≤ rel; returns the ratio. */
+static double check_rel(const char *what, const float *got, const float *want, int64_t n,
+                        double rel, double floor)
+{
+    double mx = floor > 1e-30 ? floor : 1e-30, err = 0;
+    int64_t at = 0;
+    for (int64_t i = 0; i < n; i++)
+        mx = fabs(want[i]) > mx ? fabs(want[i]) : mx;
+    for (int64_t i = 0; i < n; i++) {
+        double e = fabs((double)got[i] - want[i]);
+        if (!(e <= err)) { /* NaN counts as the worst */
+            err = e;
+            at = i;
+        }
+    }
+    cr_expect(err <= rel * mx, "%s: max |Δ| %.3g at %lld (got %.9g want %.9g), max|ref| %.3g",
+              what, err, (long long)at, got[at], want[at], mx);
+    return err / mx;
+}
+
+static void rand_fill(double *x, int64_t n, uint64_t *s, double scale)
+{
+    for (int64_t i = 0; i < n; i++)
+        x[i] = (float)(scale * tu_rand_normal(s)); /* fp32 values, so kernels see the same */
+}
+
+static float *to_f(const double *x, int64_t n)
+{
+    float *f = malloc(sizeof(float) * (size_t)(n ? n : 1));
+    for (int64_t i = 0; i < n; i++)
+        f[i] = (float)x[i];
+    return f;
+}
+
+/* A fused buffer [T, 3 n_h p] of sentinels with the slot s (0 q, 1 k, 2 v)
+ * holding x: [T, n_h, p]. owned: free(). */
+static float *fused(const double *x, int64_t T, int64_t n_h, int64_t p, int slot)
+{
+    int64_t ld = 3 * n_h * p;
+    float *q = malloc(sizeof(float) * (size_t)(T * ld));
+    for (int64_t i = 0; i < T * ld; i++)
+        q[i] = SENT;
+    if (x)
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t h = 0; h < n_h; h++)
+                for (int64_t i = 0; i < p; i++)
+                    q[t * ld + h * 3 * p + slot * p + i] = (float)x[(t * n_h + h) * p + i];
+    return q;
+}
+
+/* Gather slot s of a fused buffer into out: [T, n_h, p]; 1 if every other
+ * column still holds the sentinel. */
+static int unfuse(float *out, const float *q, int64_t T, int64_t n_h, int64_t p, int slot)
+{
+    int64_t ld = 3 * n_h * p;
+    int ok = 1;
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t c = 0; c < ld; c++) {
+            int64_t h = c / (3 * p), s = c % (3 * p) / p, i = c % p;
+            if (s == slot)
+                out[(t * n_h + h) * p + i] = q[t * ld + c];
+            else if (q[t * ld + c] != SENT)
+                ok = 0;
+        }
+    return ok;
+}
+
+/* ---- double implementations --------------------------------------------- */
+
+/* φ: [T, n_h, 2F] from x: [T, n_h, p], W: [n_h, p, F], b: [n_h, F]. */
+static void fm_ref_d(double *phi, const double *x, const double *W, const double *b, int64_t T,
+                     int64_t n_h, int64_t p, int64_t F)
+{
+    double *u = malloc(sizeof(double) * (size_t)F);
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t h = 0; h < n_h; h++) {
+            double mx = -INFINITY, mn = INFINITY, sp = 0, sm = 0;
+            for (int64_t j = 0; j < F; j++) {
+                u[j] = b[h * F + j];
+                for (int64_t i = 0; i < p; i++)
+                    u[j] += x[(t * n_h + h) * p + i] * W[(h * p + i) * F + j];
+                mx = fmax(mx, u[j]);
+                mn = fmin(mn, u[j]);
+            }
+            for (int64_t j = 0; j < F; j++) {
+                sp += exp(u[j] - mx);
+                sm += exp(mn - u[j]);
+            }
+            double *o = phi + (t * n_h + h) * 2 * F;
+            for (int64_t j = 0; j < F; j++) {
+                o[j] = exp(u[j] - mx) / sp;
+                o[F + j] = exp(mn - u[j]) / sm;
+            }
+        }
+    free(u);
+}
+
+/* y: [T, n_h, p] by the token recurrence S_t = S_{t−1} + φk_t v_t^T,
+ * z_t = z_{t−1} + φk_t, y_t = φq_t^T S_t / (φq_t · z_t + eps) (double). */
+static void la_ref_d(double *y, const double *phiq, const double *phik, const double *v,
+                     int64_t T, int64_t n_h, int64_t F2, int64_t p, double eps)
+{
+    double *S = malloc(sizeof(double) * (size_t)(F2 * p)), *z = malloc(sizeof(double) * (size_t)F2);
+    for (int64_t h = 0; h < n_h; h++) {
+        memset(S, 0, sizeof(double) * (size_t)(F2 * p));
+        memset(z, 0, sizeof(double) * (size_t)F2);
+        for (int64_t t = 0; t < T; t++) {
+            const double *q = phiq + (t * n_h + h) * F2, *k = phik + (t * n_h + h) * F2;
+            const double *vt = v + (t * n_h + h) * p;
+            for (int64_t f = 0; f < F2; f++) {
+                z[f] += k[f];
+                for (int64_t i = 0; i < p; i++)
+                    S[f * p + i] += k[f] * vt[i];
+            }
+            double dn = eps;
+            for (int64_t f = 0; f < F2; f++)
+                dn += q[f] * z[f];
+            for (int64_t i = 0; i < p; i++) {
+                double nu = 0;
+                for (int64_t f = 0; f < F2; f++)
+                    nu += q[f] * S[f * p + i];
+                y[(t * n_h + h) * p + i] = nu / dn;
+            }
+        }
+    }
+    free(S);
+    free(z);
+}
+
+/* ---- feature map ---------------------------------------------------------- */
+struct fmc { int64_t T, n_h, p, F; const double *R; double *x, *W, *b; int which; double *phi; };
+
+static double fm_loss(const double *v, void *ctx)
+{
+    struct fmc *c = ctx;
+    fm_ref_d(c->phi, c->which == 0 ? v : c->x, c->which == 1 ? v : c->W, c->which == 2 ? v : c->b,
+             c->T, c->n_h, c->p, c->F);
+    double L = 0;
+    for (int64_t i = 0; i < c->T * c->n_h * 2 * c->F; i++)
+        L += c->R[i] * c->phi[i];
+    return L;
+}
+
+Test(linattn, featuremap_fd)
+{
+    /* {T, n_h, p, F} */
+    int64_t shapes[][4] = {{1, 1, 1, 1}, {7, 2, 3, 2}, {5, 3, 8, 5}, {4, 2, 3, 5}, {3, 1, 8, 1}};
+    double worst = 0;
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        int64_t T = shapes[si][0], n_h = shapes[si][1], p = shapes[si][2], F = shapes[si][3];
+        int64_t nx = T * n_h * p, nW = n_h * p * F, nb = n_h * F, nphi = T * n_h * 2 * F;
+        uint64_t s = 101 + si;
+        double *x = malloc(8 * nx), *W = malloc(8 * nW), *b = malloc(8 * nb), *R = malloc(8 * nphi);
+        double *phi = malloc(8 * nphi), *gx = malloc(8 * nx), *gW = malloc(8 * nW);
+        double *gb = malloc(8 * nb);
+        rand_fill(x, nx, &s, 1);
+        rand_fill(W, nW, &s, 0.7);
+        rand_fill(b, nb, &s, 0.5);
+        rand_fill(R, nphi, &s, 1);
+        struct fmc c = {T, n_h, p, F, R, x, W, b, 0, phi};
+        c.which = 0;
+        fd_grad(gx, x, nx, fm_loss, &c);
+        c.which = 1;
+        fd_grad(gW, W, nW, fm_loss, &c);
+        c.which = 2;
+        fd_grad(gb, b, nb, fm_loss, &c);
+        fm_ref_d(phi, x, W, b, T, n_h, p, F);
+        for (int k = 0; k < 2; k++) {
+            const struct hm_backend *be = hm_backend_get(backends[k]);
+            float *qkv = fused(x, T, n_h, p, 1), *fW = to_f(W, nW), *fb = to_f(b, nb);
+            float *fR = to_f(R, nphi), *fphi = malloc(4 * nphi), *dqkv = fused(NULL, T, n_h, p, 1);
+            float *dx = malloc(4 * nx), *dW = calloc(nW, 4), *db = calloc(nb, 4);
+            int64_t ld = 3 * n_h * p;
+            hm_backend_featuremap_forward(be, fphi, qkv + p, fW, fb, T, n_h, p, F, ld, 3 * p);
+            float *want = to_f(phi, nphi);
+            check_rel("featuremap φ", fphi, want, nphi, 1e-6, 1);
+            dW[0] = 0.25f; /* parameter gradients accumulate */
+            db[nb - 1] = -0.5f;
+            hm_backend_featuremap_backward(be, dqkv + p, dW, db, fR, qkv + p, fphi, fW, T, n_h, p,
+                                           F, ld, 3 * p);
+            dW[0] -= 0.25f;
+            db[nb - 1] += 0.5f;
+            cr_expect(unfuse(dx, dqkv, T, n_h, p, 1), "%s: dx touched columns outside k",
+                      backends[k]);
+            worst = fmax(worst, check_fd("featuremap dx", dx, gx, nx));
+            worst = fmax(worst, check_fd("featuremap dW", dW, gW, nW));
+            worst = fmax(worst, check_fd("featuremap db", db, gb, nb));
+            /* NULL gradients skip work; dx alone gives the same dx */
+            float *dqkv2 = fused(NULL, T, n_h, p, 1), *dx2 = malloc(4 * nx);
+            hm_backend_featuremap_backward(be, dqkv2 + p, NULL, NULL, fR, qkv + p, fphi, fW, T,
+                                           n_h, p, F, ld, 3 * p);
+            cr_expect(unfuse(dx2, dqkv2, T, n_h, p, 1));
+            cr_expect(memcmp(dx, dx2, 4 * (size_t)nx) == 0, "%s: dx alone differs", backends[k]);
+            free(qkv); free(fW); free(fb); free(fR); free(fphi); free(dqkv); free(dx); free(dW);
+            free(db); free(want); free(dqkv2); free(dx2);
+        }
+        free(x); free(W); free(b); free(R); free(phi); free(gx); free(gW); free(gb);
+    }
+    cr_log_info("featuremap FD: worst max|Δ|/max(1,|g|) = %.3g", worst);
+}
+
+Test(linattn, featuremap_identity_init)
+{
+    /* W = eye(p, F), b = 0, F ≤ p: φ = [softmax(x[:F]), softmax(−x[:F])] */
+    int64_t shapes[][4] = {{5, 2, 8, 5}, {3, 1, 3, 3}, {4, 3, 8, 8}, {2, 2, 3, 1}};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        int64_t T = shapes[si][0], n_h = shapes[si][1], p = shapes[si][2], F = shapes[si][3];
+        uint64_t s = 301 + si;
+        double *x = malloc(8 * T * n_h * p);
+        rand_fill(x, T * n_h * p, &s, 2);
+        float *W = calloc(n_h * p * F, 4), *b = calloc(n_h * F, 4);
+        for (int64_t h = 0; h < n_h; h++)
+            for (int64_t i = 0; i < F; i++)
+                W[(h * p + i) * F + i] = 1;
+        float *want = malloc(4 * T * n_h * 2 * F), *phi = malloc(4 * T * n_h * 2 * F);
+        for (int64_t r = 0; r < T * n_h; r++) {
+            double sp = 0, sm = 0;
+            for (int64_t j = 0; j < F; j++) {
+                sp += exp(x[r * p + j]);
+                sm += exp(-x[r * p + j]);
+            }
+            for (int64_t j = 0; j < F; j++) {
+                want[r * 2 * F + j] = (float)(exp(x[r * p + j]) / sp);
+                want[r * 2 * F + F + j] = (float)(exp(-x[r * p + j]) / sm);
+            }
+        }
+        float *qkv = fused(x, T, n_h, p, 0);
+        for (int k = 0; k < 2; k++) {
+            hm_backend_featuremap_forward(hm_backend_get(backends[k]), phi, qkv, W, b, T, n_h, p,
+                                          F, 3 * n_h * p, 3 * p);
+            check_rel("identity-init φ", phi, want, T * n_h * 2 * F, 1e-6, 1);
+        }
+        free(x); free(W); free(b); free(want); free(phi); free(qkv);
+    }
+}
+
+/* ---- linear attention ----------------------------------------------------- */
+struct lac {
+    int64_t T, n_h, F2, p;
+    const double *R;
+    double *q, *k, *v;
+    int which;
+    double *y;
+};
+
+static double la_loss(const double *x, void *ctx)
+{
+    struct lac *c = ctx;
+    la_ref_d(c->y, c->which == 0 ? x : c->q, c->which == 1 ? x : c->k, c->which == 2 ? x : c->v,
+             c->T, c->n_h, c->F2, c->p, EPS);
+    double L = 0;
+    for (int64_t i = 0; i < c->T * c->n_h * c->p; i++)
+        L += c->R[i] * c->y[i];
+    return L;
+}
+
+/* positive features like a feature map's: softmax of N(0, σ²) over F, twice */
+static void rand_phi(double *phi, int64_t rows, int64_t F2, uint64_t *s, double sigma)
+{
+    int64_t F = F2 / 2;
+    for (int64_t r = 0; r < rows; r++)
+        for (int half = 0; half < 2; half++) {
+            double *o = phi + r * F2 + half * F, sum = 0;
+            for (int64_t j = 0; j < F; j++) {
+                o[j] = exp(sigma * tu_rand_normal(s));
+                sum += o[j];
+            }
+            for (int64_t j = 0; j < F; j++)
+                o[j] = (float)(o[j] / sum);
+        }
+}
+
+/* Run forward + backward of backend be (chunk) on double inputs; outputs
+ * (owned by the caller): y [T, n_h p], den [n_h, T], dq, dk [T, n_h, F2],
+ * dv [T, n_h, p]. dv is gathered from a fused buffer whose other columns
+ * are checked untouched. */
+static void la_run(const struct hm_backend *be, int64_t chunk, const double *q, const double *k,
+                   const double *v, const double *R, int64_t T, int64_t n_h, int64_t F2,
+                   int64_t p, float *y, float *den, float *dq, float *dk, float *dv)
+{
+    int64_t nphi = T * n_h * F2, ld = 3 * n_h * p;
+    float *fq = to_f(q, nphi), *fk = to_f(k, nphi), *qkv = fused(v, T, n_h, p, 2);
+    float *fR = to_f(R, T * n_h * p), *dqkv = fused(NULL, T, n_h, p, 2);
+    size_t wf = hm_backend_linattn_ws_size(be, T, n_h, F2, p, chunk);
+    size_t wb = hm_backend_linattn_backward_ws_size(be, T, n_h, F2, p, chunk);
+    void *ws = malloc(wf > wb ? wf : wb);
+    hm_backend_linattn_forward(be, y, den, fq, fk, qkv + 2 * p, T, n_h, F2, p, ld, 3 * p, EPS,
+                               chunk, ws, wf);
+    hm_backend_linattn_backward(be, dq, dk, dqkv + 2 * p, fR, y, den, fq, fk, qkv + 2 * p, T, n_h,
+                                F2, p, ld, 3 * p, chunk, ws, wb);
+    cr_expect(unfuse(dv, dqkv, T, n_h, p, 2), "%s chunk %lld: dv touched columns outside v",
+              be->name, (long long)chunk);
+    free(fq); free(fk); free(qkv); free(fR); free(dqkv); free(ws);
+}
+
+static const int64_t chunks[] = {1, 7, 16, 64, 0};
+#define NCHUNK (sizeof chunks / sizeof chunks[0])
+
+Test(linattn, linattn_fd)
+{
+    /* {T, n_h, F2, p} */
+    int64_t shapes[][4] = {{1, 1, 2, 1}, {7, 2, 4, 3}, {64, 1, 10, 3}, {65, 3, 2, 1},
+                           {130, 2, 4, 3}, {9, 1, 10, 8}};
+    double worst = 0;
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        int64_t T = shapes[si][0], n_h = shapes[si][1], F2 = shapes[si][2], p = shapes[si][3];
+        int64_t nphi = T * n_h * F2, nv = T * n_h * p;
+        uint64_t s = 201 + si;
+        double *q = malloc(8 * nphi), *k = malloc(8 * nphi), *v = malloc(8 * nv);
+        double *R = malloc(8 * nv), *yd = malloc(8 * nv);
+        double *gq = malloc(8 * nphi), *gk = malloc(8 * nphi), *gv = malloc(8 * nv);
+        rand_phi(q, T * n_h, F2, &s, 1);
+        rand_phi(k, T * n_h, F2, &s, 1);
+        rand_fill(v, nv, &s, 1);
+        rand_fill(R, nv, &s, 1);
+        struct lac c = {T, n_h, F2, p, R, q, k, v, 0, yd};
+        c.which = 0;
+        fd_grad(gq, q, nphi, la_loss, &c);
+        c.which = 1;
+        fd_grad(gk, k, nphi, la_loss, &c);
+        c.which = 2;
+        fd_grad(gv, v, nv, la_loss, &c);
+        la_ref_d(yd, q, k, v, T, n_h, F2, p, EPS);
+        float *want = malloc(4 * nv); /* yd is [T, n_h, p] = [T, n_h p] head-major */
+        for (int64_t i = 0; i < nv; i++)
+            want[i] = (float)yd[i];
+        for (int kb = 0; kb < 2; kb++)
+            for (size_t ci = 0; ci < (kb ? NCHUNK : 1); ci++) {
+                const struct hm_backend *be = hm_backend_get(backends[kb]);
+                float *y = malloc(4 * nv), *den = malloc(4 * n_h * T), *dq = malloc(4 * nphi);
+                float *dk = malloc(4 * nphi), *dv = malloc(4 * nv);
+                la_run(be, chunks[ci], q, k, v, R, T, n_h, F2, p, y, den, dq, dk, dv);
+                check_rel("linattn y", y, want, nv, 2e-6, 1);
+                worst = fmax(worst, check_fd("linattn dφq", dq, gq, nphi));
+                worst = fmax(worst, check_fd("linattn dφk", dk, gk, nphi));
+                worst = fmax(worst, check_fd("linattn dv", dv, gv, nv));
+                free(y); free(den); free(dq); free(dk); free(dv);
+            }
+        free(q); free(k); free(v); free(R); free(yd); free(gq); free(gk); free(gv); free(want);
+    }
+    cr_log_info("linattn FD: worst max|Δ|/max(1,|g|) = %.3g", worst);
+}
+
+/* fast (chunked) against ref on the same fp32 inputs; returns the worst
+ * relative error over y, den, dφq, dφk, dv. */
+static double fast_vs_ref(int64_t T, int64_t n_h, int64_t F2, int64_t p, int64_t chunk,
+                          const double *q, const double *k, const double *v, const double *R,
+                          double rel, double floor)
+{
+    int64_t nphi = T * n_h * F2, nv = T * n_h * p;
+    float *out[2][5];
+    for (int b = 0; b < 2; b++) {
+        out[b][0] = malloc(4 * nv);
+        out[b][1] = malloc(4 * n_h * T);
+        out[b][2] = malloc(4 * nphi);
+        out[b][3] = malloc(4 * nphi);
+        out[b][4] = malloc(4 * nv);
+        la_run(hm_backend_get(backends[b]), chunk, q, k, v, R, T, n_h, F2, p, out[b][0],
+               out[b][1], out[b][2], out[b][3], out[b][4]);
+    }
+    const char *names[5] = {"y", "den", "dφq", "dφk", "dv"};
+    int64_t sizes[5] = {nv, n_h * T, nphi, nphi, nv};
+    double worst = 0;
+    for (int i = 0; i < 5; i++) {
+        char what[96];
+        snprintf(what, sizeof what, "fast vs ref %s (T %lld n_h %lld F2 %lld p %lld chunk %lld)",
+                 names[i], (long long)T, (long long)n_h, (long long)F2, (long long)p,
+                 (long long)chunk);
+        worst = fmax(worst, check_rel(what, out[1][i], out[0][i], sizes[i], rel, floor));
+    }
+    for (int b = 0; b < 2; b++)
+        for (int i = 0; i < 5; i++)
+            free(out[b][i]);
+    return worst;
+}
+
+Test(linattn, fast_matches_ref)
+{
+    /* {T, n_h, F, p}: T < C, T = C, T = C ± 1, several chunks, T = 1 */
+    int64_t shapes[][4] = {{1, 1, 1, 1}, {5, 2, 2, 3}, {7, 3, 5, 8}, {16, 1, 2, 3},
+                           {63, 2, 5, 8}, {64, 3, 1, 1}, {65, 2, 5, 3}, {130, 3, 2, 8},
+                           {200, 1, 5, 8}};
+    double worst = 0;
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        int64_t T = shapes[si][0], n_h = shapes[si][1], F2 = 2 * shapes[si][2], p = shapes[si][3];
+        int64_t nphi = T * n_h * F2, nv = T * n_h * p;
+        uint64_t s = 401 + si;
+        double *q = malloc(8 * nphi), *k = malloc(8 * nphi), *v = malloc(8 * nv);
+        double *R = malloc(8 * nv);
+        rand_phi(q, T * n_h, F2, &s, 1.5);
+        rand_phi(k, T * n_h, F2, &s, 1.5);
+        rand_fill(v, nv, &s, 1);
+        rand_fill(R, nv, &s, 1);
+        for (size_t ci = 0; ci < NCHUNK; ci++)
+            worst = fmax(worst, fast_vs_ref(T, n_h, F2, p, chunks[ci], q, k, v, R, 2e-5, 1));
+        free(q); free(k); free(v); free(R);
+    }
+    cr_log_info("fast vs ref (T ≤ 200): worst max|Δ|/max|ref| = %.3g", worst);
+}
+
+Test(linattn, null_gradients_skip)
+{
+    /* each gradient alone equals the one computed with all three */
+    int64_t T = 70, n_h = 2, F2 = 6, p = 3, nphi = T * n_h * F2, nv = T * n_h * p, ld = 3 * n_h * p;
+    uint64_t s = 77;
+    double *q = malloc(8 * nphi), *k = malloc(8 * nphi), *v = malloc(8 * nv), *R = malloc(8 * nv);
+    rand_phi(q, T * n_h, F2, &s, 1);
+    rand_phi(k, T * n_h, F2, &s, 1);
+    rand_fill(v, nv, &s, 1);
+    rand_fill(R, nv, &s, 1);
+    for (int b = 0; b < 2; b++) {
+        const struct hm_backend *be = hm_backend_get(backends[b]);
+        float *y = malloc(4 * nv), *den = malloc(4 * n_h * T), *dq = malloc(4 * nphi);
+        float *dk = malloc(4 * nphi), *dv = malloc(4 * nv), *one = malloc(4 * nphi);
+        la_run(be, 16, q, k, v, R, T, n_h, F2, p, y, den, dq, dk, dv);
+        float *fq = to_f(q, nphi), *fk = to_f(k, nphi), *qkv = fused(v, T, n_h, p, 2);
+        float *fR = to_f(R, nv), *dqkv = fused(NULL, T, n_h, p, 2);
+        size_t wb = hm_backend_linattn_backward_ws_size(be, T, n_h, F2, p, 16);
+        void *ws = malloc(wb);
+        hm_backend_linattn_backward(be, one, NULL, NULL, fR, y, den, fq, fk, qkv + 2 * p, T, n_h,
+                                    F2, p, ld, 3 * p, 16, ws, wb);
+        cr_expect(memcmp(one, dq, 4 * (size_t)nphi) == 0, "%s: dφq alone differs", be->name);
+        hm_backend_linattn_backward(be, NULL, one, NULL, fR, y, den, fq, fk, qkv + 2 * p, T, n_h,
+                                    F2, p, ld, 3 * p, 16, ws, wb);
+        cr_expect(memcmp(one, dk, 4 * (size_t)nphi) == 0, "%s: dφk alone differs", be->name);
+        hm_backend_linattn_backward(be, NULL, NULL, dqkv + 2 * p, fR, y, den, fq, fk, qkv + 2 * p,
+                                    T, n_h, F2, p, ld, 3 * p, 16, ws, wb);
+        cr_expect(unfuse(one, dqkv, T, n_h, p, 2));
+        cr_expect(memcmp(one, dv, 4 * (size_t)nv) == 0, "%s: dv alone differs", be->name);
+        /* den may be NULL in the forward */
+        float *y2 = malloc(4 * nv);
+        size_t wf = hm_backend_linattn_ws_size(be, T, n_h, F2, p, 16);
+        void *ws2 = malloc(wf);
+        hm_backend_linattn_forward(be, y2, NULL, fq, fk, qkv + 2 * p, T, n_h, F2, p, ld, 3 * p,
+                                   EPS, 16, ws2, wf);
+        cr_expect(memcmp(y, y2, 4 * (size_t)nv) == 0, "%s: y without den differs", be->name);
+        free(y); free(den); free(dq); free(dk); free(dv); free(one); free(fq); free(fk);
+        free(qkv); free(fR); free(dqkv); free(ws); free(y2); free(ws2);
+    }
+    free(q); free(k); free(v); free(R);
+}
+
+Test(linattn, long_sequence_chunked_vs_ref, .timeout = 600)
+{
+    /* Pythia-shaped head (p = F = 64, F2 = 128), φ from real feature maps
+     * (W = eye + N(0, 0.1²), b ~ N(0, 0.1²), x ~ N(0, 1)), T = 1100 and 2048 */
+    int64_t Ts[] = {1100, 2048}, n_h = 2, p = 64, F = 64, F2 = 128;
+    double worst = 0;
+    for (int ti = 0; ti < 2; ti++) {
+        int64_t T = Ts[ti], nphi = T * n_h * F2, nv = T * n_h * p, ld = 3 * n_h * p;
+        uint64_t s = 901 + (uint64_t)ti;
+        double *x = malloc(8 * T * ld), *Wd = malloc(8 * n_h * p * F), *bd = malloc(8 * n_h * F);
+        rand_fill(x, T * ld, &s, 1);
+        float *qkv = to_f(x, T * ld), *W = malloc(4 * n_h * p * F), *b = malloc(4 * n_h * F);
+        float *phiq = malloc(4 * nphi), *phik = malloc(4 * nphi);
+        rand_fill(Wd, n_h * p * F, &s, 0.1);
+        rand_fill(bd, n_h * F, &s, 0.1);
+        for (int64_t i = 0; i < n_h * p * F; i++)
+            W[i] = (float)Wd[i] + ((i / F) % p == i % F ? 1.0f : 0.0f);
+        for (int64_t i = 0; i < n_h * F; i++)
+            b[i] = (float)bd[i];
+        const struct hm_backend *ref = hm_backend_get("ref");
+        hm_backend_featuremap_forward(ref, phiq, qkv, W, b, T, n_h, p, F, ld, 3 * p);
+        hm_backend_featuremap_forward(ref, phik, qkv + p, W, b, T, n_h, p, F, ld, 3 * p);
+        double *q = malloc(8 * nphi), *k = malloc(8 * nphi), *v = malloc(8 * nv), *R = malloc(8 * nv);
+        for (int64_t i = 0; i < nphi; i++) {
+            q[i] = phiq[i];
+            k[i] = phik[i];
+        }
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t i = 0; i < n_h * p; i++)
+                v[t * n_h * p + i] = qkv[t * ld + i / p * 3 * p + 2 * p + i % p];
+        rand_fill(R, nv, &s, 1);
+        int64_t cs[] = {0, 16, 128};
+        for (int ci = 0; ci < (ti == 0 ? 3 : 1); ci++)
+            worst = fmax(worst, fast_vs_ref(T, n_h, F2, p, cs[ci], q, k, v, R, 1e-5, 0));
+        free(x); free(Wd); free(bd); free(qkv); free(W); free(b); free(phiq); free(phik);
+        free(q); free(k); free(v); free(R);
+    }
+    cr_log_info("long sequence fast vs ref: worst max|Δ|/max|ref| = %.3g", worst);
+}
+
+/* ---- cosine loss ------------------------------------------------------------ */
+struct cosc { int64_t N, d; double *a; const double *b; };
+
+static double cos_loss_d(const double *a, void *ctx)
+{
+    struct cosc *c = ctx;
+    double L = 0;
+    for (int64_t t = 0; t < c->N; t++) {
+        double aa = 0, bb = 0, ab = 0;
+        for (int64_t i = 0; i < c->d; i++) {
+            aa += a[t * c->d + i] * a[t * c->d + i];
+            bb += c->b[t * c->d + i] * c->b[t * c->d + i];
+            ab += a[t * c->d + i] * c->b[t * c->d + i];
+        }
+        L += 1 - ab / sqrt(aa * bb);
+    }
+    return L;
+}
+
+Test(linattn, cosine_loss)
+{
+    int64_t shapes[][2] = {{1, 1}, {5, 7}, {3, 131}, {17, 512}};
+    const float scale = 0.37f;
+    double worst = 0;
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        int64_t N = shapes[si][0], d = shapes[si][1], n = N * d;
+        uint64_t s = 501 + si;
+        double *a = malloc(8 * n), *b = malloc(8 * n), *g = malloc(8 * n);
+        rand_fill(a, n, &s, 1);
+        rand_fill(b, n, &s, 2);
+        for (int64_t i = 0; i < d; i++) /* row 0 nearly parallel: cos ≈ 1 */
+            a[i] = (float)(0.5 * b[i] + 0.01 * a[i]);
+        struct cosc c = {N, d, a, b};
+        fd_grad(g, a, n, cos_loss_d, &c);
+        double L = cos_loss_d(a, &c);
+        for (int64_t i = 0; i < n; i++)
+            g[i] *= scale;
+        for (int k = 0; k < 2; k++) {
+            float *fa = to_f(a, n), *fb = to_f(b, n), *da = malloc(4 * n);
+            double got = hm_backend_cosine_loss(hm_backend_get(backends[k]), da, fa, fb, N, d, scale);
+            cr_expect(fabs(got - L) <= 1e-9 * fmax(1, L), "%s: loss %.12g want %.12g", backends[k],
+                      got, L);
+            worst = fmax(worst, check_fd("cosine da", da, g, n));
+            cr_expect(hm_backend_cosine_loss(hm_backend_get(backends[k]), NULL, fa, fb, N, d,
+                                             scale) == got);
+            free(fa); free(fb); free(da);
+        }
+        free(a); free(b); free(g);
+    }
+    cr_log_info("cosine FD: worst max|Δ|/max(1,|g|) = %.3g", worst);
+}
+
+Test(linattn, cosine_loss_zero_rows)
+{
+    /* a zero-norm row (student or teacher) counts as loss 1, gradient 0 */
+    int64_t N = 4, d = 5;
+    float a[20], b[20], da[20], da1[20];
+    uint64_t s = 9;
+    for (int i = 0; i < 20; i++) {
+        a[i] = (float)tu_rand_normal(&s);
+        b[i] = (float)tu_rand_normal(&s);
+    }
+    for (int i = 0; i < 5; i++) {
+        a[5 + i] = 0; /* row 1: student zero */
+        b[15 + i] = 0; /* row 3: teacher zero */
+    }
+    for (int k = 0; k < 2; k++) {
+        const struct hm_backend *be = hm_backend_get(backends[k]);
+        double L = hm_backend_cosine_loss(be, da, a, b, N, d, 1);
+        double L0 = hm_backend_cosine_loss(be, da1, a, b, 1, d, 1);
+        double L2 = hm_backend_cosine_loss(be, da1 + 10, a + 10, b + 10, 1, d, 1);
+        cr_expect(fabs(L - (L0 + L2 + 2)) < 1e-12, "%s: loss %.12g", be->name, L);
+        for (int i = 0; i < 5; i++) {
+            cr_expect(da[5 + i] == 0 && da[15 + i] == 0, "%s: zero-row gradient", be->name);
+            cr_expect(da[i] == da1[i] && da[10 + i] == da1[10 + i]);
+        }
+    }
+}

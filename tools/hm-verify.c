@@ -1,0 +1,458 @@
+/* hm-verify — prove a conversion (SPEC §7). Exit codes follow cmp(1):
+ * 0 equivalent, 1 not equivalent, 2 could not check (bad usage, unreadable
+ * input). Uses the same loaders and kernels as every other tool.
+ *
+ *   hm-verify mapping HEDGEHOG HEDGEMAMBA   logits and every layer's mixer
+ *                                           output agree (1e-5 rel, fp32)
+ *   hm-verify recurrent CKPT                chunked = token-by-token form
+ *   hm-verify logits CKPT --reference FILE --data TOKENS
+ *                                           logits equal a stored reference */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checkpoint.h"
+#include "cli.h"
+#include "neox.h"
+#include "recurrent.h"
+#include "threads.h"
+#include "tokfile.h"
+
+static const char usage[] =
+    "usage: hm-verify mapping HEDGEHOG HEDGEMAMBA [--data TOKENS | --random-tokens N]\n"
+    "       hm-verify recurrent CKPT [--data TOKENS | --random-tokens N]\n"
+    "       hm-verify logits CKPT --reference LOGITS --data TOKENS\n"
+    "\n"
+    "Check that two computations agree, with the same loaders and kernels as the\n"
+    "other tools. Error = max |a - b| / max |b| over the compared values (b: the\n"
+    "reference: the hedgehog model, the chunked form, the stored logits).\n"
+    "  mapping    a hedgehog checkpoint and the hedgemamba checkpoint hm-map-ssm made\n"
+    "             from it: the logits and every layer's mixer output (after dense)\n"
+    "  recurrent  a hedgehog or hedgemamba model: chunked (training/prefill) form vs\n"
+    "             token-by-token recurrent form, logits at every position\n"
+    "  logits     a model's logits vs a safetensors file with tensor 'logits'\n"
+    "             [windows, L, V] (as hm-eval --dump-logits writes) on the same\n"
+    "             windows of TOKENS (window w = tokens [wL, wL+L))\n"
+    "\n"
+    "Options:\n"
+    "      --data FILE          token file; sequences are windows of --seq-len\n"
+    "      --random-tokens N    instead of --data: one sequence of N random tokens\n"
+    "      --seq-len L          window length with --data (default 256)\n"
+    "      --max-windows N      check at most N windows (default 4)\n"
+    "      --seed S             seed of --random-tokens (default 0)\n"
+    "      --reference FILE     logits reference (logits mode)\n"
+    "      --tolerance X        relative tolerance (default 1e-5; logits: 1e-4)\n"
+    "      --threads N          CPU threads\n"
+    "      --json               one JSON object: check, equivalent, tolerance,\n"
+    "                           max_abs, max_rel, where, layers\n"
+    "  -q, --quiet  -v, --verbose  -h, --help  --version\n"
+    "\n"
+    "Exit status: 0 equivalent, 1 not equivalent, 2 could not check.\n";
+
+enum { OPT_DATA = HM_OPT_FIRST_TOOL, OPT_RANDOM, OPT_SEQ, OPT_MAXW, OPT_SEED, OPT_REF, OPT_TOL,
+       OPT_THREADS };
+
+struct opts {
+    struct hm_cli_common common;
+    const char *mode, *a, *b, *data, *ref;
+    int64_t random_tokens, seq_len, max_windows;
+    uint64_t seed;
+    double tol;
+};
+
+/* The worst disagreement seen, and where. */
+struct worst {
+    double max_abs, max_ref, rel;
+    int64_t seq, pos, col;
+};
+
+static void worst_update(struct worst *w, const float *a, const float *b, int64_t T, int64_t n,
+                         int64_t seq)
+{
+    double mref = w->max_ref;
+    for (int64_t i = 0; i < T * n; i++)
+        mref = fabs(b[i]) > mref ? fabs(b[i]) : mref;
+    w->max_ref = mref;
+    for (int64_t i = 0; i < T * n; i++) {
+        double dlt = fabs((double)a[i] - (double)b[i]);
+        if (dlt > w->max_abs || isnan(dlt)) {
+            w->max_abs = isnan(dlt) ? INFINITY : dlt;
+            w->seq = seq;
+            w->pos = i / n;
+            w->col = i % n;
+        }
+    }
+    w->rel = w->max_ref > 0 ? w->max_abs / w->max_ref : w->max_abs;
+}
+
+/* ---- inputs ------------------------------------------------------------------- */
+
+struct seqs {
+    int64_t n, T;
+    int32_t *tok; /* [n, T + 1] */
+};
+
+static int load_seqs(const struct opts *o, int64_t vocab, struct seqs *s)
+{
+    struct hm_error err;
+    if (o->random_tokens) {
+        s->n = 1;
+        s->T = o->random_tokens;
+        s->tok = malloc(sizeof(int32_t) * (size_t)(s->T + 1));
+        uint64_t st = o->seed * 0x9E3779B97F4A7C15ull + 1;
+        for (int64_t i = 0; i <= s->T; i++) {
+            st = st * 6364136223846793005ull + 1442695040888963407ull;
+            s->tok[i] = (int32_t)((st >> 33) % (uint64_t)vocab);
+        }
+        return 0;
+    }
+    struct hm_tok_file *tf;
+    if (hm_tok_open(o->data, &tf, &err) != HM_OK) {
+        hm_error("cannot read '%s': %s", o->data, err.msg);
+        return -1;
+    }
+    s->T = o->seq_len;
+    s->n = (hm_tok_count(tf) - 1) / s->T;
+    if (s->n > o->max_windows)
+        s->n = o->max_windows;
+    if (s->n < 1) {
+        hm_error("cannot read '%s': fewer than %lld tokens", o->data, (long long)(s->T + 1));
+        hm_tok_close(tf);
+        return -1;
+    }
+    s->tok = malloc(sizeof(int32_t) * (size_t)(s->n * (s->T + 1)));
+    for (int64_t w = 0; w < s->n; w++)
+        if (hm_tok_read(tf, w * s->T, s->T + 1, s->tok + w * (s->T + 1), &err) != HM_OK) {
+            hm_error("cannot read '%s': %s", o->data, err.msg);
+            hm_tok_close(tf);
+            return -1;
+        }
+    hm_tok_close(tf);
+    for (int64_t i = 0; i < s->n * (s->T + 1); i++)
+        if (s->tok[i] < 0 || s->tok[i] >= vocab) {
+            hm_error("cannot check '%s': token id %d is outside the model vocabulary (%lld)",
+                     o->data, s->tok[i], (long long)vocab);
+            return -1;
+        }
+    return 0;
+}
+
+static struct hm_neox *load_model(const char *path)
+{
+    struct hm_ckpt *ck;
+    struct hm_neox *m = NULL;
+    struct hm_error err;
+    hm_error_clear(&err);
+    if (hm_ckpt_open(path, &ck, &err) != HM_OK || hm_neox_load(ck, &m, &err) != HM_OK) {
+        hm_error("cannot read '%s': %s", path, err.msg);
+        if (m)
+            hm_neox_free(m);
+        m = NULL;
+    }
+    hm_ckpt_close(ck);
+    return m;
+}
+
+/* ---- reports -------------------------------------------------------------------- */
+
+static int report(const struct opts *o, const struct worst *lg, const struct worst *layers,
+                  int64_t L, const char *what)
+{
+    int ok = lg->rel <= o->tol;
+    for (int64_t l = 0; l < L; l++)
+        ok = ok && layers[l].rel <= o->tol;
+    /* the first failing place: layers in order, then the logits */
+    int64_t bad = -1;
+    for (int64_t l = 0; l < L && bad < 0; l++)
+        if (layers[l].rel > o->tol)
+            bad = l;
+    const struct worst *w = bad >= 0 ? &layers[bad] : lg;
+    if (o->common.json) {
+        printf("{\"version\": 1, \"check\": \"%s\", \"equivalent\": %s, \"tolerance\": %g, "
+               "\"max_abs\": %.9g, \"max_rel\": %.9g, \"where\": {\"what\": \"%s\", "
+               "\"layer\": %lld, \"sequence\": %lld, \"position\": %lld, \"index\": %lld}, "
+               "\"logits\": {\"max_abs\": %.9g, \"max_rel\": %.9g}, \"layers\": [",
+               o->mode, ok ? "true" : "false", o->tol, w->max_abs, w->rel,
+               bad >= 0 ? "mixer" : what, (long long)bad, (long long)w->seq, (long long)w->pos,
+               (long long)w->col, lg->max_abs, lg->rel);
+        for (int64_t l = 0; l < L; l++)
+            printf("%s{\"layer\": %lld, \"max_abs\": %.9g, \"max_rel\": %.9g}", l ? ", " : "",
+                   (long long)l, layers[l].max_abs, layers[l].rel);
+        printf("]}\n");
+    } else {
+        for (int64_t l = 0; l < L && o->common.verbose; l++)
+            printf("layer %lld mixer output: max abs %.3g, rel %.3g\n", (long long)l,
+                   layers[l].max_abs, layers[l].rel);
+        printf("%s: max abs %.3g, rel %.3g (tolerance %g)\n", what, lg->max_abs, lg->rel, o->tol);
+        if (ok)
+            printf("equivalent\n");
+        else if (bad >= 0)
+            printf("NOT equivalent: layer %lld mixer output, sequence %lld, position %lld, "
+                   "channel %lld: rel error %.3g\n", (long long)bad, (long long)w->seq,
+                   (long long)w->pos, (long long)w->col, w->rel);
+        else
+            printf("NOT equivalent: %s, sequence %lld, position %lld, index %lld: rel error "
+                   "%.3g\n", what, (long long)w->seq, (long long)w->pos, (long long)w->col,
+                   w->rel);
+    }
+    return ok ? 0 : 1;
+}
+
+/* ---- mapping -------------------------------------------------------------------- */
+
+struct capture {
+    float *o; /* [L, T, d] */
+    int64_t T;
+};
+
+static enum hm_status grab(void *ctx, int64_t l, const float *a_in, const float *qkv,
+                           const float *o, int64_t T, int64_t d, struct hm_error *err)
+{
+    struct capture *c = ctx;
+    (void)a_in;
+    (void)qkv;
+    (void)err;
+    memcpy(c->o + l * c->T * d, o, sizeof(float) * (size_t)(T * d));
+    return HM_OK;
+}
+
+/* logits of one sequence, with the per-layer mixer outputs captured */
+static enum hm_status run_seq(const struct hm_neox *m, const int32_t *tok, int64_t T,
+                              struct hm_neox_ws *ws, struct capture *cap, float *logits,
+                              struct hm_error *err)
+{
+    struct hm_neox_hooks hooks = {grab, cap};
+    const struct hm_backend *be = hm_backend_get("fast");
+    enum hm_status st = hm_neox_hidden(m, be, tok, T, ws, cap ? &hooks : NULL, err);
+    if (st == HM_OK)
+        hm_backend_matmul_forward(be, logits, ws->hf, m->embed_out, NULL, T, m->cfg.hidden_size,
+                                  m->cfg.vocab_size);
+    return st;
+}
+
+static int same_skeleton(const struct hm_config *a, const struct hm_config *b)
+{
+    return a->vocab_size == b->vocab_size && a->hidden_size == b->hidden_size &&
+           a->num_hidden_layers == b->num_hidden_layers &&
+           a->num_attention_heads == b->num_attention_heads &&
+           a->intermediate_size == b->intermediate_size;
+}
+
+static int check_mapping(const struct opts *o)
+{
+    struct hm_neox *ref = load_model(o->a), *m = ref ? load_model(o->b) : NULL;
+    if (!ref || !m)
+        return 2;
+    if (!same_skeleton(&ref->cfg, &m->cfg)) {
+        hm_error("cannot compare '%s' and '%s': different model shapes", o->a, o->b);
+        return 2;
+    }
+    if (m->cfg.arch != HM_ARCH_HEDGEMAMBA)
+        hm_warning("'%s' is a %s model, not hedgemamba", o->b, hm_arch_name(m->cfg.arch));
+    struct seqs s = {0};
+    if (load_seqs(o, ref->cfg.vocab_size, &s) != 0)
+        return 2;
+    const int64_t L = ref->cfg.num_hidden_layers, d = ref->cfg.hidden_size, T = s.T;
+    const int64_t V = ref->cfg.vocab_size;
+    struct capture ca = {malloc(sizeof(float) * (size_t)(L * T * d)), T};
+    struct capture cb = {malloc(sizeof(float) * (size_t)(L * T * d)), T};
+    float *la = malloc(sizeof(float) * (size_t)(T * V)), *lb = malloc(sizeof(float) * (size_t)(T * V));
+    struct worst lg = {0}, *layers = calloc((size_t)L, sizeof *layers);
+    struct hm_neox_ws wa, wb;
+    hm_neox_ws_init(&wa);
+    hm_neox_ws_init(&wb);
+    struct hm_error err;
+    int rc = 0;
+    for (int64_t q = 0; q < s.n && rc == 0; q++) {
+        const int32_t *tok = s.tok + q * (T + 1);
+        if (run_seq(ref, tok, T, &wa, &ca, la, &err) != HM_OK ||
+            run_seq(m, tok, T, &wb, &cb, lb, &err) != HM_OK) {
+            hm_error("cannot run the models: %s", err.msg);
+            rc = 2;
+            break;
+        }
+        for (int64_t l = 0; l < L; l++)
+            worst_update(&layers[l], cb.o + l * T * d, ca.o + l * T * d, T, d, q);
+        worst_update(&lg, lb, la, T, V, q);
+    }
+    if (rc == 0)
+        rc = report(o, &lg, layers, L, "logits");
+    free(ca.o), free(cb.o), free(la), free(lb), free(layers), free(s.tok);
+    hm_neox_ws_release(&wa);
+    hm_neox_ws_release(&wb);
+    hm_neox_free(ref);
+    hm_neox_free(m);
+    return rc;
+}
+
+/* ---- recurrent ------------------------------------------------------------------ */
+
+static int check_recurrent(const struct opts *o)
+{
+    struct hm_neox *m = load_model(o->a);
+    if (!m)
+        return 2;
+    struct seqs s = {0};
+    if (load_seqs(o, m->cfg.vocab_size, &s) != 0)
+        return 2;
+    const int64_t T = s.T, V = m->cfg.vocab_size;
+    const struct hm_backend *be = hm_backend_get("fast");
+    struct hm_error err;
+    struct hm_neox_state *st;
+    if (hm_neox_state_new(m, &st, &err) != HM_OK) {
+        hm_error("cannot check '%s': %s", o->a, err.msg);
+        return 2;
+    }
+    float *chunked = malloc(sizeof(float) * (size_t)(T * V));
+    float *rec = malloc(sizeof(float) * (size_t)(T * V));
+    struct hm_neox_ws ws;
+    hm_neox_ws_init(&ws);
+    struct worst lg = {0};
+    int rc = 0;
+    for (int64_t q = 0; q < s.n && rc == 0; q++) {
+        const int32_t *tok = s.tok + q * (T + 1);
+        if (run_seq(m, tok, T, &ws, NULL, chunked, &err) != HM_OK) {
+            hm_error("cannot run '%s': %s", o->a, err.msg);
+            rc = 2;
+            break;
+        }
+        hm_neox_state_reset(st);
+        for (int64_t t = 0; t < T && rc == 0; t++)
+            if (hm_neox_step(m, be, st, tok[t], rec + t * V, &err) != HM_OK) {
+                hm_error("cannot run '%s': %s", o->a, err.msg);
+                rc = 2;
+            }
+        if (rc == 0)
+            worst_update(&lg, rec, chunked, T, V, q);
+    }
+    if (rc == 0)
+        rc = report(o, &lg, NULL, 0, "recurrent vs chunked logits");
+    free(chunked), free(rec), free(s.tok);
+    hm_neox_ws_release(&ws);
+    hm_neox_state_free(st);
+    hm_neox_free(m);
+    return rc;
+}
+
+/* ---- logits vs reference -------------------------------------------------------- */
+
+static int check_logits(const struct opts *o)
+{
+    struct hm_st_file *rf;
+    struct hm_error err;
+    hm_error_clear(&err);
+    if (hm_st_open(o->ref, &rf, &err) != HM_OK) {
+        hm_error("cannot read '%s': %s", o->ref, err.msg);
+        return 2;
+    }
+    int64_t i = hm_st_find(rf, "logits");
+    const struct hm_st_tensor *t = i >= 0 ? hm_st_tensor_at(rf, i) : NULL;
+    if (!t || t->dtype != HM_DTYPE_F32 || t->ndim != 3) {
+        hm_error("cannot read '%s': no F32 tensor 'logits' of shape [windows, L, V]", o->ref);
+        hm_st_close(rf);
+        return 2;
+    }
+    struct hm_neox *m = load_model(o->a);
+    if (!m) {
+        hm_st_close(rf);
+        return 2;
+    }
+    const int64_t W = t->shape[0], T = t->shape[1], V = t->shape[2];
+    if (V != m->cfg.vocab_size) {
+        hm_error("cannot compare: '%s' has %lld logits per position, the model %lld", o->ref,
+                 (long long)V, (long long)m->cfg.vocab_size);
+        return 2;
+    }
+    struct opts o2 = *o;
+    o2.seq_len = T;
+    o2.max_windows = W;
+    struct seqs s = {0};
+    if (load_seqs(&o2, V, &s) != 0)
+        return 2;
+    if (s.n < W) {
+        hm_error("cannot compare: '%s' holds %lld windows of %lld, the data only %lld", o->ref,
+                 (long long)W, (long long)T, (long long)s.n);
+        return 2;
+    }
+    const float *ref = hm_st_data_view(rf, i);
+    float *lg = malloc(sizeof(float) * (size_t)(T * V));
+    struct hm_neox_ws ws;
+    hm_neox_ws_init(&ws);
+    struct worst w = {0};
+    int rc = 0;
+    for (int64_t q = 0; q < W && rc == 0; q++) {
+        if (run_seq(m, s.tok + q * (T + 1), T, &ws, NULL, lg, &err) != HM_OK) {
+            hm_error("cannot run '%s': %s", o->a, err.msg);
+            rc = 2;
+            break;
+        }
+        /* the mapped reference may be unaligned: copy one window */
+        float *rw = malloc(sizeof(float) * (size_t)(T * V));
+        memcpy(rw, (const char *)ref + sizeof(float) * (size_t)(q * T * V),
+               sizeof(float) * (size_t)(T * V));
+        worst_update(&w, lg, rw, T, V, q);
+        free(rw);
+    }
+    if (rc == 0)
+        rc = report(o, &w, NULL, 0, "logits vs reference");
+    free(lg), free(s.tok);
+    hm_neox_ws_release(&ws);
+    hm_neox_free(m);
+    hm_st_close(rf);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        HM_CLI_COMMON_LONGOPTS,
+        {"data", required_argument, NULL, OPT_DATA},
+        {"random-tokens", required_argument, NULL, OPT_RANDOM},
+        {"seq-len", required_argument, NULL, OPT_SEQ},
+        {"max-windows", required_argument, NULL, OPT_MAXW},
+        {"seed", required_argument, NULL, OPT_SEED},
+        {"reference", required_argument, NULL, OPT_REF},
+        {"tolerance", required_argument, NULL, OPT_TOL},
+        {"threads", required_argument, NULL, OPT_THREADS},
+        {NULL, 0, NULL, 0},
+    };
+    struct opts o = {.common = {.progress = -1}, .seq_len = 256, .max_windows = 4, .tol = -1};
+    int c;
+    hm_cli_init("hm-verify", usage, argv);
+    while ((c = getopt_long(argc, argv, HM_CLI_COMMON_SHORTOPTS, longopts, NULL)) != -1) {
+        switch (c) {
+        HM_CLI_COMMON_CASES(&o.common);
+        case OPT_DATA: o.data = optarg; break;
+        case OPT_RANDOM: o.random_tokens = hm_parse_i64(optarg, "--random-tokens", 1, 1 << 24); break;
+        case OPT_SEQ: o.seq_len = hm_parse_i64(optarg, "--seq-len", 1, 1 << 24); break;
+        case OPT_MAXW: o.max_windows = hm_parse_i64(optarg, "--max-windows", 1, 1 << 30); break;
+        case OPT_SEED: o.seed = (uint64_t)hm_parse_i64(optarg, "--seed", 0, INT64_MAX); break;
+        case OPT_REF: o.ref = optarg; break;
+        case OPT_TOL: o.tol = hm_parse_f64(optarg, "--tolerance", 0, 1); break;
+        case OPT_THREADS: hm_threads_set((int)hm_parse_i64(optarg, "--threads", 1, 4096)); break;
+        }
+    }
+    int nargs = argc - optind;
+    if (nargs < 1)
+        hm_usage_error("missing the check: mapping, recurrent or logits");
+    o.mode = argv[optind];
+    int want = strcmp(o.mode, "mapping") == 0 ? 2 : 1;
+    if (strcmp(o.mode, "mapping") && strcmp(o.mode, "recurrent") && strcmp(o.mode, "logits"))
+        hm_usage_error("unknown check '%s' (mapping, recurrent or logits)", o.mode);
+    if (nargs - 1 != want)
+        hm_usage_error("'%s' takes %d checkpoint%s", o.mode, want, want > 1 ? "s" : "");
+    o.a = argv[optind + 1];
+    o.b = want == 2 ? argv[optind + 2] : NULL;
+    if (!!o.data == !!o.random_tokens && strcmp(o.mode, "logits") != 0)
+        hm_usage_error("give one of --data or --random-tokens");
+    if (strcmp(o.mode, "logits") == 0 && (!o.ref || !o.data || o.random_tokens))
+        hm_usage_error("logits needs --reference and --data");
+    if (o.tol < 0)
+        o.tol = strcmp(o.mode, "logits") == 0 ? 1e-4 : 1e-5;
+    int rc = strcmp(o.mode, "mapping") == 0 ? check_mapping(&o)
+             : strcmp(o.mode, "recurrent") == 0 ? check_recurrent(&o)
+                                                : check_logits(&o);
+    return hm_cli_finish(rc);
+}
