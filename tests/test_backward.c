@@ -452,6 +452,10 @@ static struct hm_neox *tiny_model_arch(int parallel, enum hm_act act, uint64_t s
             v[i].data[j] = (float)(v[i].spec.group == HM_PG_NORM && strstr(v[i].spec.name, "weight")
                                        ? 1 + 0.2 * tu_rand_normal(&s)
                                        : 0.4 * tu_rand_normal(&s));
+    /* HedgeMamba: decays A ≤ 0 as the optimizer keeps them */
+    for (int64_t l = 0; arch == HM_ARCH_HEDGEMAMBA && l < c.num_hidden_layers; l++)
+        for (int64_t h = 0; h < c.num_attention_heads; h++)
+            m->layers[l].A[h] = -fabsf(m->layers[l].A[h]) * 2;
     free(v);
     return m;
 }
@@ -512,6 +516,11 @@ static void whole_model_check(int parallel, enum hm_act act, const char *bename,
  * hm-finetune trains the paper's Hedgehog baseline. */
 Test(backward, whole_model_hedgehog_ref) { whole_model_check_arch(1, HM_ACT_GELU, "ref", 0, HM_ARCH_HEDGEHOG); }
 Test(backward, whole_model_hedgehog_fast) { whole_model_check_arch(0, HM_ACT_GELU, "fast", 0, HM_ARCH_HEDGEHOG); }
+
+/* HedgeMamba (SPEC §3): conv, Δ, the scan with the ones channel, D, gate —
+ * stage 2's full model, every component active. */
+Test(backward, whole_model_hedgemamba_ref) { whole_model_check_arch(1, HM_ACT_GELU, "ref", 1, HM_ARCH_HEDGEMAMBA); }
+Test(backward, whole_model_hedgemamba_fast) { whole_model_check_arch(0, HM_ACT_GELU_TANH, "fast", 0, HM_ARCH_HEDGEMAMBA); }
 
 Test(backward, whole_model_parallel_ref) { whole_model_check(1, HM_ACT_GELU, "ref", 0); }
 Test(backward, whole_model_parallel_fast) { whole_model_check(1, HM_ACT_GELU, "fast", 0); }

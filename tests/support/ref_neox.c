@@ -104,8 +104,14 @@ double tu_ref_neox_loss(const struct hm_config *c, const double *w, const int32_
     const int64_t r = c->rotary_dims;
     /* spec order: embed_in, per layer 12 tensors, lnf w, lnf b, embed_out */
     /* per layer: ln1 w,b ln2 w,b qkv w,b dense w,b [fq w,b fk w,b] fc1 w,b fc2 w,b */
-    const int is_hh = c->arch == HM_ARCH_HEDGEHOG;
-    const int64_t K = is_hh ? 16 : 12, F = c->feature_dim, F2 = 2 * F;
+    /* hedgemamba adds: conv w,b dt w,b A D gate w,b (after the feature maps) */
+    const int is_hm = c->arch == HM_ARCH_HEDGEMAMBA;
+    const int is_hh = c->arch == HM_ARCH_HEDGEHOG || is_hm; /* has feature maps */
+    const int64_t K = 12 + (is_hh ? 4 : 0) + (is_hm ? 8 : 0), F = c->feature_dim, F2 = 2 * F;
+    const int64_t CW = c->conv_width;
+    double *xraw = is_hm ? malloc(sizeof(double) * (size_t)(T * 3 * d)) : NULL;
+    double *aall = is_hm ? malloc(sizeof(double) * (size_t)(T * d)) : NULL;
+    double *S = is_hm ? malloc(sizeof(double) * (size_t)(F2 * (p + 1))) : NULL;
     const double *emb = ptr[0], *lnfw = ptr[1 + K * L], *lnfb = ptr[2 + K * L];
     const double *wout = ptr[3 + K * L];
     double *pq = is_hh ? malloc(sizeof(double) * (size_t)(T * F2)) : NULL;
@@ -124,9 +130,15 @@ double tu_ref_neox_loss(const struct hm_config *c, const double *w, const int32_
             memcpy(h + s * d, emb + (int64_t)tok[s] * d, sizeof(double) * d);
         for (int64_t l = 0; l < L; l++) {
             const double **q = ptr + 1 + K * l;
-            const double **mq = q + (is_hh ? 4 : 0); /* mq[8..11]: fc1 w,b fc2 w,b */
+            const double **mq = q + (K - 12); /* mq[8..11]: fc1 w,b fc2 w,b */
             for (int64_t s = 0; s < T; s++) {
                 layernorm(a, h + s * d, q[0], q[1], d, c->layer_norm_eps);
+                if (is_hm) {
+                    /* qkv before the conv; the rotary comes after the conv, below */
+                    linear(xraw + s * 3 * d, a, q[4], q[5], d, 3 * d);
+                    memcpy(aall + s * d, a, sizeof(double) * d);
+                    continue;
+                }
                 linear(qkv + s * 3 * d, a, q[4], q[5], d, 3 * d);
                 for (int64_t hh = 0; hh < nh; hh++)
                     for (int sel = 0; sel < 2; sel++) {
@@ -143,6 +155,33 @@ double tu_ref_neox_loss(const struct hm_config *c, const double *w, const int32_
                         }
                     }
             }
+            if (is_hm) {
+                /* causal depthwise conv over the 3d channels, then rotary */
+                for (int64_t s = 0; s < T; s++)
+                    for (int64_t ch = 0; ch < 3 * d; ch++) {
+                        double acc = q[13][ch];
+                        for (int64_t k = 0; k < CW; k++) {
+                            int64_t src = s - (CW - 1) + k;
+                            if (src >= 0)
+                                acc += q[12][ch * CW + k] * xraw[src * 3 * d + ch];
+                        }
+                        qkv[s * 3 * d + ch] = acc;
+                    }
+                for (int64_t s = 0; s < T; s++)
+                    for (int64_t hh = 0; hh < nh; hh++)
+                        for (int sel = 0; sel < 2; sel++) {
+                            double *x = qkv + s * 3 * d + hh * 3 * p + sel * p;
+                            for (int64_t j = 0; j < r / 2; j++) {
+                                float e = (float)(2 * j) / (float)r;
+                                float inv = 1.0f / (float)pow(c->rotary_emb_base, (double)e);
+                                float th = (float)s * inv;
+                                double cs = (float)cos((double)th), sn = (float)sin((double)th);
+                                double x0 = x[j], x1 = x[j + r / 2];
+                                x[j] = x0 * cs - x1 * sn;
+                                x[j + r / 2] = x1 * cs + x0 * sn;
+                            }
+                        }
+            }
             for (int64_t hd = 0; is_hh && hd < nh; hd++) {
                 /* Hedgehog: φ on rotated q, k, then causal normalized linear attention */
                 for (int64_t s = 0; s < T; s++) {
@@ -150,6 +189,37 @@ double tu_ref_neox_loss(const struct hm_config *c, const double *w, const int32_
                          q[9] + hd * F, p, F);
                     fmap(pk + s * F2, qkv + s * 3 * d + hd * 3 * p + p, q[10] + hd * p * F,
                          q[11] + hd * F, p, F);
+                }
+                if (is_hm) {
+                    /* S_t = α_t S_{t−1} + Δ_t B_t [v_t; 1]^T, y_t = n[:p] / (n[p] + ε) + D v_t,
+                     * Δ_t = softplus(a_t Wdt^T + bdt), α_t = exp(Δ_t A), then the SiLU gate */
+                    memset(S, 0, sizeof(double) * (size_t)(F2 * (p + 1)));
+                    for (int64_t t2 = 0; t2 < T; t2++) {
+                        double u = q[15][hd];
+                        for (int64_t i2 = 0; i2 < d; i2++)
+                            u += q[14][hd * d + i2] * aall[t2 * d + i2];
+                        double dt = u > 30 ? u : log1p(exp(u)), al = exp(dt * q[16][hd]);
+                        const double *vt = qkv + t2 * 3 * d + hd * 3 * p + 2 * p;
+                        for (int64_t f = 0; f < F2; f++) {
+                            for (int64_t k = 0; k < p; k++)
+                                S[f * (p + 1) + k] = al * S[f * (p + 1) + k] + dt * pk[t2 * F2 + f] * vt[k];
+                            S[f * (p + 1) + p] = al * S[f * (p + 1) + p] + dt * pk[t2 * F2 + f];
+                        }
+                        double den = 0;
+                        for (int64_t f = 0; f < F2; f++)
+                            den += pq[t2 * F2 + f] * S[f * (p + 1) + p];
+                        for (int64_t k = 0; k < p; k++) {
+                            double n = 0;
+                            for (int64_t f = 0; f < F2; f++)
+                                n += pq[t2 * F2 + f] * S[f * (p + 1) + k];
+                            double y = n / (den + 1e-6) + q[17][hd] * vt[k];
+                            double z = q[19][hd * p + k];
+                            for (int64_t i2 = 0; i2 < d; i2++)
+                                z += q[18][(hd * p + k) * d + i2] * aall[t2 * d + i2];
+                            att[t2 * d + hd * p + k] = y * z / (1 + exp(-z));
+                        }
+                    }
+                    continue;
                 }
                 for (int64_t i = 0; i < T; i++) {
                     double den = 0;
@@ -220,6 +290,7 @@ double tu_ref_neox_loss(const struct hm_config *c, const double *w, const int32_
     }
     free(h); free(a); free(qkv); free(att); free(o); free(a2); free(mh); free(mo); free(t);
     free(hn); free(lg); free(sc); free(ptr); free(specs); free(pq); free(pk);
+    free(xraw); free(aall); free(S);
     return loss / (double)(B * T);
 }
 
