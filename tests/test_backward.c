@@ -17,55 +17,12 @@
 #include "neox_train.h"
 #include "optim.h"
 #include "ref_neox.h"
+#include "fdcheck.h"
 #include "testutil.h"
 
-#define FD_H 1e-6
 #define TOL 5e-6
+#define check_close(what, got, want, n) tu_check_fd(what, got, want, n, TOL)
 
-typedef double (*scalar_fn)(const double *x, void *ctx);
-
-/* g[n] = central differences of f at x[n] (x is restored). */
-static void fd_grad(double *g, double *x, int64_t n, scalar_fn f, void *ctx)
-{
-    for (int64_t i = 0; i < n; i++) {
-        double x0 = x[i];
-        x[i] = x0 + FD_H;
-        double fp = f(x, ctx);
-        x[i] = x0 - FD_H;
-        double fm = f(x, ctx);
-        x[i] = x0;
-        g[i] = (fp - fm) / (2 * FD_H);
-    }
-}
-
-static void check_close(const char *what, const float *got, const double *want, int64_t n)
-{
-    double mx = 1, err = 0;
-    int64_t at = 0;
-    for (int64_t i = 0; i < n; i++)
-        mx = fabs(want[i]) > mx ? fabs(want[i]) : mx;
-    for (int64_t i = 0; i < n; i++)
-        if (fabs(got[i] - want[i]) > err) {
-            err = fabs(got[i] - want[i]);
-            at = i;
-        }
-    cr_expect(err <= TOL * mx, "%s: max |Δ| %.3g at %lld (got %.9g want %.9g), scale %.3g", what,
-              err, (long long)at, got[at], want[at], mx);
-}
-
-static void rand_fill(double *x, int64_t n, uint64_t *s, double scale)
-{
-    for (int64_t i = 0; i < n; i++)
-        x[i] = scale * tu_rand_normal(s);
-}
-
-static float *to_f(const double *x, int64_t n)
-{
-    float *f = malloc(sizeof(float) * (size_t)(n ? n : 1));
-    for (int64_t i = 0; i < n; i++)
-        f[i] = (float)x[i];
-    return f;
-}
 
 /* round a double vector to fp32 values (so fp32 kernels see the same inputs) */
 static void round_f(double *x, int64_t n)
@@ -103,10 +60,10 @@ Test(backward, matmul)
         uint64_t s = 11 + si;
         double *x = malloc(8 * T * in), *w = malloc(8 * out * in), *b = malloc(8 * out);
         double *R = malloc(8 * T * out);
-        rand_fill(x, T * in, &s, 1);
-        rand_fill(w, out * in, &s, 0.5);
-        rand_fill(b, out, &s, 0.5);
-        rand_fill(R, T * out, &s, 1);
+        tu_rand_fill(x, T * in, &s, 1);
+        tu_rand_fill(w, out * in, &s, 0.5);
+        tu_rand_fill(b, out, &s, 0.5);
+        tu_rand_fill(R, T * out, &s, 1);
         round_f(x, T * in);
         round_f(w, out * in);
         round_f(b, out);
@@ -114,14 +71,14 @@ Test(backward, matmul)
         struct mm c = {T, in, out, R, x, w, b, 0};
         double *gx = malloc(8 * T * in), *gw = malloc(8 * out * in), *gb = malloc(8 * out);
         c.which = 0;
-        fd_grad(gx, x, T * in, mm_loss, &c);
+        tu_fd_grad(gx, x, T * in, mm_loss, &c);
         c.which = 1;
-        fd_grad(gw, w, out * in, mm_loss, &c);
+        tu_fd_grad(gw, w, out * in, mm_loss, &c);
         c.which = 2;
-        fd_grad(gb, b, out, mm_loss, &c);
+        tu_fd_grad(gb, b, out, mm_loss, &c);
         for (int k = 0; k < 2; k++) {
             const struct hm_backend *be = hm_backend_get(backends[k]);
-            float *fx = to_f(x, T * in), *fw = to_f(w, out * in), *fR = to_f(R, T * out);
+            float *fx = tu_to_f32(x, T * in), *fw = tu_to_f32(w, out * in), *fR = tu_to_f32(R, T * out);
             float *dx = calloc(T * in, 4), *dw = calloc(out * in, 4), *db = calloc(out, 4);
             dw[0] = 0.25f; /* parameter grads accumulate */
             db[0] = -0.5f;
@@ -167,10 +124,10 @@ Test(backward, layernorm)
         int64_t T = shapes[si][0], d = shapes[si][1];
         uint64_t s = 21 + si;
         double *x = malloc(8 * T * d), *w = malloc(8 * d), *b = malloc(8 * d), *R = malloc(8 * T * d);
-        rand_fill(x, T * d, &s, 1);
-        rand_fill(w, d, &s, 1);
-        rand_fill(b, d, &s, 1);
-        rand_fill(R, T * d, &s, 1);
+        tu_rand_fill(x, T * d, &s, 1);
+        tu_rand_fill(w, d, &s, 1);
+        tu_rand_fill(b, d, &s, 1);
+        tu_rand_fill(R, T * d, &s, 1);
         round_f(x, T * d);
         round_f(w, d);
         round_f(b, d);
@@ -178,14 +135,14 @@ Test(backward, layernorm)
         struct ln c = {T, d, R, x, w, b, 0};
         double *gx = malloc(8 * T * d), *gw = malloc(8 * d), *gb = malloc(8 * d);
         c.which = 0;
-        fd_grad(gx, x, T * d, ln_loss, &c);
+        tu_fd_grad(gx, x, T * d, ln_loss, &c);
         c.which = 1;
-        fd_grad(gw, w, d, ln_loss, &c);
+        tu_fd_grad(gw, w, d, ln_loss, &c);
         c.which = 2;
-        fd_grad(gb, b, d, ln_loss, &c);
+        tu_fd_grad(gb, b, d, ln_loss, &c);
         for (int k = 0; k < 2; k++) {
             const struct hm_backend *be = hm_backend_get(backends[k]);
-            float *fx = to_f(x, T * d), *fw = to_f(w, d), *fb = to_f(b, d), *fR = to_f(R, T * d);
+            float *fx = tu_to_f32(x, T * d), *fw = tu_to_f32(w, d), *fb = tu_to_f32(b, d), *fR = tu_to_f32(R, T * d);
             float *y = malloc(4 * T * d), *mean = malloc(4 * T), *rstd = malloc(4 * T);
             float *dx = calloc(T * d, 4), *dw = calloc(d, 4), *db = calloc(d, 4);
             hm_backend_layernorm_forward(be, y, mean, rstd, fx, fw, fb, T, d, 1e-5f);
@@ -223,14 +180,14 @@ Test(backward, gelu)
     for (int kind = 0; kind < 2; kind++) {
         uint64_t s = 31 + kind;
         double x[97], R[97], g[97];
-        rand_fill(x, n, &s, 2.5);
-        rand_fill(R, n, &s, 1);
+        tu_rand_fill(x, n, &s, 2.5);
+        tu_rand_fill(R, n, &s, 1);
         round_f(x, n);
         round_f(R, n);
         struct ge c = {n, R, kind};
-        fd_grad(g, x, n, ge_loss, &c);
+        tu_fd_grad(g, x, n, ge_loss, &c);
         for (int k = 0; k < 2; k++) {
-            float *fx = to_f(x, n), *fR = to_f(R, n), dx[97];
+            float *fx = tu_to_f32(x, n), *fR = tu_to_f32(R, n), dx[97];
             hm_backend_gelu_backward(hm_backend_get(backends[k]), dx, fR, fx, n,
                                      kind ? HM_GELU_TANH : HM_GELU_ERF);
             check_close(kind ? "gelu tanh" : "gelu erf", dx, g, n);
@@ -275,16 +232,16 @@ Test(backward, rotary)
     hm_rotary_inv_freq(inv, r, 10000.0);
     uint64_t s = 41;
     double *x = malloc(8 * n), *R = calloc(n, 8), *g = malloc(8 * n);
-    rand_fill(x, n, &s, 1);
+    tu_rand_fill(x, n, &s, 1);
     round_f(x, n);
     for (int64_t t = 0; t < T; t++) /* only the q part of each head is rotated here */
         for (int64_t h = 0; h < nh; h++)
             for (int64_t i = 0; i < p; i++)
                 R[t * 3 * nh * p + h * 3 * p + i] = (float)tu_rand_normal(&s);
     struct ro c = {T, nh, p, r, R, inv};
-    fd_grad(g, x, n, ro_loss, &c);
+    tu_fd_grad(g, x, n, ro_loss, &c);
     for (int k = 0; k < 2; k++) {
-        float *dx = to_f(R, n);
+        float *dx = tu_to_f32(R, n);
         hm_backend_rotary_backward(hm_backend_get(backends[k]), dx, T, nh, r, 3 * nh * p, 3 * p,
                                    3, inv);
         check_close("rotary", dx, g, n);
@@ -330,15 +287,15 @@ Test(backward, attention)
         int64_t T = shapes[si][0], nh = shapes[si][1], p = shapes[si][2], d = nh * p;
         uint64_t s = 51 + si;
         double *qkv = malloc(8 * T * 3 * d), *R = malloc(8 * T * d), *g = malloc(8 * T * 3 * d);
-        rand_fill(qkv, T * 3 * d, &s, 1);
-        rand_fill(R, T * d, &s, 1);
+        tu_rand_fill(qkv, T * 3 * d, &s, 1);
+        tu_rand_fill(R, T * d, &s, 1);
         round_f(qkv, T * 3 * d);
         round_f(R, T * d);
         struct at c = {T, nh, p, R};
-        fd_grad(g, qkv, T * 3 * d, at_loss, &c);
+        tu_fd_grad(g, qkv, T * 3 * d, at_loss, &c);
         for (int k = 0; k < 2; k++) {
             const struct hm_backend *be = hm_backend_get(backends[k]);
-            float *fq = to_f(qkv, T * 3 * d), *fR = to_f(R, T * d);
+            float *fq = tu_to_f32(qkv, T * 3 * d), *fR = tu_to_f32(R, T * d);
             float *out = malloc(4 * T * d), *lse = malloc(4 * nh * T), *dq = malloc(4 * T * 3 * d);
             size_t fws = hm_backend_attention_ws_size(be, T, nh, p);
             size_t bws = hm_backend_attention_backward_ws_size(be, T, nh, p);
@@ -400,13 +357,13 @@ Test(backward, cross_entropy)
     int32_t tg[5] = {3, 0, -1, 12, 7};
     uint64_t s = 71;
     double l[65], g[65];
-    rand_fill(l, T * V, &s, 3);
+    tu_rand_fill(l, T * V, &s, 3);
     round_f(l, T * V);
     struct ce c = {T, V, tg, 0.25};
-    fd_grad(g, l, T * V, ce_loss, &c);
+    tu_fd_grad(g, l, T * V, ce_loss, &c);
     double want_total = ce_loss(l, &c) / 0.25;
     for (int k = 0; k < 2; k++) {
-        float *fl = to_f(l, T * V), dl[65];
+        float *fl = tu_to_f32(l, T * V), dl[65];
         double total = hm_backend_cross_entropy_backward(hm_backend_get(backends[k]), dl, fl, tg,
                                                          T, V, 0.25f);
         cr_expect(fabs(total - want_total) < 1e-5 * fabs(want_total), "loss %g vs %g", total,
@@ -483,7 +440,7 @@ static void whole_model_check_arch(int parallel, enum hm_act act, const char *be
     double ref = whole_loss(w, &c);
     cr_expect(fabs(loss.ce - ref) < 1e-5 * fabs(ref), "loss %.9g vs ref %.9g", loss.ce, ref);
     double *g = malloc(sizeof(double) * (size_t)n);
-    fd_grad(g, w, n, whole_loss, &c);
+    tu_fd_grad(g, w, n, whole_loss, &c);
     /* the grads model has the same layout: compare view by view */
     struct hm_tensor_view *gv;
     int64_t nv = hm_neox_views(hm_trainer_grads(tr), &gv), off = 0;
@@ -536,7 +493,7 @@ Test(backward, sgd_step_exposes_gradient)
     int64_t n;
     double *w0 = tu_ref_params_from_model(m, &n), *g = malloc(sizeof(double) * (size_t)n);
     struct whole c = {&m->cfg, tok, B, T};
-    fd_grad(g, w0, n, whole_loss, &c);
+    tu_fd_grad(g, w0, n, whole_loss, &c);
     struct hm_train_opts o = {.B = B, .T = T, .accum = 1};
     struct hm_trainer *tr;
     cr_assert_eq(hm_trainer_new(m, hm_backend_get("fast"), &o, &tr, NULL), HM_OK);

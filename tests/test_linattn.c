@@ -27,80 +27,16 @@
 #include <string.h>
 
 #include "backend.h"
+#include "fdcheck.h"
 #include "testutil.h"
 
-#define FD_H 1e-6
 #define TOL 5e-6
+#define check_fd(what, got, want, n) tu_check_fd(what, got, want, n, TOL)
 #define EPS 1e-6f
 #define SENT -7.25f
 
-typedef double (*scalar_fn)(const double *x, void *ctx);
 
 static const char *backends[] = {"ref", "fast"};
-
-static void fd_grad(double *g, double *x, int64_t n, scalar_fn f, void *ctx)
-{
-    for (int64_t i = 0; i < n; i++) {
-        double x0 = x[i];
-        x[i] = x0 + FD_H;
-        double fp = f(x, ctx);
-        x[i] = x0 - FD_H;
-        double fm = f(x, ctx);
-        x[i] = x0;
-        g[i] = (fp - fm) / (2 * FD_H);
-    }
-}
-
-/* max|got − want| / max(1, max|want|), checked against TOL; returns it. */
-static double check_fd(const char *what, const float *got, const double *want, int64_t n)
-{
-    double mx = 1, err = 0;
-    int64_t at = 0;
-    for (int64_t i = 0; i < n; i++)
-        mx = fabs(want[i]) > mx ? fabs(want[i]) : mx;
-    for (int64_t i = 0; i < n; i++)
-        if (fabs(got[i] - want[i]) > err) {
-            err = fabs(got[i] - want[i]);
-            at = i;
-        }
-    cr_expect(err <= TOL * mx, "%s: max |Δ| %.3g at %lld (got %.9g want %.9g), scale %.3g", what,
-              err, (long long)at, got[at], want[at], mx);
-    return err / mx;
-}
-
-/* max|got − want| / max(floor, max|want|) ≤ rel; returns the ratio. */
-static double check_rel(const char *what, const float *got, const float *want, int64_t n,
-                        double rel, double floor)
-{
-    double mx = floor > 1e-30 ? floor : 1e-30, err = 0;
-    int64_t at = 0;
-    for (int64_t i = 0; i < n; i++)
-        mx = fabs(want[i]) > mx ? fabs(want[i]) : mx;
-    for (int64_t i = 0; i < n; i++) {
-        double e = fabs((double)got[i] - want[i]);
-        if (!(e <= err)) { /* NaN counts as the worst */
-            err = e;
-            at = i;
-        }
-    }
-    cr_expect(err <= rel * mx, "%s: max |Δ| %.3g at %lld (got %.9g want %.9g), max|ref| %.3g",
-              what, err, (long long)at, got[at], want[at], mx);
-    return err / mx;
-}
-
-static void rand_fill(double *x, int64_t n, uint64_t *s, double scale)
-{
-    for (int64_t i = 0; i < n; i++)
-        x[i] = (float)(scale * tu_rand_normal(s)); /* fp32 values, so kernels see the same */
-}
-
-static float *to_f(const double *x, int64_t n)
-{
-    float *f = malloc(sizeof(float) * (size_t)(n ? n : 1));
-    for (int64_t i = 0; i < n; i++)
-        f[i] = (float)x[i];
-    return f;
-}
 
 /* A fused buffer [T, 3 n_h p] of sentinels with the slot s (0 q, 1 k, 2 v)
  * holding x: [T, n_h, p]. owned: free(). */
@@ -223,27 +159,27 @@ Test(linattn, featuremap_fd)
         double *x = malloc(8 * nx), *W = malloc(8 * nW), *b = malloc(8 * nb), *R = malloc(8 * nphi);
         double *phi = malloc(8 * nphi), *gx = malloc(8 * nx), *gW = malloc(8 * nW);
         double *gb = malloc(8 * nb);
-        rand_fill(x, nx, &s, 1);
-        rand_fill(W, nW, &s, 0.7);
-        rand_fill(b, nb, &s, 0.5);
-        rand_fill(R, nphi, &s, 1);
+        tu_rand_fill(x, nx, &s, 1);
+        tu_rand_fill(W, nW, &s, 0.7);
+        tu_rand_fill(b, nb, &s, 0.5);
+        tu_rand_fill(R, nphi, &s, 1);
         struct fmc c = {T, n_h, p, F, R, x, W, b, 0, phi};
         c.which = 0;
-        fd_grad(gx, x, nx, fm_loss, &c);
+        tu_fd_grad(gx, x, nx, fm_loss, &c);
         c.which = 1;
-        fd_grad(gW, W, nW, fm_loss, &c);
+        tu_fd_grad(gW, W, nW, fm_loss, &c);
         c.which = 2;
-        fd_grad(gb, b, nb, fm_loss, &c);
+        tu_fd_grad(gb, b, nb, fm_loss, &c);
         fm_ref_d(phi, x, W, b, T, n_h, p, F);
         for (int k = 0; k < 2; k++) {
             const struct hm_backend *be = hm_backend_get(backends[k]);
-            float *qkv = fused(x, T, n_h, p, 1), *fW = to_f(W, nW), *fb = to_f(b, nb);
-            float *fR = to_f(R, nphi), *fphi = malloc(4 * nphi), *dqkv = fused(NULL, T, n_h, p, 1);
+            float *qkv = fused(x, T, n_h, p, 1), *fW = tu_to_f32(W, nW), *fb = tu_to_f32(b, nb);
+            float *fR = tu_to_f32(R, nphi), *fphi = malloc(4 * nphi), *dqkv = fused(NULL, T, n_h, p, 1);
             float *dx = malloc(4 * nx), *dW = calloc(nW, 4), *db = calloc(nb, 4);
             int64_t ld = 3 * n_h * p;
             hm_backend_featuremap_forward(be, fphi, qkv + p, fW, fb, T, n_h, p, F, ld, 3 * p);
-            float *want = to_f(phi, nphi);
-            check_rel("featuremap φ", fphi, want, nphi, 1e-6, 1);
+            float *want = tu_to_f32(phi, nphi);
+            tu_check_rel("featuremap φ", fphi, want, nphi, 1e-6, 1);
             dW[0] = 0.25f; /* parameter gradients accumulate */
             db[nb - 1] = -0.5f;
             hm_backend_featuremap_backward(be, dqkv + p, dW, db, fR, qkv + p, fphi, fW, T, n_h, p,
@@ -277,7 +213,7 @@ Test(linattn, featuremap_identity_init)
         int64_t T = shapes[si][0], n_h = shapes[si][1], p = shapes[si][2], F = shapes[si][3];
         uint64_t s = 301 + si;
         double *x = malloc(8 * T * n_h * p);
-        rand_fill(x, T * n_h * p, &s, 2);
+        tu_rand_fill(x, T * n_h * p, &s, 2);
         float *W = calloc(n_h * p * F, 4), *b = calloc(n_h * F, 4);
         for (int64_t h = 0; h < n_h; h++)
             for (int64_t i = 0; i < F; i++)
@@ -298,7 +234,7 @@ Test(linattn, featuremap_identity_init)
         for (int k = 0; k < 2; k++) {
             hm_backend_featuremap_forward(hm_backend_get(backends[k]), phi, qkv, W, b, T, n_h, p,
                                           F, 3 * n_h * p, 3 * p);
-            check_rel("identity-init φ", phi, want, T * n_h * 2 * F, 1e-6, 1);
+            tu_check_rel("identity-init φ", phi, want, T * n_h * 2 * F, 1e-6, 1);
         }
         free(x); free(W); free(b); free(want); free(phi); free(qkv);
     }
@@ -349,8 +285,8 @@ static void la_run(const struct hm_backend *be, int64_t chunk, const double *q, 
                    int64_t p, float *y, float *den, float *dq, float *dk, float *dv)
 {
     int64_t nphi = T * n_h * F2, ld = 3 * n_h * p;
-    float *fq = to_f(q, nphi), *fk = to_f(k, nphi), *qkv = fused(v, T, n_h, p, 2);
-    float *fR = to_f(R, T * n_h * p), *dqkv = fused(NULL, T, n_h, p, 2);
+    float *fq = tu_to_f32(q, nphi), *fk = tu_to_f32(k, nphi), *qkv = fused(v, T, n_h, p, 2);
+    float *fR = tu_to_f32(R, T * n_h * p), *dqkv = fused(NULL, T, n_h, p, 2);
     size_t wf = hm_backend_linattn_ws_size(be, T, n_h, F2, p, chunk);
     size_t wb = hm_backend_linattn_backward_ws_size(be, T, n_h, F2, p, chunk);
     void *ws = malloc(wf > wb ? wf : wb);
@@ -381,15 +317,15 @@ Test(linattn, linattn_fd)
         double *gq = malloc(8 * nphi), *gk = malloc(8 * nphi), *gv = malloc(8 * nv);
         rand_phi(q, T * n_h, F2, &s, 1);
         rand_phi(k, T * n_h, F2, &s, 1);
-        rand_fill(v, nv, &s, 1);
-        rand_fill(R, nv, &s, 1);
+        tu_rand_fill(v, nv, &s, 1);
+        tu_rand_fill(R, nv, &s, 1);
         struct lac c = {T, n_h, F2, p, R, q, k, v, 0, yd};
         c.which = 0;
-        fd_grad(gq, q, nphi, la_loss, &c);
+        tu_fd_grad(gq, q, nphi, la_loss, &c);
         c.which = 1;
-        fd_grad(gk, k, nphi, la_loss, &c);
+        tu_fd_grad(gk, k, nphi, la_loss, &c);
         c.which = 2;
-        fd_grad(gv, v, nv, la_loss, &c);
+        tu_fd_grad(gv, v, nv, la_loss, &c);
         la_ref_d(yd, q, k, v, T, n_h, F2, p, EPS);
         float *want = malloc(4 * nv); /* yd is [T, n_h, p] = [T, n_h p] head-major */
         for (int64_t i = 0; i < nv; i++)
@@ -400,7 +336,7 @@ Test(linattn, linattn_fd)
                 float *y = malloc(4 * nv), *den = malloc(4 * n_h * T), *dq = malloc(4 * nphi);
                 float *dk = malloc(4 * nphi), *dv = malloc(4 * nv);
                 la_run(be, chunks[ci], q, k, v, R, T, n_h, F2, p, y, den, dq, dk, dv);
-                check_rel("linattn y", y, want, nv, 2e-6, 1);
+                tu_check_rel("linattn y", y, want, nv, 2e-6, 1);
                 worst = fmax(worst, check_fd("linattn dφq", dq, gq, nphi));
                 worst = fmax(worst, check_fd("linattn dφk", dk, gk, nphi));
                 worst = fmax(worst, check_fd("linattn dv", dv, gv, nv));
@@ -436,7 +372,7 @@ static double fast_vs_ref(int64_t T, int64_t n_h, int64_t F2, int64_t p, int64_t
         snprintf(what, sizeof what, "fast vs ref %s (T %lld n_h %lld F2 %lld p %lld chunk %lld)",
                  names[i], (long long)T, (long long)n_h, (long long)F2, (long long)p,
                  (long long)chunk);
-        worst = fmax(worst, check_rel(what, out[1][i], out[0][i], sizes[i], rel, floor));
+        worst = fmax(worst, tu_check_rel(what, out[1][i], out[0][i], sizes[i], rel, floor));
     }
     for (int b = 0; b < 2; b++)
         for (int i = 0; i < 5; i++)
@@ -459,8 +395,8 @@ Test(linattn, fast_matches_ref)
         double *R = malloc(8 * nv);
         rand_phi(q, T * n_h, F2, &s, 1.5);
         rand_phi(k, T * n_h, F2, &s, 1.5);
-        rand_fill(v, nv, &s, 1);
-        rand_fill(R, nv, &s, 1);
+        tu_rand_fill(v, nv, &s, 1);
+        tu_rand_fill(R, nv, &s, 1);
         for (size_t ci = 0; ci < NCHUNK; ci++)
             worst = fmax(worst, fast_vs_ref(T, n_h, F2, p, chunks[ci], q, k, v, R, 2e-5, 1));
         free(q); free(k); free(v); free(R);
@@ -476,15 +412,15 @@ Test(linattn, null_gradients_skip)
     double *q = malloc(8 * nphi), *k = malloc(8 * nphi), *v = malloc(8 * nv), *R = malloc(8 * nv);
     rand_phi(q, T * n_h, F2, &s, 1);
     rand_phi(k, T * n_h, F2, &s, 1);
-    rand_fill(v, nv, &s, 1);
-    rand_fill(R, nv, &s, 1);
+    tu_rand_fill(v, nv, &s, 1);
+    tu_rand_fill(R, nv, &s, 1);
     for (int b = 0; b < 2; b++) {
         const struct hm_backend *be = hm_backend_get(backends[b]);
         float *y = malloc(4 * nv), *den = malloc(4 * n_h * T), *dq = malloc(4 * nphi);
         float *dk = malloc(4 * nphi), *dv = malloc(4 * nv), *one = malloc(4 * nphi);
         la_run(be, 16, q, k, v, R, T, n_h, F2, p, y, den, dq, dk, dv);
-        float *fq = to_f(q, nphi), *fk = to_f(k, nphi), *qkv = fused(v, T, n_h, p, 2);
-        float *fR = to_f(R, nv), *dqkv = fused(NULL, T, n_h, p, 2);
+        float *fq = tu_to_f32(q, nphi), *fk = tu_to_f32(k, nphi), *qkv = fused(v, T, n_h, p, 2);
+        float *fR = tu_to_f32(R, nv), *dqkv = fused(NULL, T, n_h, p, 2);
         size_t wb = hm_backend_linattn_backward_ws_size(be, T, n_h, F2, p, 16);
         void *ws = malloc(wb);
         hm_backend_linattn_backward(be, one, NULL, NULL, fR, y, den, fq, fk, qkv + 2 * p, T, n_h,
@@ -520,11 +456,11 @@ Test(linattn, long_sequence_chunked_vs_ref, .timeout = 600)
         int64_t T = Ts[ti], nphi = T * n_h * F2, nv = T * n_h * p, ld = 3 * n_h * p;
         uint64_t s = 901 + (uint64_t)ti;
         double *x = malloc(8 * T * ld), *Wd = malloc(8 * n_h * p * F), *bd = malloc(8 * n_h * F);
-        rand_fill(x, T * ld, &s, 1);
-        float *qkv = to_f(x, T * ld), *W = malloc(4 * n_h * p * F), *b = malloc(4 * n_h * F);
+        tu_rand_fill(x, T * ld, &s, 1);
+        float *qkv = tu_to_f32(x, T * ld), *W = malloc(4 * n_h * p * F), *b = malloc(4 * n_h * F);
         float *phiq = malloc(4 * nphi), *phik = malloc(4 * nphi);
-        rand_fill(Wd, n_h * p * F, &s, 0.1);
-        rand_fill(bd, n_h * F, &s, 0.1);
+        tu_rand_fill(Wd, n_h * p * F, &s, 0.1);
+        tu_rand_fill(bd, n_h * F, &s, 0.1);
         for (int64_t i = 0; i < n_h * p * F; i++)
             W[i] = (float)Wd[i] + ((i / F) % p == i % F ? 1.0f : 0.0f);
         for (int64_t i = 0; i < n_h * F; i++)
@@ -540,7 +476,7 @@ Test(linattn, long_sequence_chunked_vs_ref, .timeout = 600)
         for (int64_t t = 0; t < T; t++)
             for (int64_t i = 0; i < n_h * p; i++)
                 v[t * n_h * p + i] = qkv[t * ld + i / p * 3 * p + 2 * p + i % p];
-        rand_fill(R, nv, &s, 1);
+        tu_rand_fill(R, nv, &s, 1);
         int64_t cs[] = {0, 16, 128};
         for (int ci = 0; ci < (ti == 0 ? 3 : 1); ci++)
             worst = fmax(worst, fast_vs_ref(T, n_h, F2, p, cs[ci], q, k, v, R, 1e-5, 0));
@@ -578,17 +514,17 @@ Test(linattn, cosine_loss)
         int64_t N = shapes[si][0], d = shapes[si][1], n = N * d;
         uint64_t s = 501 + si;
         double *a = malloc(8 * n), *b = malloc(8 * n), *g = malloc(8 * n);
-        rand_fill(a, n, &s, 1);
-        rand_fill(b, n, &s, 2);
+        tu_rand_fill(a, n, &s, 1);
+        tu_rand_fill(b, n, &s, 2);
         for (int64_t i = 0; i < d; i++) /* row 0 nearly parallel: cos ≈ 1 */
             a[i] = (float)(0.5 * b[i] + 0.01 * a[i]);
         struct cosc c = {N, d, a, b};
-        fd_grad(g, a, n, cos_loss_d, &c);
+        tu_fd_grad(g, a, n, cos_loss_d, &c);
         double L = cos_loss_d(a, &c);
         for (int64_t i = 0; i < n; i++)
             g[i] *= scale;
         for (int k = 0; k < 2; k++) {
-            float *fa = to_f(a, n), *fb = to_f(b, n), *da = malloc(4 * n);
+            float *fa = tu_to_f32(a, n), *fb = tu_to_f32(b, n), *da = malloc(4 * n);
             double got = hm_backend_cosine_loss(hm_backend_get(backends[k]), da, fa, fb, N, d, scale);
             cr_expect(fabs(got - L) <= 1e-9 * fmax(1, L), "%s: loss %.12g want %.12g", backends[k],
                       got, L);

@@ -29,82 +29,16 @@
 #include <string.h>
 
 #include "backend.h"
+#include "fdcheck.h"
 #include "testutil.h"
 
-#define FD_H 1e-6
 #define TOL 5e-6
+#define check_fd(what, got, want, n) tu_check_fd(what, got, want, n, TOL)
 #define EPS 1e-6f
 #define SENT -7.25f
 
-typedef double (*scalar_fn)(const double *x, void *ctx);
 
 static const char *backends[] = {"ref", "fast"};
-
-static void fd_grad(double *g, double *x, int64_t n, scalar_fn f, void *ctx)
-{
-    for (int64_t i = 0; i < n; i++) {
-        double x0 = x[i];
-        x[i] = x0 + FD_H;
-        double fp = f(x, ctx);
-        x[i] = x0 - FD_H;
-        double fm = f(x, ctx);
-        x[i] = x0;
-        g[i] = (fp - fm) / (2 * FD_H);
-    }
-}
-
-/* max|got − want| / max(1, max|want|), checked against TOL; returns it. */
-static double check_fd(const char *what, const float *got, const double *want, int64_t n)
-{
-    double mx = 1, err = 0;
-    int64_t at = 0;
-    for (int64_t i = 0; i < n; i++)
-        mx = fabs(want[i]) > mx ? fabs(want[i]) : mx;
-    for (int64_t i = 0; i < n; i++) {
-        double e = fabs(got[i] - want[i]);
-        if (!(e <= err)) {
-            err = e;
-            at = i;
-        }
-    }
-    cr_expect(err <= TOL * mx, "%s: max |Δ| %.3g at %lld (got %.9g want %.9g), scale %.3g", what,
-              err, (long long)at, got[at], want[at], mx);
-    return err / mx;
-}
-
-/* max|got − want| / max(floor, max|want|) ≤ rel; returns the ratio. */
-static double check_rel(const char *what, const float *got, const float *want, int64_t n,
-                        double rel, double floor)
-{
-    double mx = floor > 1e-30 ? floor : 1e-30, err = 0;
-    int64_t at = 0;
-    for (int64_t i = 0; i < n; i++)
-        mx = fabs(want[i]) > mx ? fabs(want[i]) : mx;
-    for (int64_t i = 0; i < n; i++) {
-        double e = fabs((double)got[i] - want[i]);
-        if (!(e <= err)) { /* NaN counts as the worst */
-            err = e;
-            at = i;
-        }
-    }
-    cr_expect(err <= rel * mx, "%s: max |Δ| %.3g at %lld (got %.9g want %.9g), max|ref| %.3g",
-              what, err, (long long)at, got[at], want[at], mx);
-    return err / mx;
-}
-
-static void rand_fill(double *x, int64_t n, uint64_t *s, double scale)
-{
-    for (int64_t i = 0; i < n; i++)
-        x[i] = (float)(scale * tu_rand_normal(s)); /* fp32 values, so kernels see the same */
-}
-
-static float *to_f(const double *x, int64_t n)
-{
-    float *f = malloc(sizeof(float) * (size_t)(n ? n : 1));
-    for (int64_t i = 0; i < n; i++)
-        f[i] = (float)x[i];
-    return f;
-}
 
 /* A fused buffer [T, 3 n_h p] of sentinels with slot 2 (v) holding
  * x: [T, n_h, p] (or sentinels only when x is NULL). owned: free(). */
@@ -203,25 +137,25 @@ Test(ssm, conv1d_fd)
         double *x = malloc(8 * n), *w = malloc(8 * C * K), *b = malloc(8 * C), *R = malloc(8 * n);
         double *c = malloc(8 * n), *gx = malloc(8 * n), *gw = malloc(8 * C * K);
         double *gb = malloc(8 * C);
-        rand_fill(x, n, &s, 1);
-        rand_fill(w, C * K, &s, 0.7);
-        rand_fill(b, C, &s, 0.5);
-        rand_fill(R, n, &s, 1);
+        tu_rand_fill(x, n, &s, 1);
+        tu_rand_fill(w, C * K, &s, 0.7);
+        tu_rand_fill(b, C, &s, 0.5);
+        tu_rand_fill(R, n, &s, 1);
         struct convc cc = {T, C, K, R, x, w, b, c, 0};
-        fd_grad(gx, x, n, conv_loss, &cc);
+        tu_fd_grad(gx, x, n, conv_loss, &cc);
         cc.which = 1;
-        fd_grad(gw, w, C * K, conv_loss, &cc);
+        tu_fd_grad(gw, w, C * K, conv_loss, &cc);
         cc.which = 2;
-        fd_grad(gb, b, C, conv_loss, &cc);
+        tu_fd_grad(gb, b, C, conv_loss, &cc);
         conv_d(c, x, w, b, T, C, K);
-        float *want = to_f(c, n);
+        float *want = tu_to_f32(c, n);
         for (int k = 0; k < 2; k++) {
             const struct hm_backend *be = hm_backend_get(backends[k]);
-            float *fx = to_f(x, n), *fw = to_f(w, C * K), *fb = to_f(b, C), *fR = to_f(R, n);
+            float *fx = tu_to_f32(x, n), *fw = tu_to_f32(w, C * K), *fb = tu_to_f32(b, C), *fR = tu_to_f32(R, n);
             float *fc = malloc(4 * n), *dx = malloc(4 * n), *dw = calloc(C * K, 4);
             float *db = calloc(C, 4), *dx2 = malloc(4 * n);
             hm_backend_conv1d_forward(be, fc, fx, fw, fb, T, C, K);
-            check_rel("conv c", fc, want, n, 1e-6, 1);
+            tu_check_rel("conv c", fc, want, n, 1e-6, 1);
             dw[0] = 0.25f; /* parameter gradients accumulate */
             db[C - 1] = -0.5f;
             hm_backend_conv1d_backward(be, dx, dw, db, fR, fx, fw, T, C, K);
@@ -248,10 +182,10 @@ Test(ssm, conv1d_identity_and_step)
     for (int64_t K = 1; K <= 4; K++) {
         uint64_t s = 31 + (uint64_t)K;
         double *xd = malloc(8 * T * C), *wd = malloc(8 * C * K), *bd = malloc(8 * C);
-        rand_fill(xd, T * C, &s, 3);
-        rand_fill(wd, C * K, &s, 1);
-        rand_fill(bd, C, &s, 1);
-        float *x = to_f(xd, T * C), *w = calloc(C * K, 4), *b = calloc(C, 4);
+        tu_rand_fill(xd, T * C, &s, 3);
+        tu_rand_fill(wd, C * K, &s, 1);
+        tu_rand_fill(bd, C, &s, 1);
+        float *x = tu_to_f32(xd, T * C), *w = calloc(C * K, 4), *b = calloc(C, 4);
         float *c = malloc(4 * T * C), *ct = malloc(4 * C), *win = calloc(C * K, 4);
         for (int64_t ch = 0; ch < C; ch++)
             w[ch * K + K - 1] = 1;
@@ -261,14 +195,14 @@ Test(ssm, conv1d_identity_and_step)
             cr_expect(memcmp(c, x, 4 * (size_t)(T * C)) == 0, "%s K %lld: identity conv differs",
                       be->name, (long long)K);
         }
-        float *fw = to_f(wd, C * K), *fb = to_f(bd, C);
+        float *fw = tu_to_f32(wd, C * K), *fb = tu_to_f32(bd, C);
         for (int k = 0; k < 2; k++) {
             const struct hm_backend *be = hm_backend_get(backends[k]);
             hm_backend_conv1d_forward(be, c, x, fw, fb, T, C, K);
             memset(win, 0, 4 * (size_t)(C * K));
             for (int64_t t = 0; t < T; t++) {
                 hm_backend_conv1d_step(be, ct, x + t * C, win, fw, fb, C, K);
-                check_rel("conv step", ct, c + t * C, C, 1e-6, 1);
+                tu_check_rel("conv step", ct, c + t * C, C, 1e-6, 1);
             }
         }
         free(xd); free(wd); free(bd); free(x); free(w); free(b); free(c); free(ct); free(win);
@@ -298,20 +232,20 @@ Test(ssm, softplus_and_gate)
     uint64_t s = 55;
     double *z = malloc(8 * n), *y = malloc(8 * n), *R = malloc(8 * n), *gz = malloc(8 * n);
     double *gy = malloc(8 * n);
-    rand_fill(z, n, &s, 3);
-    rand_fill(y, n, &s, 1);
-    rand_fill(R, n, &s, 1);
+    tu_rand_fill(z, n, &s, 3);
+    tu_rand_fill(y, n, &s, 1);
+    tu_rand_fill(R, n, &s, 1);
     struct pwc c = {n, R, y, z, 1, 0};
-    fd_grad(gz, z, n, pw_loss, &c); /* softplus dz */
+    tu_fd_grad(gz, z, n, pw_loss, &c); /* softplus dz */
     double worst = 0;
-    float *fz = to_f(z, n), *fy = to_f(y, n), *fR = to_f(R, n), *o = malloc(4 * n);
+    float *fz = tu_to_f32(z, n), *fy = tu_to_f32(y, n), *fR = tu_to_f32(R, n), *o = malloc(4 * n);
     float *want = malloc(4 * n), *d1 = malloc(4 * n), *d2 = malloc(4 * n);
     for (int64_t i = 0; i < n; i++)
         want[i] = (float)softplus_d(z[i]);
     for (int k = 0; k < 2; k++) {
         const struct hm_backend *be = hm_backend_get(backends[k]);
         hm_backend_softplus_forward(be, o, fz, n);
-        check_rel("softplus", o, want, n, 1e-6, 1);
+        tu_check_rel("softplus", o, want, n, 1e-6, 1);
         hm_backend_softplus_backward(be, d1, fR, fz, n);
         worst = fmax(worst, check_fd("softplus dz", d1, gz, n));
         memcpy(d2, fR, 4 * (size_t)n); /* dz may alias dy */
@@ -332,15 +266,15 @@ Test(ssm, softplus_and_gate)
     /* gate */
     c.gate = 1;
     c.which = 0;
-    fd_grad(gy, y, n, pw_loss, &c);
+    tu_fd_grad(gy, y, n, pw_loss, &c);
     c.which = 1;
-    fd_grad(gz, z, n, pw_loss, &c);
+    tu_fd_grad(gz, z, n, pw_loss, &c);
     for (int64_t i = 0; i < n; i++)
         want[i] = (float)(y[i] * z[i] / (1 + exp(-z[i])));
     for (int k = 0; k < 2; k++) {
         const struct hm_backend *be = hm_backend_get(backends[k]);
         hm_backend_silu_gate_forward(be, o, fy, fz, n);
-        check_rel("silu gate", o, want, n, 1e-6, 1);
+        tu_check_rel("silu gate", o, want, n, 1e-6, 1);
         hm_backend_silu_gate_backward(be, d1, d2, fR, fy, fz, n);
         worst = fmax(worst, check_fd("gate dy", d1, gy, n));
         worst = fmax(worst, check_fd("gate dz", d2, gz, n));
@@ -410,13 +344,13 @@ static void scan_alloc(struct scan_in *in, int64_t T, int64_t n_h, int64_t F2, i
                            malloc(8 * T * n_h), malloc(8 * n_h), malloc(8 * n_h), malloc(8 * nv)};
     rand_phi(in->C, T * n_h, F2, &s, 1);
     rand_phi(in->B, T * n_h, F2, &s, 1);
-    rand_fill(in->v, nv, &s, 1);
+    tu_rand_fill(in->v, nv, &s, 1);
     rand_dt(in->dt, T * n_h, &s);
     for (int64_t h = 0; h < n_h; h++) {
         in->A[h] = (float)(-amax * tu_rand_uniform(&s));
         in->D[h] = (float)(0.5 * tu_rand_normal(&s));
     }
-    rand_fill(in->R, nv, &s, 1);
+    tu_rand_fill(in->R, nv, &s, 1);
 }
 
 static void scan_free(struct scan_in *in)
@@ -462,9 +396,9 @@ static void scan_run(const struct hm_backend *be, int64_t chunk, const struct sc
     const int64_t nphi = T * n_h * F2, nv = T * n_h * p;
     for (int i = 0; i < 8; i++)
         o->g[i] = malloc(4 * (size_t)osize(in, i));
-    float *fC = to_f(in->C, nphi), *fB = to_f(in->B, nphi), *qkv = fused_v(in->v, T, n_h, p);
-    float *fdt = to_f(in->dt, T * n_h), *fA = to_f(in->A, n_h), *fD = to_f(in->D, n_h);
-    float *fR = to_f(in->R, nv), *dqkv = fused_v(NULL, T, n_h, p);
+    float *fC = tu_to_f32(in->C, nphi), *fB = tu_to_f32(in->B, nphi), *qkv = fused_v(in->v, T, n_h, p);
+    float *fdt = tu_to_f32(in->dt, T * n_h), *fA = tu_to_f32(in->A, n_h), *fD = tu_to_f32(in->D, n_h);
+    float *fR = tu_to_f32(in->R, nv), *dqkv = fused_v(NULL, T, n_h, p);
     size_t wf = hm_backend_ssm_ws_size(be, T, n_h, F2, p, chunk);
     size_t wb = hm_backend_ssm_backward_ws_size(be, T, n_h, F2, p, chunk);
     void *ws = malloc(wf > wb ? wf : wb);
@@ -497,9 +431,9 @@ static float *scan_steps(const struct hm_backend *be, const struct scan_in *in)
 {
     const int64_t T = in->T, n_h = in->n_h, F2 = in->F2, p = in->p;
     float *y = malloc(4 * (size_t)(T * n_h * p)), *S = calloc((size_t)(n_h * F2 * (p + 1)), 4);
-    float *fC = to_f(in->C, T * n_h * F2), *fB = to_f(in->B, T * n_h * F2);
-    float *fv = to_f(in->v, T * n_h * p), *fdt = to_f(in->dt, T * n_h), *fA = to_f(in->A, n_h);
-    float *fD = to_f(in->D, n_h);
+    float *fC = tu_to_f32(in->C, T * n_h * F2), *fB = tu_to_f32(in->B, T * n_h * F2);
+    float *fv = tu_to_f32(in->v, T * n_h * p), *fdt = tu_to_f32(in->dt, T * n_h), *fA = tu_to_f32(in->A, n_h);
+    float *fD = tu_to_f32(in->D, n_h);
     for (int64_t t = 0; t < T; t++)
         hm_backend_ssm_step(be, y + t * n_h * p, S, fC + t * n_h * F2, fB + t * n_h * F2,
                             fv + t * n_h * p, fdt + t * n_h, fA, fD, n_h, F2, p, EPS);
@@ -530,15 +464,15 @@ Test(ssm, scan_fd)
         for (int k = 0; k < 6; k++) {
             g[k] = malloc(8 * n[k]);
             c.which = k;
-            fd_grad(g[k], x[k], n[k], scan_loss, &c);
+            tu_fd_grad(g[k], x[k], n[k], scan_loss, &c);
         }
         ssm_d(yd, in.C, in.B, in.v, in.dt, in.A, in.D, T, n_h, F2, p, EPS);
-        float *want = to_f(yd, T * n_h * p);
+        float *want = tu_to_f32(yd, T * n_h * p);
         for (int kb = 0; kb < 2; kb++)
             for (size_t ci = 0; ci < (kb ? NCHUNK : 1); ci++) {
                 struct scan_out o;
                 scan_run(hm_backend_get(backends[kb]), chunks[ci], &in, &o);
-                check_rel("scan y", o.g[O_Y], want, T * n_h * p, 2e-6, 1);
+                tu_check_rel("scan y", o.g[O_Y], want, T * n_h * p, 2e-6, 1);
                 for (int k = 0; k < 6; k++) {
                     char what[80];
                     snprintf(what, sizeof what, "%s chunk %lld shape %zu: scan %s", backends[kb],
@@ -566,7 +500,7 @@ static double cross_check(const struct scan_in *in, double rel_f, double rel_b)
     float *ys = scan_steps(fast, in);
     char what[128];
     snprintf(what, sizeof what, "step vs ref y (T %lld)", (long long)in->T);
-    worst = fmax(worst, check_rel(what, ys, r.g[O_Y], osize(in, O_Y), rel_f, 0));
+    worst = fmax(worst, tu_check_rel(what, ys, r.g[O_Y], osize(in, O_Y), rel_f, 0));
     for (size_t ci = 0; ci < NCHUNK - 1; ci++) {
         scan_run(fast, chunks[ci], in, &f);
         for (int k = 0; k < 8; k++) {
@@ -575,7 +509,7 @@ static double cross_check(const struct scan_in *in, double rel_f, double rel_b)
                      (long long)in->p, (long long)chunks[ci]);
             /* gradients relative to max(1, max|ref|): at T = 1 the exact
              * dC, dB, ddt are 0 (y_0 = v_0) and only rounding is left */
-            worst = fmax(worst, check_rel(what, f.g[k], r.g[k], osize(in, k),
+            worst = fmax(worst, tu_check_rel(what, f.g[k], r.g[k], osize(in, k),
                                           k < O_DC ? rel_f : rel_b, k < O_DC ? 0 : 1));
         }
         scan_out_free(&f);
@@ -614,7 +548,7 @@ Test(ssm, recurrent_vs_chunked_4096, .timeout = 600)
     for (int ci = 0; ci < 3; ci++) {
         struct scan_out f;
         scan_run(hm_backend_get("fast"), cs[ci], &in, &f);
-        worst = fmax(worst, check_rel("recurrent vs chunked y (T 4096)", f.g[O_Y], ys,
+        worst = fmax(worst, tu_check_rel("recurrent vs chunked y (T 4096)", f.g[O_Y], ys,
                                       T * n_h * p, 1e-5, 0));
         for (int k = 0; k < 8; k++) /* everything finite */
             for (int64_t i = 0; i < osize(&in, k); i++)
@@ -644,9 +578,9 @@ Test(ssm, strong_decay_long_sequence, .timeout = 600)
     struct scan_out f, r;
     scan_run(hm_backend_get("fast"), 0, &in, &f);
     scan_run(hm_backend_get("fast"), 7, &in, &r);
-    check_rel("strong decay: chunked vs recurrent", f.g[O_Y], ys, T * n_h * p, 1e-5, 0);
+    tu_check_rel("strong decay: chunked vs recurrent", f.g[O_Y], ys, T * n_h * p, 1e-5, 0);
     for (int k = 0; k < 8; k++) {
-        check_rel("strong decay: chunk 64 vs 7", f.g[k], r.g[k], osize(&in, k), 1e-4, 0);
+        tu_check_rel("strong decay: chunk 64 vs 7", f.g[k], r.g[k], osize(&in, k), 1e-4, 0);
         int ok = 1;
         for (int64_t i = 0; i < osize(&in, k); i++)
             ok &= isfinite(f.g[k][i]) != 0;
@@ -671,7 +605,7 @@ Test(ssm, identity_is_linattn)
             in.dt[i] = 1;
         for (int64_t h = 0; h < n_h; h++)
             in.A[h] = 0, in.D[h] = 0;
-        float *fC = to_f(in.C, T * n_h * F2), *fB = to_f(in.B, T * n_h * F2);
+        float *fC = tu_to_f32(in.C, T * n_h * F2), *fB = tu_to_f32(in.B, T * n_h * F2);
         float *qkv = fused_v(in.v, T, n_h, p);
         float *y1 = malloc(4 * T * n_h * p), *y2 = malloc(4 * T * n_h * p);
         float *d1 = malloc(4 * T * n_h), *d2 = malloc(4 * T * n_h);
@@ -683,9 +617,9 @@ Test(ssm, identity_is_linattn)
             void *ws = malloc(w);
             hm_backend_linattn_forward(be, y1, d1, fC, fB, qkv + 2 * p, T, n_h, F2, p, ld, 3 * p,
                                        EPS, 16, ws, w);
-            worst = fmax(worst, check_rel("scan(Δ=1, A=0, D=0) vs linattn y", o.g[O_Y], y1,
+            worst = fmax(worst, tu_check_rel("scan(Δ=1, A=0, D=0) vs linattn y", o.g[O_Y], y1,
                                           T * n_h * p, 1e-6, 0));
-            worst = fmax(worst, check_rel("scan vs linattn den", o.g[O_DEN], d1, T * n_h, 1e-6, 0));
+            worst = fmax(worst, tu_check_rel("scan vs linattn den", o.g[O_DEN], d1, T * n_h, 1e-6, 0));
             (void)y2, (void)d2;
             free(ws);
             scan_out_free(&o);
@@ -703,9 +637,9 @@ Test(ssm, null_gradients_skip)
     struct scan_in in;
     scan_alloc(&in, 70, 2, 6, 3, 77, 2);
     const int64_t T = in.T, n_h = in.n_h, F2 = in.F2, p = in.p, ld = 3 * n_h * p;
-    float *fC = to_f(in.C, T * n_h * F2), *fB = to_f(in.B, T * n_h * F2);
-    float *qkv = fused_v(in.v, T, n_h, p), *fdt = to_f(in.dt, T * n_h), *fA = to_f(in.A, n_h);
-    float *fD = to_f(in.D, n_h), *fR = to_f(in.R, T * n_h * p);
+    float *fC = tu_to_f32(in.C, T * n_h * F2), *fB = tu_to_f32(in.B, T * n_h * F2);
+    float *qkv = fused_v(in.v, T, n_h, p), *fdt = tu_to_f32(in.dt, T * n_h), *fA = tu_to_f32(in.A, n_h);
+    float *fD = tu_to_f32(in.D, n_h), *fR = tu_to_f32(in.R, T * n_h * p);
     for (int b = 0; b < 2; b++) {
         const struct hm_backend *be = hm_backend_get(backends[b]);
         struct scan_out o;
@@ -731,7 +665,7 @@ Test(ssm, null_gradients_skip)
                 cr_expect(memcmp(got, o.g[oi[k]], 4 * (size_t)osize(&in, oi[k])) == 0,
                           "%s: %s alone differs", be->name, onames[oi[k]]);
             else /* scan_run added and removed an offset (accumulation check) */
-                check_rel(onames[oi[k]], got, o.g[oi[k]], n_h, 1e-6, 1);
+                tu_check_rel(onames[oi[k]], got, o.g[oi[k]], n_h, 1e-6, 1);
         }
         float *y2 = malloc(4 * T * n_h * p);
         hm_backend_ssm_forward(be, y2, NULL, fC, fB, qkv + 2 * p, fdt, fA, fD, T, n_h, F2, p, ld,
