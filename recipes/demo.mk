@@ -33,8 +33,8 @@ demo: $(EVALS)
 	@$(MAKE) --no-print-directory -f recipes/demo.mk demo-report DEMO=$(DEMO)
 
 demo-report:
-	@printf '\nmapping check (hm-verify mapping): %s\n' \
-	    "$$(sed -n 's/.*"max_rel": \([0-9.e+-]*\), "where".*/max rel error \1, equivalent/p' $(DEMO)/mapping.verify.json)"
+	@printf '\nmapping check (hm-verify mapping, tolerance 1e-5): %s\n' \
+	    "$$(sed -n 's/.*"equivalent": \([a-z]*\).*"max_rel": \([0-9.e+-]*\), "where".*/equivalent \1, max rel error \2/p' $(DEMO)/mapping.verify.json)"
 	@printf '\nheld-out perplexity (byte-level fortunes, %s targets, windows of %s):\n' \
 	    "$$(sed -n 's/.*"targets": \([0-9]*\).*/\1/p' $(DEMO)/teacher.eval.json)" "$(SEQ)"
 	@for m in "unigram:unigram (byte frequencies)" "teacher:teacher (GPT-NeoX, softmax attention)" \
@@ -42,7 +42,7 @@ demo-report:
 	          "hedgehog:Hedgehog after stage 1 ($(STAGE1_TOKENS) tokens)" \
 	          "hedgehog-ft:Hedgehog baseline (stage 1 + CE, $(DISTILL_TOKENS) tokens)" \
 	          "hedgemamba:HedgeMamba (stage 1 + map + stage 2, $(DISTILL_TOKENS) tokens)"; do \
-	    f=$${m%%:*}; printf '  %-62s %s\n' "$${m#*:}" \
+	    f=$${m%%:*}; printf '  %-62s %8.3f\n' "$${m#*:}" \
 	        "$$(sed -n 's/.*"ppl": \([0-9.]*\).*/\1/p' $(DEMO)/$$f.eval.json)"; done
 
 $(FORTUNES):
