@@ -19,6 +19,48 @@ int hm_is_file(const char *path)
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
+enum hm_status hm_read_fd(int fd, size_t max_bytes, char **out, size_t *len,
+                          struct hm_error *err)
+{
+    *out = NULL;
+    *len = 0;
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    if (!buf)
+        return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+    for (;;) {
+        if (n + 1 >= cap) {
+            char *nb = cap > SIZE_MAX / 2 ? NULL : realloc(buf, cap * 2);
+            if (!nb) {
+                free(buf);
+                return hm_error_set(err, HM_ERR_NOMEM, "out of memory reading the input");
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        ssize_t r = read(fd, buf + n, cap - n - 1);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            int e = errno;
+            free(buf);
+            return hm_error_set_errno(err, HM_ERR_IO, e, "read failed");
+        }
+        if (r == 0)
+            break;
+        n += (size_t)r;
+        if (n > max_bytes) {
+            free(buf);
+            return hm_error_set(err, HM_ERR_INVALID, "input is larger than %zu bytes",
+                                max_bytes);
+        }
+    }
+    buf[n] = '\0';
+    *out = buf;
+    *len = n;
+    return HM_OK;
+}
+
 enum hm_status hm_read_file(const char *path, size_t max_bytes, char **out, size_t *len,
                             struct hm_error *err)
 {
@@ -28,53 +70,11 @@ enum hm_status hm_read_file(const char *path, size_t max_bytes, char **out, size
     if (fd < 0)
         return hm_error_set_errno(err, HM_ERR_IO, errno, "cannot open");
     struct stat st;
-    if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
-        close(fd);
-        return hm_error_set(err, HM_ERR_IO, "is a directory");
-    }
-    enum hm_status status = HM_OK;
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    if (!buf) {
-        status = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
-        goto out;
-    }
-    for (;;) {
-        if (n + 1 >= cap) {
-            if (cap > max_bytes + 1) {
-                status = hm_error_set(err, HM_ERR_INVALID, "file is larger than %zu bytes",
-                                      max_bytes);
-                goto out;
-            }
-            char *nb = realloc(buf, cap * 2);
-            if (!nb) {
-                status = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
-                goto out;
-            }
-            buf = nb;
-            cap *= 2;
-        }
-        ssize_t r = read(fd, buf + n, cap - n - 1);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0) {
-            status = hm_error_set_errno(err, HM_ERR_IO, errno, "read failed");
-            goto out;
-        }
-        if (r == 0)
-            break;
-        n += (size_t)r;
-    }
-    if (n > max_bytes) {
-        status = hm_error_set(err, HM_ERR_INVALID, "file is larger than %zu bytes", max_bytes);
-        goto out;
-    }
-    buf[n] = '\0';
-    *out = buf;
-    *len = n;
-    buf = NULL;
-out:
-    free(buf);
+    enum hm_status status;
+    if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode))
+        status = hm_error_set(err, HM_ERR_IO, "is a directory");
+    else
+        status = hm_read_fd(fd, max_bytes, out, len, err);
     if (fd != STDIN_FILENO)
         close(fd);
     return status;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "atomic_file.h"
+#include "fileio.h"
 #include "utf8_check.h"
 
 /* ---- dtypes ---------------------------------------------------------------- */
@@ -398,46 +399,13 @@ enum hm_status hm_st_open_memory(void *buf, size_t len, int take_ownership,
     return HM_OK;
 }
 
-static enum hm_status read_all_fd(int fd, void **buf, size_t *len, struct hm_error *err)
-{
-    size_t cap = 1 << 16, n = 0;
-    unsigned char *b = malloc(cap);
-    if (!b)
-        return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
-    for (;;) {
-        if (n == cap) {
-            unsigned char *nb = cap > SIZE_MAX / 2 ? NULL : realloc(b, cap * 2);
-            if (!nb) {
-                free(b);
-                return hm_error_set(err, HM_ERR_NOMEM, "out of memory reading the input");
-            }
-            b = nb;
-            cap *= 2;
-        }
-        ssize_t r = read(fd, b + n, cap - n);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0) {
-            int e = errno;
-            free(b);
-            return hm_error_set_errno(err, HM_ERR_IO, e, "read failed");
-        }
-        if (r == 0)
-            break;
-        n += (size_t)r;
-    }
-    *buf = b;
-    *len = n;
-    return HM_OK;
-}
-
 enum hm_status hm_st_open(const char *path, struct hm_st_file **out, struct hm_error *err)
 {
     *out = NULL;
     if (strcmp(path, "-") == 0) {
-        void *buf;
+        char *buf;
         size_t len;
-        enum hm_status st = read_all_fd(STDIN_FILENO, &buf, &len, err);
+        enum hm_status st = hm_read_fd(STDIN_FILENO, SIZE_MAX, &buf, &len, err);
         if (st != HM_OK)
             return st;
         return hm_st_open_memory(buf, len, 1, out, err);
@@ -457,9 +425,9 @@ enum hm_status hm_st_open(const char *path, struct hm_st_file **out, struct hm_e
     }
     if (!S_ISREG(sb.st_mode)) {
         /* pipes, devices: read into memory */
-        void *buf;
+        char *buf;
         size_t len;
-        enum hm_status st = read_all_fd(fd, &buf, &len, err);
+        enum hm_status st = hm_read_fd(fd, SIZE_MAX, &buf, &len, err);
         close(fd);
         if (st != HM_OK)
             return st;

@@ -12,12 +12,13 @@
 #include <xxhash.h>
 
 #include "atomic_file.h"
+#include "fileio.h"
 
 struct hm_tok_file {
     const uint8_t *base; /* whole file: [size] bytes */
     size_t size;
     void *map;      /* mmap'd region, or NULL */
-    uint8_t *owned; /* malloc'd copy (stdin), or NULL */
+    char *owned;    /* malloc'd copy (stdin, pipes), or NULL */
     const uint8_t *payload; /* [count * width] */
     int64_t count;
     uint64_t vocab;
@@ -139,39 +140,6 @@ enum hm_status hm_tok_open_memory(const void *data, size_t size, struct hm_tok_f
     return HM_OK;
 }
 
-static enum hm_status read_all_fd(int fd, uint8_t **buf, size_t *len, struct hm_error *err)
-{
-    size_t cap = 1 << 16, n = 0;
-    uint8_t *b = malloc(cap);
-    if (!b)
-        return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
-    for (;;) {
-        if (n == cap) {
-            uint8_t *nb = cap > SIZE_MAX / 2 ? NULL : realloc(b, cap * 2);
-            if (!nb) {
-                free(b);
-                return hm_error_set(err, HM_ERR_NOMEM, "out of memory reading the input");
-            }
-            b = nb;
-            cap *= 2;
-        }
-        ssize_t r = read(fd, b + n, cap - n);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0) {
-            int e = errno;
-            free(b);
-            return hm_error_set_errno(err, HM_ERR_IO, e, "read failed");
-        }
-        if (r == 0)
-            break;
-        n += (size_t)r;
-    }
-    *buf = b;
-    *len = n;
-    return HM_OK;
-}
-
 enum hm_status hm_tok_open(const char *path, struct hm_tok_file **out, struct hm_error *err)
 {
     *out = NULL;
@@ -181,10 +149,10 @@ enum hm_status hm_tok_open(const char *path, struct hm_tok_file **out, struct hm
     enum hm_status st = HM_OK;
     int fd = -1;
     if (strcmp(path, "-") == 0) {
-        st = read_all_fd(STDIN_FILENO, &f->owned, &f->size, err);
+        st = hm_read_fd(STDIN_FILENO, SIZE_MAX, &f->owned, &f->size, err);
         if (st != HM_OK)
             goto out;
-        f->base = f->owned;
+        f->base = (const uint8_t *)f->owned;
     } else {
         fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0) {
@@ -201,10 +169,10 @@ enum hm_status hm_tok_open(const char *path, struct hm_tok_file **out, struct hm
             goto out;
         }
         if (!S_ISREG(sb.st_mode)) { /* pipe or device: read it */
-            st = read_all_fd(fd, &f->owned, &f->size, err);
+            st = hm_read_fd(fd, SIZE_MAX, &f->owned, &f->size, err);
             if (st != HM_OK)
                 goto out;
-            f->base = f->owned;
+            f->base = (const uint8_t *)f->owned;
         } else {
             f->size = (size_t)sb.st_size;
             if (f->size > 0) {

@@ -25,10 +25,9 @@ enum hm_status hm_ckpt_write(const char *path, int flags, const struct hm_config
     if (dtype != HM_DTYPE_F32 && dtype != HM_DTYPE_F16 && dtype != HM_DTYPE_BF16)
         return hm_error_set(err, HM_ERR_UNSUPPORTED, "checkpoints are F32, F16 or BF16");
     struct hm_st_writer *w = hm_st_writer_new();
-    char *cfg_json = hm_config_to_json(cfg);
     struct fill_ctx ctx = {t, dtype};
     enum hm_status st = HM_OK;
-    if (!w || !cfg_json) {
+    if (!w) {
         st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
         goto out;
     }
@@ -40,7 +39,21 @@ enum hm_status hm_ckpt_write(const char *path, int flags, const struct hm_config
                                        err);
     }
     if (st == HM_OK)
-        st = hm_st_writer_set_metadata(w, "hm.config", cfg_json, err);
+        st = hm_ckpt_write_writer(w, cfg, provenance, extra_meta, path, flags, err);
+out:
+    hm_st_writer_free(w);
+    return st;
+}
+
+enum hm_status hm_ckpt_write_writer(struct hm_st_writer *w, const struct hm_config *cfg,
+                                    const char *provenance, const char *const *extra_meta,
+                                    const char *path, int flags, struct hm_error *err)
+{
+    char *cfg_json = hm_config_to_json(cfg);
+    if (!cfg_json)
+        return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+    enum hm_status st = hm_st_writer_set_metadata(w, "hm.config", cfg_json, err);
+    free(cfg_json);
     if (st == HM_OK && provenance)
         st = hm_st_writer_set_metadata(w, "hm.provenance", provenance, err);
     if (st == HM_OK)
@@ -49,8 +62,5 @@ enum hm_status hm_ckpt_write(const char *path, int flags, const struct hm_config
         st = hm_st_writer_set_metadata(w, extra_meta[i], extra_meta[i + 1], err);
     if (st == HM_OK)
         st = hm_st_writer_write_path(w, path, flags, err);
-out:
-    free(cfg_json);
-    hm_st_writer_free(w);
     return st;
 }

@@ -25,4 +25,11 @@ enum hm_status hm_ckpt_write(const char *path, int flags, const struct hm_config
                              int64_t n, enum hm_dtype dtype, const char *const *extra_meta,
                              struct hm_error *err);
 
+/* The common tail of every model write: add hm.config (cfg), hm.provenance
+ * (when not NULL), format "pt" and extra_meta pairs to w, then write w
+ * atomically to path. w stays owned by the caller. */
+enum hm_status hm_ckpt_write_writer(struct hm_st_writer *w, const struct hm_config *cfg,
+                                    const char *provenance, const char *const *extra_meta,
+                                    const char *path, int flags, struct hm_error *err);
+
 #endif

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ckpt_write.h"
 #include "neox_views.h"
 #include "params.h"
 
@@ -319,9 +320,8 @@ enum hm_status hm_linearizer_save(const struct hm_linearizer *lz, const char *pa
                                   const char *provenance, struct hm_error *err)
 {
     struct hm_st_writer *w = hm_st_writer_new();
-    char *cfg = hm_config_to_json(&lz->student->cfg);
     enum hm_status st = HM_OK;
-    if (!w || !cfg) {
+    if (!w) {
         st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
         goto out;
     }
@@ -341,15 +341,8 @@ enum hm_status hm_linearizer_save(const struct hm_linearizer *lz, const char *pa
                               k % 2 == 0 ? shw : shb, lz->params[k].w, err);
     }
     if (st == HM_OK)
-        st = hm_st_writer_set_metadata(w, "hm.config", cfg, err);
-    if (st == HM_OK && provenance)
-        st = hm_st_writer_set_metadata(w, "hm.provenance", provenance, err);
-    if (st == HM_OK)
-        st = hm_st_writer_set_metadata(w, "format", "pt", err);
-    if (st == HM_OK)
-        st = hm_st_writer_write_path(w, path, flags, err);
+        st = hm_ckpt_write_writer(w, &lz->student->cfg, provenance, NULL, path, flags, err);
 out:
-    free(cfg);
     hm_st_writer_free(w);
     return st;
 }

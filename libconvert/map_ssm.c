@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "batches.h"
+#include "ckpt_write.h"
 #include "neox.h"
 #include "params.h"
 
@@ -78,9 +79,8 @@ enum hm_status hm_map_ssm_write(const struct hm_ckpt *ck, const struct hm_map_op
     int64_t ns = hm_param_specs(&cfg, &specs);
     struct hm_st_writer *w = hm_st_writer_new();
     float **owned = calloc((size_t)(ns > 0 ? ns : 1), sizeof(float *));
-    char *cfg_json = hm_config_to_json(&cfg);
     uint64_t rng = o->seed;
-    if (ns < 0 || !w || !owned || !cfg_json) {
+    if (ns < 0 || !w || !owned) {
         st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
         goto out;
     }
@@ -123,19 +123,12 @@ enum hm_status hm_map_ssm_write(const struct hm_ckpt *ck, const struct hm_map_op
         st = hm_st_writer_add(w, s->name, HM_DTYPE_F32, s->ndim, s->shape, owned[i], err);
     }
     if (st == HM_OK)
-        st = hm_st_writer_set_metadata(w, "hm.config", cfg_json, err);
-    if (st == HM_OK && provenance)
-        st = hm_st_writer_set_metadata(w, "hm.provenance", provenance, err);
-    if (st == HM_OK)
-        st = hm_st_writer_set_metadata(w, "format", "pt", err);
-    if (st == HM_OK)
-        st = hm_st_writer_write_path(w, path, flags, err);
+        st = hm_ckpt_write_writer(w, &cfg, provenance, NULL, path, flags, err);
 out:
     for (int64_t i = 0; owned && i < ns; i++)
         free(owned[i]);
     free(owned);
     free(specs);
-    free(cfg_json);
     hm_st_writer_free(w);
     return st;
 }

@@ -3,7 +3,6 @@
  * The run machinery (schedule, optimizer, log, resume, NaN guard) is
  * libconvert/run.c; this file wires flags and models to it. */
 #include <getopt.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,21 +37,6 @@ static const char usage[] =
     "Exit status: 0 success, 1 failure, 2 bad usage.\n";
 
 enum { OPT_FREEZE = HM_OPT_FIRST_TOOL, OPT_KD_TEACHER, OPT_KD_WEIGHT };
-
-struct progress_ctx {
-    struct hm_progress pg;
-    const struct hm_cli_common *common;
-};
-
-static void on_progress(void *ctx, const struct hm_run_report *r)
-{
-    struct progress_ctx *p = ctx;
-    if (!isnan(r->val_loss) && !p->common->quiet && !p->pg.enabled)
-        hm_info(p->common, "step %lld/%lld: loss %.4f, val loss %.4f", (long long)r->step,
-                (long long)r->steps, r->loss, r->val_loss);
-    hm_progress_update(&p->pg, "step %lld/%lld, loss %.4f, lr %.3g, %.0f tok/s",
-                       (long long)r->step, (long long)r->steps, r->loss, r->lr, r->tokens_per_s);
-}
 
 static struct hm_neox *load_neox(const char *path, struct hm_ckpt **ck_out, char **prov)
 {
@@ -203,28 +187,7 @@ int main(int argc, char **argv)
                              .out_dtype = t.out_dtype, .kd_weight = kd_weight};
     struct hm_run_model rm;
     hm_neox_run_init(&nr, &rm);
-    struct progress_ctx pc = {.common = &common};
-    hm_progress_start(&pc.pg, &common, "training");
-    struct hm_run_report fin;
-    double t0 = hm_now();
-    enum hm_status st = hm_run_train(&rm, &t.run, on_progress, &pc, &fin, &err);
-    if (st != HM_OK) {
-        if (pc.pg.enabled)
-            fputc('\n', stderr);
-        hm_die("training '%s' failed: %s", in, err.msg);
-    }
-    hm_progress_done(&pc.pg, "%lld steps, loss %.4f", (long long)fin.step, fin.loss);
-    double secs = hm_now() - t0;
-    char val[64] = "null";
-    if (!isnan(fin.val_loss))
-        snprintf(val, sizeof val, "%.9g", fin.val_loss);
-    if (common.json)
-        printf("{\"version\": 1, \"steps\": %lld, \"tokens\": %lld, \"loss\": %.9g, "
-               "\"val_loss\": %s, \"seconds\": %.3f}\n",
-               (long long)fin.step, (long long)fin.tokens, fin.loss, val, secs);
-    else
-        hm_info(&common, "wrote '%s': %lld steps, %lld tokens, loss %.4f, val loss %s, %.1f s",
-                t.run.out_path, (long long)fin.step, (long long)fin.tokens, fin.loss, val, secs);
+    hm_train_cli_run(&t, &rm, &common, in, "training", "loss");
     hm_neox_run_release(&nr);
     hm_trainer_free(tr);
     hm_neox_free(m);

@@ -4,7 +4,6 @@
  * checkpoint holding the teacher's tensors byte for byte plus the maps.
  * The run machinery is libconvert/run.c (shared with hm-finetune). */
 #include <getopt.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,21 +38,6 @@ static const char usage[] =
     "Exit status: 0 success, 1 failure, 2 bad usage.\n";
 
 enum { OPT_FEATURE_DIM = HM_OPT_FIRST_TOOL };
-
-struct progress_ctx {
-    struct hm_progress pg;
-    const struct hm_cli_common *common;
-};
-
-static void on_progress(void *ctx, const struct hm_run_report *r)
-{
-    struct progress_ctx *p = ctx;
-    if (!isnan(r->val_loss) && !p->pg.enabled)
-        hm_info(p->common, "step %lld/%lld: stage-1 loss %.5f, student val loss %.4f",
-                (long long)r->step, (long long)r->steps, r->loss, r->val_loss);
-    hm_progress_update(&p->pg, "step %lld/%lld, loss %.5f, lr %.3g, %.0f tok/s",
-                       (long long)r->step, (long long)r->steps, r->loss, r->lr, r->tokens_per_s);
-}
 
 int main(int argc, char **argv)
 {
@@ -145,28 +129,7 @@ int main(int argc, char **argv)
         hm_die_err("cannot linearize", in, &err);
     struct hm_run_model rm;
     hm_linearizer_run_model(lz, &rm);
-    struct progress_ctx pc = {.common = &common};
-    hm_progress_start(&pc.pg, &common, "stage 1");
-    struct hm_run_report fin;
-    double t0 = hm_now();
-    if (hm_run_train(&rm, &t.run, on_progress, &pc, &fin, &err) != HM_OK) {
-        if (pc.pg.enabled)
-            fputc('\n', stderr);
-        hm_die("stage 1 on '%s' failed: %s", in, err.msg);
-    }
-    hm_progress_done(&pc.pg, "%lld steps, loss %.5f", (long long)fin.step, fin.loss);
-    double secs = hm_now() - t0;
-    char val[64] = "null";
-    if (!isnan(fin.val_loss))
-        snprintf(val, sizeof val, "%.9g", fin.val_loss);
-    if (common.json)
-        printf("{\"version\": 1, \"steps\": %lld, \"tokens\": %lld, \"loss\": %.9g, "
-               "\"val_loss\": %s, \"seconds\": %.3f}\n",
-               (long long)fin.step, (long long)fin.tokens, fin.loss, val, secs);
-    else
-        hm_info(&common, "wrote '%s': %lld steps, %lld tokens, stage-1 loss %.5f, student val "
-                "loss %s, %.1f s", t.run.out_path, (long long)fin.step, (long long)fin.tokens,
-                fin.loss, val, secs);
+    hm_train_cli_run(&t, &rm, &common, in, "stage 1", "stage-1 loss");
     hm_linearizer_free(lz);
     hm_ckpt_close(ck);
     return hm_cli_finish(HM_EXIT_OK);

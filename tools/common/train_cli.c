@@ -1,6 +1,7 @@
 #include "train_cli.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -120,4 +121,51 @@ void hm_train_cli_finish(struct hm_train_cli *t, int argc, char **argv)
         hm_die("--device cuda: training on CUDA is not available in this build (CPU only)");
     int n = t->threads > 0 ? t->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     hm_threads_set(n > 0 ? n : 1);
+}
+
+struct progress_ctx {
+    struct hm_progress pg;
+    const struct hm_cli_common *common;
+    const char *what;
+};
+
+static void on_progress(void *ctx, const struct hm_run_report *r)
+{
+    struct progress_ctx *p = ctx;
+    if (!isnan(r->val_loss) && !p->pg.enabled)
+        hm_info(p->common, "step %lld/%lld: %s %.5f, val loss %.4f", (long long)r->step,
+                (long long)r->steps, p->what, r->loss, r->val_loss);
+    hm_progress_update(&p->pg, "step %lld/%lld, %s %.5f, lr %.3g, %.0f tok/s",
+                       (long long)r->step, (long long)r->steps, p->what, r->loss, r->lr,
+                       r->tokens_per_s);
+}
+
+void hm_train_cli_run(const struct hm_train_cli *t, const struct hm_run_model *rm,
+                      const struct hm_cli_common *common, const char *in, const char *label,
+                      const char *what)
+{
+    struct progress_ctx pc = {.common = common, .what = what};
+    struct hm_run_report fin;
+    struct hm_error err;
+    hm_error_clear(&err);
+    hm_progress_start(&pc.pg, common, label);
+    double t0 = hm_now();
+    if (hm_run_train(rm, &t->run, on_progress, &pc, &fin, &err) != HM_OK) {
+        if (pc.pg.enabled)
+            fputc('\n', stderr);
+        hm_die("%s of '%s' failed: %s", label, in, err.msg);
+    }
+    hm_progress_done(&pc.pg, "%lld steps, %s %.5f", (long long)fin.step, what, fin.loss);
+    double secs = hm_now() - t0;
+    char val[64] = "null";
+    if (!isnan(fin.val_loss))
+        snprintf(val, sizeof val, "%.9g", fin.val_loss);
+    if (common->json)
+        printf("{\"version\": 1, \"steps\": %lld, \"tokens\": %lld, \"loss\": %.9g, "
+               "\"val_loss\": %s, \"seconds\": %.3f}\n",
+               (long long)fin.step, (long long)fin.tokens, fin.loss, val, secs);
+    else
+        hm_info(common, "wrote '%s': %lld steps, %lld tokens, %s %.5f, val loss %s, %.1f s",
+                t->run.out_path, (long long)fin.step, (long long)fin.tokens, what, fin.loss, val,
+                secs);
 }

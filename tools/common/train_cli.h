@@ -112,4 +112,13 @@ int hm_train_cli_opt(int c, const char *arg, struct hm_train_cli *t);
  * from tokens and the default warm-up, sets threads. */
 void hm_train_cli_finish(struct hm_train_cli *t, int argc, char **argv);
 
+/* Runs the training loop with progress on stderr (label: "training",
+ * "stage 1"; what: how the loss is named in messages), then reports the
+ * result: --json one object on stdout, else one line on stderr. Exits 1
+ * naming `in` when the run fails. */
+struct hm_cli_common;
+void hm_train_cli_run(const struct hm_train_cli *t, const struct hm_run_model *rm,
+                      const struct hm_cli_common *common, const char *in, const char *label,
+                      const char *what);
+
 #endif
