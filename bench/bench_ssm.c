@@ -4,6 +4,7 @@
  * peak (shared/BENCH.md).
  *
  *   build/bench/bench_ssm [--threads N] [--reps R] [--seq-len T]
+ * (--seq-len T also sets the T of --pair)
  *
  * One layer, one sequence, fast backend, F2 = 2p (F = p = 64):
  *   softmax   hm_backend_attention_forward on the fused qkv
@@ -18,7 +19,18 @@
  * price of the selectivity). Softmax attention forward: 4·T·d.
  * Every repetition times the sgemm peak and then each variant back to back;
  * ratios are medians of per-repetition ratios (min-max). Then the chunk
- * size C is swept (16, 32, 64, 128) on ssm f+b. */
+ * size C is swept (16, 32, 64, 128) on ssm f+b.
+ *
+ *   build/bench/bench_ssm --pair [--threads N] [--reps R]
+ *
+ * Training-shaped pair: scan f+b next to linear-attention f+b, both at
+ * their default chunk (argument 0, as the trainer calls them), one call per
+ * sequence of a batch, alternating ssm/la every repetition; shapes 70m
+ * (d 512, 8 heads, p 64, F2 128, T 512, batch 2) and the tiny demo (d 128,
+ * 4 heads, p 32, F2 64, T 128, batch 16). Prints ms per batch (medians),
+ * the median per-repetition ratio ssm/la and each one's FLOP rate as a
+ * fraction of the same-run sgemm (FLOPs as above at each one's chunk).
+ * --chunk C: the scan at chunk C instead (la stays at its default). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -175,20 +187,118 @@ static int run(const char *label, int64_t d, int64_t nh, int64_t T, int reps, in
     return 0;
 }
 
+/* --pair: scan f+b and la f+b at the default chunks, batch of sequences. */
+static int run_pair(const char *label, int64_t d, int64_t nh, int64_t T, int64_t nb, int reps,
+                    int threads, int64_t sc)
+{
+    const struct hm_backend *be = hm_backend_get("fast");
+    struct bufs b = {.T = T, .nh = nh, .p = d / nh, .F2 = 2 * (d / nh), .d = d};
+    const int64_t p = b.p, F2 = b.F2;
+    size_t ws = hm_backend_ssm_ws_size(be, T, nh, F2, p, sc), a;
+    a = hm_backend_ssm_backward_ws_size(be, T, nh, F2, p, sc);
+    ws = a > ws ? a : ws;
+    a = hm_backend_linattn_ws_size(be, T, nh, F2, p, 0);
+    ws = a > ws ? a : ws;
+    a = hm_backend_linattn_backward_ws_size(be, T, nh, F2, p, 0);
+    ws = a > ws ? a : ws;
+    uint64_t s = 11;
+    const int64_t NT = nb * T;
+#define ALLOC(f, n, sc, mu) (b.f = malloc(sizeof(float) * (size_t)(n)), fill(b.f, (n), &s, sc, mu))
+    ALLOC(qkv, NT * 3 * d, 1.0f, 0.0f);
+    ALLOC(C, NT * nh * F2, 0.5f, 0.5f);
+    ALLOC(B, NT * nh * F2, 0.5f, 0.5f);
+    ALLOC(dt, NT * nh, 1.0f, 1.0f);
+    ALLOC(A, nh, 1.0f, -1.0f);
+    ALLOC(D, nh, 0.2f, 0.0f);
+    ALLOC(y, NT * d, 1.0f, 0.0f);
+    ALLOC(den, nb * nh * T, 1.0f, 1.0f);
+    ALLOC(dy, NT * d, 1.0f, 0.0f);
+    ALLOC(dC, T * nh * F2, 1.0f, 0.0f);
+    ALLOC(dB, T * nh * F2, 1.0f, 0.0f);
+    ALLOC(dqkv, NT * 3 * d, 1.0f, 0.0f);
+    ALLOC(ddt, NT * nh, 1.0f, 0.0f);
+    ALLOC(dA, nh, 0.0f, 0.0f);
+    ALLOC(dD, nh, 0.0f, 0.0f);
+#undef ALLOC
+    b.out = b.lse = NULL;
+    b.ws = malloc(ws);
+    b.ws_size = ws;
+    if (!b.ws) {
+        fprintf(stderr, "bench_ssm: error: out of memory\n");
+        return 1;
+    }
+    memset(b.ws, 0, ws);
+    const int64_t ld = 3 * d;
+    double peak[MAXREP], ts[MAXREP], tl[MAXREP], rat[MAXREP], es[MAXREP], el[MAXREP];
+    for (int r = -1; r < reps; r++) {
+        double pk = r >= 0 ? hm_bench_sgemm_gflops(threads) : 0, t[2];
+        for (int w = 0; w < 2; w++) { /* alternate which goes first */
+            int which = (r + w) & 1; /* 0: ssm, 1: la */
+            double t0 = hm_bench_now();
+            for (int64_t q = 0; q < nb; q++) {
+                const float *qv = b.qkv + q * T * ld + 2 * p, *Cq = b.C + q * T * nh * F2;
+                const float *Bq = b.B + q * T * nh * F2, *dyq = b.dy + q * T * d;
+                float *yq = b.y + q * T * d, *dq = b.den + q * nh * T;
+                float *dvq = b.dqkv + q * T * ld + 2 * p;
+                if (!which) {
+                    const float *dtq = b.dt + q * T * nh;
+                    hm_backend_ssm_forward(be, yq, dq, Cq, Bq, qv, dtq, b.A, b.D, T, nh, F2, p,
+                                           ld, 3 * p, 1e-6f, sc, b.ws, b.ws_size);
+                    hm_backend_ssm_backward(be, b.dC, b.dB, dvq, b.ddt + q * T * nh, b.dA, b.dD,
+                                            dyq, yq, dq, Cq, Bq, qv, dtq, b.A, b.D, T, nh, F2,
+                                            p, ld, 3 * p, sc, b.ws, b.ws_size);
+                } else {
+                    hm_backend_linattn_forward(be, yq, dq, Cq, Bq, qv, T, nh, F2, p, ld, 3 * p,
+                                               1e-6f, 0, b.ws, b.ws_size);
+                    hm_backend_linattn_backward(be, b.dC, b.dB, dvq, dyq, yq, dq, Cq, Bq, qv, T,
+                                                nh, F2, p, ld, 3 * p, 0, b.ws, b.ws_size);
+                }
+            }
+            t[which] = hm_bench_now() - t0;
+        }
+        if (r < 0)
+            continue;
+        peak[r] = pk, ts[r] = t[0], tl[r] = t[1], rat[r] = t[0] / t[1];
+        es[r] = 3 * flops_fwd(&b, sc ? sc : HM_SSM_CHUNK_DEFAULT) * (double)nb / t[0] * 1e-9 / pk;
+        el[r] = 3 * flops_fwd(&b, HM_LINATTN_CHUNK_DEFAULT) * (double)nb / t[1] * 1e-9 / pk;
+    }
+    struct hm_bench_stats sp = hm_bench_stats(peak, reps), ss = hm_bench_stats(ts, reps);
+    struct hm_bench_stats sl = hm_bench_stats(tl, reps), sr = hm_bench_stats(rat, reps);
+    struct hm_bench_stats se = hm_bench_stats(es, reps), sq = hm_bench_stats(el, reps);
+    printf("%-4s T %lld x batch %lld (d %lld, %lld heads, p %lld, F2 %lld), %d threads, sgemm "
+           "%.1f GFLOP/s; chunks ssm %d, la %d\n",
+           label, (long long)T, (long long)nb, (long long)d, (long long)nh, (long long)p,
+           (long long)F2, threads, sp.median, (int)(sc ? sc : HM_SSM_CHUNK_DEFAULT),
+           HM_LINATTN_CHUNK_DEFAULT);
+    printf("  f+b per batch: ssm %.3f ms (min-max %.3f-%.3f), la %.3f ms (min-max %.3f-%.3f); "
+           "ssm/la = %.2f (min-max %.2f-%.2f); of sgemm: ssm %.1f%%, la %.1f%% (medians of %d)\n",
+           1e3 * ss.median, 1e3 * ss.min, 1e3 * ss.max, 1e3 * sl.median, 1e3 * sl.min,
+           1e3 * sl.max, sr.median, sr.min, sr.max, 100 * se.median, 100 * sq.median, reps);
+    free(b.qkv), free(b.C), free(b.B), free(b.dt), free(b.A), free(b.D), free(b.y), free(b.den);
+    free(b.dy), free(b.dC), free(b.dB), free(b.dqkv), free(b.ddt), free(b.dA), free(b.dD);
+    free(b.ws);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    int threads = 2, reps = 5;
-    int64_t T = 0;
+    int threads = 2, reps = 5, pair = 0;
+    int64_t T = 0, chunk = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         char *end = NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            printf("usage: bench_ssm [--threads N] [--reps R] [--seq-len T]\n");
+            printf("usage: bench_ssm [--threads N] [--reps R] [--seq-len T] "
+                   "[--pair [--chunk C]]\n");
             return 0;
+        } else if (!strcmp(a, "--pair")) {
+            pair = 1;
         } else if (v && !strcmp(a, "--threads")) {
             threads = (int)strtol(v, &end, 10), i++;
         } else if (v && !strcmp(a, "--reps")) {
             reps = (int)strtol(v, &end, 10), i++;
+        } else if (v && !strcmp(a, "--chunk")) {
+            chunk = strtoll(v, &end, 10), i++;
         } else if (v && !strcmp(a, "--seq-len")) {
             T = strtoll(v, &end, 10), i++;
         } else {
@@ -200,11 +310,16 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (threads < 1 || reps < 1 || reps > MAXREP || T < 0) {
+    if (threads < 1 || reps < 1 || reps > MAXREP || T < 0 || chunk < 0) {
         fprintf(stderr, "bench_ssm: error: bad --threads, --reps (1..%d) or --seq-len\n", MAXREP);
         return 2;
     }
     hm_threads_set(threads);
+    if (pair) {
+        printf("FLOPs: as below, at each one's chunk; backward = 2x forward\n");
+        int rc = run_pair("70m", 512, 8, T ? T : 512, 2, reps, threads, chunk);
+        return rc | run_pair("tiny", 128, 4, T ? T : 128, 16, reps, threads, chunk);
+    }
     printf("FLOPs: per head 2C*F2 + 2C*(p+1) + 4*F2*(p+1) per token for ssm and la alike "
            "(decays, normalizers, scans not counted); backward = 2x forward; softmax attention "
            "4*T*d\n");

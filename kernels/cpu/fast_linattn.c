@@ -23,9 +23,9 @@
  * states, n_h · ceil(T/C) · F2 · (p + 1) floats (≈ n_h · T · F2 for C ≥ p),
  * plus per-thread C×C blocks — never T×T.
  *
- * Score blocks (ΦQ ΦK^T, Ĝ V^T) are register tiles of 4 rows × 16 columns
- * over a transposed, zero-padded copy of the chunk's keys, like
- * fast_attention.c; columns past the diagonal are computed and never read.
+ * Score blocks (ΦQ ΦK^T, Ĝ V^T) are register tiles (cpu_tiles.h, shared
+ * with fast_ssm.c) over a transposed, zero-padded copy of the chunk's keys,
+ * like fast_attention.c; columns past the diagonal are computed and masked.
  *
  * Gotchas that have caused bugs:
  *   - den saved by the forward includes eps (do not add it twice);
@@ -38,11 +38,9 @@
 #include <string.h>
 
 #include "cpu_linattn.h"
-#include "cpu_simd.h"
+#include "cpu_tiles.h"
 
 #define HM_PAR_MIN 32768
-#define HM_LA_RB 4  /* rows per score tile */
-#define HM_LA_KB 16 /* columns per score tile (one AVX-512 vector) */
 #define HM_FM_FMAX 1024 /* feature maps wider than this run the ref loops */
 
 static int64_t round16(int64_t n) { return (n + 15) / 16 * 16; }
@@ -175,130 +173,13 @@ void hm_fast_featuremap_backward(float *dx, float *dW, float *db, const float *d
 
 /* ---- chunked linear attention: building blocks ---------------------------- */
 
-/* M[i][j] = Σ_{f<n} X[i][f] · Yt[f][j] for i < L and j < round16(i + 1)
- * (so every j ≤ i is computed). X: rows at stride ldx; Yt: [n, ldy] with
- * ldy ≥ round16(L), zero-padded past L; M: rows at stride ldm ≥ round16(L). */
-HM_CLONES static void tri_scores(float *M, int64_t ldm, const float *X, int64_t ldx,
-                                 const float *Yt, int64_t ldy, int64_t L, int64_t n)
-{
-    for (int64_t i0 = 0; i0 < L; i0 += HM_LA_RB) {
-        int64_t nr = imin(HM_LA_RB, L - i0), ntile = round16(i0 + nr);
-        const float *x0 = X + i0 * ldx;
-        const float *x1 = nr > 1 ? x0 + ldx : x0, *x2 = nr > 2 ? x0 + 2 * ldx : x0;
-        const float *x3 = nr > 3 ? x0 + 3 * ldx : x0;
-        for (int64_t j0 = 0; j0 < ntile; j0 += HM_LA_KB) {
-            float a0[HM_LA_KB] = {0}, a1[HM_LA_KB] = {0}, a2[HM_LA_KB] = {0};
-            float a3[HM_LA_KB] = {0};
-            for (int64_t f = 0; f < n; f++) {
-                const float *yr = Yt + f * ldy + j0;
-                const float c0 = x0[f], c1 = x1[f], c2 = x2[f], c3 = x3[f];
-#pragma omp simd
-                for (int jj = 0; jj < HM_LA_KB; jj++) {
-                    a0[jj] += c0 * yr[jj];
-                    a1[jj] += c1 * yr[jj];
-                    a2[jj] += c2 * yr[jj];
-                    a3[jj] += c3 * yr[jj];
-                }
-            }
-            float *m0 = M + i0 * ldm + j0;
-            for (int jj = 0; jj < HM_LA_KB; jj++)
-                m0[jj] = a0[jj];
-            if (nr > 1)
-                for (int jj = 0; jj < HM_LA_KB; jj++)
-                    m0[ldm + jj] = a1[jj];
-            if (nr > 2)
-                for (int jj = 0; jj < HM_LA_KB; jj++)
-                    m0[2 * ldm + jj] = a2[jj];
-            if (nr > 3)
-                for (int jj = 0; jj < HM_LA_KB; jj++)
-                    m0[3 * ldm + jj] = a3[jj];
-        }
-    }
-}
-
-/* Yt[f][j] = Y[j][f] for j < L, 0 for L ≤ j < ldy.   Y: [L, n] rows at ldx. */
-static void transpose_pad(float *Yt, int64_t ldy, const float *Y, int64_t ldx, int64_t L,
-                          int64_t n)
-{
-    for (int64_t f = 0; f < n; f++) {
-        float *o = Yt + f * ldy;
-        for (int64_t j = 0; j < L; j++)
-            o[j] = Y[j * ldx + f];
-        for (int64_t j = L; j < ldy; j++)
-            o[j] = 0;
-    }
-}
-
-/* Cm[i][j] (= or +=) Σ_{k<K} A[i·ars + k·acs] · B[k·ldb + j] for i < M,
- * j < N: register tiles of 4 rows × 16 columns, stride-1 along j. */
-HM_CLONES static void gemm_tile(float *Cm, int64_t ldc, const float *A, int64_t ars,
-                                int64_t acs, const float *B, int64_t ldb, int64_t M, int64_t N,
-                                int64_t K, int accumulate)
-{
-    for (int64_t i0 = 0; i0 < M; i0 += HM_LA_RB) {
-        int64_t nr = imin(HM_LA_RB, M - i0);
-        const float *r0 = A + i0 * ars;
-        const float *r1 = nr > 1 ? r0 + ars : r0, *r2 = nr > 2 ? r0 + 2 * ars : r0;
-        const float *r3 = nr > 3 ? r0 + 3 * ars : r0;
-        for (int64_t j0 = 0; j0 < N; j0 += HM_LA_KB) {
-            int64_t nc = imin(HM_LA_KB, N - j0);
-            float a0[HM_LA_KB] = {0}, a1[HM_LA_KB] = {0}, a2[HM_LA_KB] = {0};
-            float a3[HM_LA_KB] = {0};
-            if (nc == HM_LA_KB) {
-                for (int64_t k = 0; k < K; k++) {
-                    const float *br = B + k * ldb + j0;
-                    const float c0 = r0[k * acs], c1 = r1[k * acs], c2 = r2[k * acs];
-                    const float c3 = r3[k * acs];
-#pragma omp simd
-                    for (int jj = 0; jj < HM_LA_KB; jj++) {
-                        a0[jj] += c0 * br[jj];
-                        a1[jj] += c1 * br[jj];
-                        a2[jj] += c2 * br[jj];
-                        a3[jj] += c3 * br[jj];
-                    }
-                }
-            } else {
-                for (int64_t k = 0; k < K; k++) {
-                    const float *br = B + k * ldb + j0;
-                    const float c0 = r0[k * acs], c1 = r1[k * acs], c2 = r2[k * acs];
-                    const float c3 = r3[k * acs];
-                    for (int64_t jj = 0; jj < nc; jj++) {
-                        a0[jj] += c0 * br[jj];
-                        a1[jj] += c1 * br[jj];
-                        a2[jj] += c2 * br[jj];
-                        a3[jj] += c3 * br[jj];
-                    }
-                }
-            }
-            float *acc[HM_LA_RB] = {a0, a1, a2, a3};
-            for (int64_t r = 0; r < nr; r++) {
-                float *o = Cm + (i0 + r) * ldc + j0;
-                if (accumulate)
-                    for (int64_t jj = 0; jj < nc; jj++)
-                        o[jj] += acc[r][jj];
-                else
-                    for (int64_t jj = 0; jj < nc; jj++)
-                        o[jj] = acc[r][jj];
-            }
-        }
-    }
-}
-
-/* Zero M[i][j] for i < j < L (the part of a score block past the diagonal). */
-static void mask_upper(float *M, int64_t ldm, int64_t L)
-{
-    for (int64_t i = 0; i < L; i++)
-        for (int64_t j = i + 1; j < L; j++)
-            M[i * ldm + j] = 0;
-}
-
 /* st[F2, p] = Σ_s X_s V_s^T and sz[F2] = Σ_s X_s w_s over L rows.
  * X: rows at stride ldx [L, F2]; V: rows at stride ldv [L, p]; w: [L] or
  * NULL (all ones). */
 static void chunk_state(float *st, float *sz, const float *X, int64_t ldx, const float *V,
                         int64_t ldv, const float *w, int64_t L, int64_t F2, int64_t p)
 {
-    gemm_tile(st, p, X, 1, ldx, V, ldv, F2, p, L, 0); /* st = X^T V */
+    hm_tile_gemm(st, p, X, 1, ldx, V, ldv, F2, p, L, 0); /* st = X^T V */
     memset(sz, 0, sizeof(float) * (size_t)F2);
     for (int64_t s = 0; s < L; s++) {
         const float *xr = X + s * ldx, ws = w ? w[s] : 1.0f;
@@ -408,13 +289,13 @@ static void fwd_chunk(float *y, float *den, const float *phiq, const float *phik
     const float *q = phiq + (t0 * n_h + h) * F2, *k = phik + (t0 * n_h + h) * F2;
     const float *z = St + F2 * p;
     float *Kt = my, *Vc = Kt + F2 * CP, *A = Vc + C * p, *Num = A + C * CP;
-    transpose_pad(Kt, CP, k, ldq, L, F2);
+    hm_tile_transpose_pad(Kt, CP, k, ldq, L, F2);
     for (int64_t j = 0; j < L; j++)
         memcpy(Vc + j * p, v + (t0 + j) * ldv + h * vh, sizeof(float) * (size_t)p);
-    tri_scores(A, CP, q, ldq, Kt, CP, L, F2);
-    mask_upper(A, CP, L);
-    gemm_tile(Num, p, q, ldq, 1, St, p, L, p, F2, 0); /* carried-in: ΦQ_c S */
-    gemm_tile(Num, p, A, CP, 1, Vc, p, L, p, L, 1);   /* intra-chunk: A V_c */
+    hm_tile_tri_scores(A, CP, q, ldq, Kt, CP, L, F2);
+    hm_tile_mask_upper(A, CP, L);
+    hm_tile_gemm(Num, p, q, ldq, 1, St, p, L, p, F2, 0); /* carried-in: ΦQ_c S */
+    hm_tile_gemm(Num, p, A, CP, 1, Vc, p, L, p, L, 1);   /* intra-chunk: A V_c */
     for (int64_t i = 0; i < L; i++) {
         const float *qi = q + i * ldq, *Ai = A + i * CP;
         float dn = 0, da = 0;
@@ -503,41 +384,41 @@ static void bwd_chunk(float *dphiq, float *dphik, float *dv, const float *dy, co
         memcpy(Vc + j * p, v + (t0 + j) * ldv + h * vh, sizeof(float) * (size_t)p);
     chunk_grads(Gc, gd, dy, y, den, T, n_h, p, h, t0, L);
     if (dphiq || dphik) { /* B_ij = ĝ_i · v̂_j = Gc_i · Vc_j + gd_i, j ≤ i */
-        transpose_pad(Vt, CP, Vc, p, L, p);
-        tri_scores(B, CP, Gc, p, Vt, CP, L, p);
+        hm_tile_transpose_pad(Vt, CP, Vc, p, L, p);
+        hm_tile_tri_scores(B, CP, Gc, p, Vt, CP, L, p);
         for (int64_t i = 0; i < L; i++)
             for (int64_t j = 0; j <= i; j++)
                 B[i * CP + j] += gd[i];
-        mask_upper(B, CP, L);
+        hm_tile_mask_upper(B, CP, L);
     }
     if (dv) { /* A_ij = φq_i · φk_j, j ≤ i */
-        transpose_pad(Kt, CP, k, ldq, L, F2);
-        tri_scores(A, CP, q, ldq, Kt, CP, L, F2);
-        mask_upper(A, CP, L);
+        hm_tile_transpose_pad(Kt, CP, k, ldq, L, F2);
+        hm_tile_tri_scores(A, CP, q, ldq, Kt, CP, L, F2);
+        hm_tile_mask_upper(A, CP, L);
     }
     if (dphiq) { /* Ŝ ĝ_i + Σ_{j≤i} B_ij φk_j */
         float *o = dphiq + (t0 * n_h + h) * F2;
-        transpose_pad(Tr, F2, Sp, p, F2, p); /* Tr [p, F2] = S^T */
-        gemm_tile(o, ldq, Gc, p, 1, Tr, F2, L, F2, p, 0);
+        hm_tile_transpose_pad(Tr, F2, Sp, p, F2, p); /* Tr [p, F2] = S^T */
+        hm_tile_gemm(o, ldq, Gc, p, 1, Tr, F2, L, F2, p, 0);
         for (int64_t i = 0; i < L; i++)
 #pragma omp simd
             for (int64_t f = 0; f < F2; f++)
                 o[i * ldq + f] += z[f] * gd[i];
-        gemm_tile(o, ldq, B, CP, 1, k, ldq, L, F2, L, 1);
+        hm_tile_gemm(o, ldq, B, CP, 1, k, ldq, L, F2, L, 1);
     }
     if (dphik) { /* dŜ v̂_j + Σ_{i≥j} B_ij φq_i */
         float *o = dphik + (t0 * n_h + h) * F2;
-        transpose_pad(Tr, F2, Dn, p, F2, p);
-        gemm_tile(o, ldq, Vc, p, 1, Tr, F2, L, F2, p, 0);
+        hm_tile_transpose_pad(Tr, F2, Dn, p, F2, p);
+        hm_tile_gemm(o, ldq, Vc, p, 1, Tr, F2, L, F2, p, 0);
         for (int64_t j = 0; j < L; j++)
 #pragma omp simd
             for (int64_t f = 0; f < F2; f++)
                 o[j * ldq + f] += dz[f];
-        gemm_tile(o, ldq, B, 1, CP, q, ldq, L, F2, L, 1);
+        hm_tile_gemm(o, ldq, B, 1, CP, q, ldq, L, F2, L, 1);
     }
     if (dv) { /* dŜ[:, 0:p]^T φk_j + Σ_{i≥j} A_ij g_i */
-        gemm_tile(Dv, p, k, ldq, 1, Dn, p, L, p, F2, 0);
-        gemm_tile(Dv, p, A, 1, CP, Gc, p, L, p, L, 1);
+        hm_tile_gemm(Dv, p, k, ldq, 1, Dn, p, L, p, F2, 0);
+        hm_tile_gemm(Dv, p, A, 1, CP, Gc, p, L, p, L, 1);
         for (int64_t j = 0; j < L; j++)
             memcpy(dv + (t0 + j) * ldv + h * vh, Dv + j * p, sizeof(float) * (size_t)p);
     }

@@ -1,0 +1,171 @@
+/* cpu_tiles.c — register-tile kernels shared by the chunked CPU linear
+ * attention and selective scan (cpu_tiles.h). Tiles of HM_TILE_RB rows ×
+ * HM_TILE_KB columns held in registers, k innermost-but-one, stride-1
+ * along the columns; compiled for AVX-512F, AVX2+FMA and baseline
+ * (cpu_simd.h). */
+#include <string.h>
+
+#include "cpu_simd.h"
+#include "cpu_tiles.h"
+
+#define HM_TILE_RB 4   /* rows per tile */
+#define HM_TILE_KK 128 /* k rows per packed column-tail block */
+
+static int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
+
+HM_CLONES void hm_tile_tri_scores(float *M, int64_t ldm, const float *X, int64_t ldx,
+                                  const float *Yt, int64_t ldy, int64_t L, int64_t n)
+{
+    for (int64_t i0 = 0; i0 < L; i0 += HM_TILE_RB) {
+        int64_t nr = imin(HM_TILE_RB, L - i0), ntile = hm_tile_round(i0 + nr);
+        const float *x0 = X + i0 * ldx;
+        const float *x1 = nr > 1 ? x0 + ldx : x0, *x2 = nr > 2 ? x0 + 2 * ldx : x0;
+        const float *x3 = nr > 3 ? x0 + 3 * ldx : x0;
+        for (int64_t j0 = 0; j0 < ntile; j0 += HM_TILE_KB) {
+            float a0[HM_TILE_KB] = {0}, a1[HM_TILE_KB] = {0}, a2[HM_TILE_KB] = {0};
+            float a3[HM_TILE_KB] = {0};
+            for (int64_t f = 0; f < n; f++) {
+                const float *yr = Yt + f * ldy + j0;
+                const float c0 = x0[f], c1 = x1[f], c2 = x2[f], c3 = x3[f];
+#pragma omp simd
+                for (int jj = 0; jj < HM_TILE_KB; jj++) {
+                    a0[jj] += c0 * yr[jj];
+                    a1[jj] += c1 * yr[jj];
+                    a2[jj] += c2 * yr[jj];
+                    a3[jj] += c3 * yr[jj];
+                }
+            }
+            float *m0 = M + i0 * ldm + j0;
+            for (int jj = 0; jj < HM_TILE_KB; jj++)
+                m0[jj] = a0[jj];
+            if (nr > 1)
+                for (int jj = 0; jj < HM_TILE_KB; jj++)
+                    m0[ldm + jj] = a1[jj];
+            if (nr > 2)
+                for (int jj = 0; jj < HM_TILE_KB; jj++)
+                    m0[2 * ldm + jj] = a2[jj];
+            if (nr > 3)
+                for (int jj = 0; jj < HM_TILE_KB; jj++)
+                    m0[3 * ldm + jj] = a3[jj];
+        }
+    }
+}
+
+void hm_tile_transpose_pad(float *Yt, int64_t ldy, const float *Y, int64_t ldx, int64_t L,
+                           int64_t n)
+{
+    /* Row by row of Y: its rows are often far apart (the heads of a fused
+     * [T, n_h, F2] tensor: a column walk at that stride thrashes L1 sets). */
+    for (int64_t j = 0; j < L; j++) {
+        const float *yr = Y + j * ldx;
+        for (int64_t f = 0; f < n; f++)
+            Yt[f * ldy + j] = yr[f];
+    }
+    for (int64_t f = 0; f < n; f++)
+        for (int64_t j = L; j < ldy; j++)
+            Yt[f * ldy + j] = 0;
+}
+
+HM_CLONES void hm_tile_gemm(float *Cm, int64_t ldc, const float *A, int64_t ars, int64_t acs,
+                            const float *B, int64_t ldb, int64_t M, int64_t N, int64_t K,
+                            int accumulate)
+{
+    for (int64_t i0 = 0; i0 < M; i0 += HM_TILE_RB) {
+        int64_t nr = imin(HM_TILE_RB, M - i0);
+        const float *r0 = A + i0 * ars;
+        const float *r1 = nr > 1 ? r0 + ars : r0, *r2 = nr > 2 ? r0 + 2 * ars : r0;
+        const float *r3 = nr > 3 ? r0 + 3 * ars : r0;
+        for (int64_t j0 = 0; j0 < N; j0 += HM_TILE_KB) {
+            int64_t nc = imin(HM_TILE_KB, N - j0);
+            float a0[HM_TILE_KB] = {0}, a1[HM_TILE_KB] = {0}, a2[HM_TILE_KB] = {0};
+            float a3[HM_TILE_KB] = {0};
+            if (nc == HM_TILE_KB) {
+                for (int64_t k = 0; k < K; k++) {
+                    const float *br = B + k * ldb + j0;
+                    const float c0 = r0[k * acs], c1 = r1[k * acs], c2 = r2[k * acs];
+                    const float c3 = r3[k * acs];
+#pragma omp simd
+                    for (int jj = 0; jj < HM_TILE_KB; jj++) {
+                        a0[jj] += c0 * br[jj];
+                        a1[jj] += c1 * br[jj];
+                        a2[jj] += c2 * br[jj];
+                        a3[jj] += c3 * br[jj];
+                    }
+                }
+            } else { /* column tail: zero-padded copies of HM_TILE_KK rows of B */
+                float pk[HM_TILE_KK][HM_TILE_KB];
+                memset(pk, 0, sizeof pk);
+                for (int64_t kb = 0; kb < K; kb += HM_TILE_KK) {
+                    const int64_t nk = imin(HM_TILE_KK, K - kb);
+                    for (int64_t k = 0; k < nk; k++)
+                        for (int64_t jj = 0; jj < nc; jj++)
+                            pk[k][jj] = B[(kb + k) * ldb + j0 + jj];
+                    for (int64_t k = 0; k < nk; k++) {
+                        const float *br = pk[k];
+                        const int64_t ka = (kb + k) * acs;
+                        const float c0 = r0[ka], c1 = r1[ka], c2 = r2[ka], c3 = r3[ka];
+#pragma omp simd
+                        for (int jj = 0; jj < HM_TILE_KB; jj++) {
+                            a0[jj] += c0 * br[jj];
+                            a1[jj] += c1 * br[jj];
+                            a2[jj] += c2 * br[jj];
+                            a3[jj] += c3 * br[jj];
+                        }
+                    }
+                }
+            }
+            float *o = Cm + i0 * ldc + j0;
+            if (nc == HM_TILE_KB && accumulate) {
+#pragma omp simd
+                for (int jj = 0; jj < HM_TILE_KB; jj++)
+                    o[jj] += a0[jj];
+                if (nr > 1)
+#pragma omp simd
+                    for (int jj = 0; jj < HM_TILE_KB; jj++)
+                        o[ldc + jj] += a1[jj];
+                if (nr > 2)
+#pragma omp simd
+                    for (int jj = 0; jj < HM_TILE_KB; jj++)
+                        o[2 * ldc + jj] += a2[jj];
+                if (nr > 3)
+#pragma omp simd
+                    for (int jj = 0; jj < HM_TILE_KB; jj++)
+                        o[3 * ldc + jj] += a3[jj];
+            } else if (nc == HM_TILE_KB) {
+#pragma omp simd
+                for (int jj = 0; jj < HM_TILE_KB; jj++)
+                    o[jj] = a0[jj];
+                if (nr > 1)
+#pragma omp simd
+                    for (int jj = 0; jj < HM_TILE_KB; jj++)
+                        o[ldc + jj] = a1[jj];
+                if (nr > 2)
+#pragma omp simd
+                    for (int jj = 0; jj < HM_TILE_KB; jj++)
+                        o[2 * ldc + jj] = a2[jj];
+                if (nr > 3)
+#pragma omp simd
+                    for (int jj = 0; jj < HM_TILE_KB; jj++)
+                        o[3 * ldc + jj] = a3[jj];
+            } else {
+                float *acc[HM_TILE_RB] = {a0, a1, a2, a3};
+                for (int64_t r = 0; r < nr; r++) {
+                    float *orow = o + r * ldc;
+                    if (accumulate)
+                        for (int64_t jj = 0; jj < nc; jj++)
+                            orow[jj] += acc[r][jj];
+                    else
+                        for (int64_t jj = 0; jj < nc; jj++)
+                            orow[jj] = acc[r][jj];
+                }
+            }
+        }
+    }
+}
+
+void hm_tile_mask_upper(float *M, int64_t ldm, int64_t L)
+{
+    for (int64_t i = 0; i < L; i++)
+        for (int64_t j = i + 1; j < L; j++)
+            M[i * ldm + j] = 0;
+}

@@ -1,0 +1,41 @@
+/* cpu_tiles.h — private: the register-tile kernels of the chunked CPU
+ * linear-attention and selective-scan forms (kernels/cpu/fast_linattn.c,
+ * kernels/cpu/fast_ssm.c). Small dense blocks only (C×C chunk scores, chunk
+ * × state products); no BLAS. Each output element is one sum over k in
+ * increasing k order, so the result does not depend on the tile shape.
+ * Implemented in kernels/cpu/cpu_tiles.c, compiled per SIMD level
+ * (cpu_simd.h). */
+#ifndef HM_CPU_TILES_H
+#define HM_CPU_TILES_H
+
+#include <stdint.h>
+
+#define HM_TILE_KB 16 /* columns per tile (one AVX-512 vector); pad unit */
+
+static inline int64_t hm_tile_round(int64_t n)
+{
+    return (n + HM_TILE_KB - 1) / HM_TILE_KB * HM_TILE_KB;
+}
+
+/* M[i][j] = Σ_{f<n} X[i][f] · Yt[f][j] for i < L and j < hm_tile_round(i + 1)
+ * at least (so every j ≤ i is computed; other columns below
+ * hm_tile_round(L) may be written too, never read by the callers unless
+ * masked). X: rows at stride ldx; Yt: [n, ldy] with ldy ≥ hm_tile_round(L),
+ * zero-padded past L; M: rows at stride ldm ≥ hm_tile_round(L). */
+void hm_tile_tri_scores(float *M, int64_t ldm, const float *X, int64_t ldx, const float *Yt,
+                        int64_t ldy, int64_t L, int64_t n);
+
+/* Cm[i][j] (= or, accumulate ≠ 0, +=) Σ_{k<K} A[i·ars + k·acs] · B[k·ldb + j]
+ * for i < M, j < N (A may be read transposed: ars = 1, acs = its row
+ * stride). Stride-1 along j of B and Cm. */
+void hm_tile_gemm(float *Cm, int64_t ldc, const float *A, int64_t ars, int64_t acs,
+                  const float *B, int64_t ldb, int64_t M, int64_t N, int64_t K, int accumulate);
+
+/* Yt[f][j] = Y[j][f] for j < L, 0 for L ≤ j < ldy.   Y: [L, n] rows at ldx. */
+void hm_tile_transpose_pad(float *Yt, int64_t ldy, const float *Y, int64_t ldx, int64_t L,
+                           int64_t n);
+
+/* Zero M[i][j] for i < j < L (the part of a score block past the diagonal). */
+void hm_tile_mask_upper(float *M, int64_t ldm, int64_t L);
+
+#endif
