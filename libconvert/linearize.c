@@ -224,7 +224,7 @@ static enum hm_status on_layer(void *ctx, int64_t l, const float *a_in, const fl
 static enum hm_status run_sequences(struct hm_linearizer *lz, const int32_t *tokens,
                                     int64_t nseq, int64_t stride, struct hm_error *err)
 {
-    struct hm_neox_hooks hooks = {on_layer, lz};
+    struct hm_neox_hooks hooks = {.on_layer = on_layer, .ctx = lz, .stop_after_last_hook = 1};
     memset(lz->layer_loss, 0, sizeof(double) * (size_t)lz->L);
     for (int64_t b = 0; b < nseq; b++) {
         enum hm_status st = hm_neox_hidden(lz->teacher, lz->be, tokens + b * stride, lz->T,

@@ -398,6 +398,8 @@ enum hm_status hm_neox_hidden(const struct hm_neox *m, const struct hm_backend *
             st = hooks->on_layer(hooks->ctx, l, ws->a, ws->qkv, ws->o, T, d, err);
             if (st != HM_OK)
                 return st;
+            if (hooks->stop_after_last_hook && l == c->num_hidden_layers - 1)
+                return hm_backend_sync(be, err);
         }
         /* MLP */
         if (!c->use_parallel_residual)

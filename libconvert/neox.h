@@ -149,6 +149,10 @@ void hm_neox_mixer_identity(struct hm_neox *m, int64_t layer);
 struct hm_neox_hooks {
     hm_neox_layer_fn on_layer; /* may be NULL */
     void *ctx;
+    /* 1: stop right after the last layer's hook (its MLP and the final
+     * LayerNorm are skipped; ws->hf is not computed) — stage 1 needs only
+     * the attention blocks. */
+    int stop_after_last_hook;
 };
 
 /* Runs the layers and the final LayerNorm on tokens: [T] (each < V).

@@ -393,7 +393,7 @@ Test(neox_forward, layer_hook)
     struct hm_neox_ws ws;
     hm_neox_ws_init(&ws);
     struct hook_log log = {.last = -1};
-    struct hm_neox_hooks hooks = {on_layer, &log};
+    struct hm_neox_hooks hooks = {.on_layer = on_layer, .ctx = &log};
     int32_t tok[5] = {1, 2, 3, 4, 5};
     cr_expect_eq(hm_neox_hidden(m, hm_backend_get("fast"), tok, 5, &ws, &hooks, &err),
                  HM_ERR_INVALID);

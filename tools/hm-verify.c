@@ -223,7 +223,7 @@ static enum hm_status run_seq(const struct hm_neox *m, const int32_t *tok, int64
                               struct hm_neox_ws *ws, struct capture *cap, float *logits,
                               struct hm_error *err)
 {
-    struct hm_neox_hooks hooks = {grab, cap};
+    struct hm_neox_hooks hooks = {.on_layer = grab, .ctx = cap};
     const struct hm_backend *be = hm_backend_get("fast");
     enum hm_status st = hm_neox_hidden(m, be, tok, T, ws, cap ? &hooks : NULL, err);
     if (st == HM_OK)
