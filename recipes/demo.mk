@@ -18,7 +18,7 @@ TEACHER_LR ?= 2e-3
 DISTILL_TOKENS ?= 1500000
 STAGE1_TOKENS = $(shell echo $$(( $(DISTILL_TOKENS) / 10 )))
 STAGE2_TOKENS = $(shell echo $$(( $(DISTILL_TOKENS) - $(DISTILL_TOKENS) / 10 )))
-STAGE1_LR ?= 1e-2
+STAGE1_LR ?= 3e-2
 STAGE2_LR ?= 1e-3
 TRAIN_FLAGS = --batch $(BATCH) --seq-len $(SEQ) --threads $(THREADS) --seed $(SEED) --no-progress
 
