@@ -193,6 +193,35 @@ Test(map_ssm, exit_codes_and_recurrent)
     free(err);
 }
 
+Test(map_ssm, logits_against_a_stored_reference)
+{
+    char cmd[4096], *err = NULL;
+    snprintf(cmd, sizeof cmd,
+             "cd %s && %s/hm-eval hh.st --data data.tok --seq-len 48 --max-tokens 144 "
+             "--dump-logits ref.st -q > /dev/null", g_dir, HM_BIN_DIR);
+    cr_assert_eq(tu_run(cmd, NULL, &err), 0, "%s", err);
+    free(err);
+    cJSON *j;
+    /* the mapped model reproduces the hedgehog's stored logits */
+    int rc = verify("logits hm.st --reference ref.st --data data.tok", &j, &err);
+    cr_assert_eq(rc, 0, "%s", err);
+    cr_assert(cJSON_GetObjectItem(j, "max_rel")->valuedouble <= 1e-5);
+    cJSON_Delete(j);
+    free(err);
+    /* a perturbed model does not */
+    perturb("gpt_neox.layers.0.attention.gate_proj.weight", 1e-3f, "bad.st");
+    rc = verify("logits bad.st --reference ref.st --data data.tok --tolerance 1e-5", &j, &err);
+    cr_assert_eq(rc, 1, "%s", err);
+    cJSON_Delete(j);
+    free(err);
+    /* a reference of other windows cannot be checked */
+    rc = verify("logits hm.st --reference hh.st --data data.tok", &j, &err);
+    cr_assert_eq(rc, 2);
+    cr_assert(strstr(err, "no F32 tensor 'logits'"), "%s", err);
+    cJSON_Delete(j);
+    free(err);
+}
+
 Test(map_ssm, inactive_components_stay_at_identity)
 {
     char cmd[4096], *err;
