@@ -70,18 +70,8 @@ int main(int argc, char **argv)
         hm_usage_error(argc == optind ? "missing TEACHER" : "expected one TEACHER");
     if (!lr_set)
         t.run.lr = 1e-2;
-    hm_train_cli_finish(&t, argc, argv);
-    if (common.json && t.run.out_path && strcmp(t.run.out_path, "-") == 0)
-        hm_usage_error("--json and -o - both want stdout");
     const char *in = argv[optind];
-    t.run.in_path = in;
-    if (t.run.out_path && strcmp(t.run.out_path, "-") != 0) {
-        if (hm_same_file(in, t.run.out_path))
-            hm_die("output '%s' is the input: refusing to overwrite it", t.run.out_path);
-        if (!t.dry_run && !t.run.resume && !t.run.force && hm_is_file(t.run.out_path))
-            hm_die("output '%s' exists (use -f/--force to replace it, or --resume)",
-                   t.run.out_path);
-    }
+    hm_train_cli_finish(&t, argc, argv, in, common.json);
     struct hm_error err;
     hm_error_clear(&err);
     struct hm_ckpt *ck;

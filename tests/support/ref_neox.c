@@ -61,6 +61,26 @@ static void linear(double *y, const double *x, const double *W, const double *b,
     }
 }
 
+/* SPEC §1 rotary on q and k of one position s of a fused qkv row [3d]:
+ * fp32 inv_freq and angle, cos/sin rounded to fp32, the rest in double. */
+static void rotary_row(double *row, int64_t s, const struct hm_config *c)
+{
+    const int64_t nh = c->num_attention_heads, p = c->head_dim, r = c->rotary_dims;
+    for (int64_t hh = 0; hh < nh; hh++)
+        for (int sel = 0; sel < 2; sel++) {
+            double *x = row + hh * 3 * p + sel * p;
+            for (int64_t j = 0; j < r / 2; j++) {
+                float e = (float)(2 * j) / (float)r;
+                float inv = 1.0f / (float)pow(c->rotary_emb_base, (double)e);
+                float th = (float)s * inv;
+                double cs = (float)cos((double)th), sn = (float)sin((double)th);
+                double x0 = x[j], x1 = x[j + r / 2];
+                x[j] = x0 * cs - x1 * sn;
+                x[j + r / 2] = x1 * cs + x0 * sn;
+            }
+        }
+}
+
 /* φ = [softmax(u), softmax(−u)], u = x W + b; x [p], W [p, F], b [F] → out [2F] */
 static void fmap(double *out, const double *x, const double *W, const double *b, int64_t p,
                  int64_t F)
@@ -101,7 +121,6 @@ double tu_ref_neox_loss(const struct hm_config *c, const double *w, const int32_
     }
     const int64_t d = c->hidden_size, I = c->intermediate_size, V = c->vocab_size;
     const int64_t L = c->num_hidden_layers, nh = c->num_attention_heads, p = c->head_dim;
-    const int64_t r = c->rotary_dims;
     /* spec order: embed_in, per layer 12 tensors, lnf w, lnf b, embed_out */
     /* per layer: ln1 w,b ln2 w,b qkv w,b dense w,b [fq w,b fk w,b] fc1 w,b fc2 w,b */
     /* hedgemamba adds: conv w,b dt w,b A D gate w,b (after the feature maps) */
@@ -140,20 +159,7 @@ double tu_ref_neox_loss(const struct hm_config *c, const double *w, const int32_
                     continue;
                 }
                 linear(qkv + s * 3 * d, a, q[4], q[5], d, 3 * d);
-                for (int64_t hh = 0; hh < nh; hh++)
-                    for (int sel = 0; sel < 2; sel++) {
-                        double *x = qkv + s * 3 * d + hh * 3 * p + sel * p;
-                        for (int64_t j = 0; j < r / 2; j++) {
-                            float e = (float)(2 * j) / (float)r;
-                            float pw = (float)pow(c->rotary_emb_base, (double)e);
-                            float inv = 1.0f / pw;
-                            float th = (float)s * inv;
-                            double cs = (float)cos((double)th), sn = (float)sin((double)th);
-                            double x0 = x[j], x1 = x[j + r / 2];
-                            x[j] = x0 * cs - x1 * sn;
-                            x[j + r / 2] = x1 * cs + x0 * sn;
-                        }
-                    }
+                rotary_row(qkv + s * 3 * d, s, c);
             }
             if (is_hm) {
                 /* causal depthwise conv over the 3d channels, then rotary */
@@ -168,19 +174,7 @@ double tu_ref_neox_loss(const struct hm_config *c, const double *w, const int32_
                         qkv[s * 3 * d + ch] = acc;
                     }
                 for (int64_t s = 0; s < T; s++)
-                    for (int64_t hh = 0; hh < nh; hh++)
-                        for (int sel = 0; sel < 2; sel++) {
-                            double *x = qkv + s * 3 * d + hh * 3 * p + sel * p;
-                            for (int64_t j = 0; j < r / 2; j++) {
-                                float e = (float)(2 * j) / (float)r;
-                                float inv = 1.0f / (float)pow(c->rotary_emb_base, (double)e);
-                                float th = (float)s * inv;
-                                double cs = (float)cos((double)th), sn = (float)sin((double)th);
-                                double x0 = x[j], x1 = x[j + r / 2];
-                                x[j] = x0 * cs - x1 * sn;
-                                x[j + r / 2] = x1 * cs + x0 * sn;
-                            }
-                        }
+                    rotary_row(qkv + s * 3 * d, s, c);
             }
             for (int64_t hd = 0; is_hh && hd < nh; hd++) {
                 /* Hedgehog: φ on rotated q, k, then causal normalized linear attention */
@@ -317,7 +311,7 @@ void tu_ref_neox_layers(const struct hm_config *c, const double *w, const int32_
 {
     const double **ptr = spec_ptrs(c, w);
     const int64_t d = c->hidden_size, I = c->intermediate_size, L = c->num_hidden_layers;
-    const int64_t nh = c->num_attention_heads, p = c->head_dim, r = c->rotary_dims;
+    const int64_t nh = c->num_attention_heads, p = c->head_dim;
     double *h = malloc(sizeof(double) * (size_t)(T * d)), *a = malloc(sizeof(double) * d);
     double *att = malloc(sizeof(double) * (size_t)(T * d)), *a2 = malloc(sizeof(double) * d);
     double *mh = malloc(sizeof(double) * I), *mo = malloc(sizeof(double) * d);
@@ -330,19 +324,7 @@ void tu_ref_neox_layers(const struct hm_config *c, const double *w, const int32_
         for (int64_t s = 0; s < T; s++) {
             layernorm(a, h + s * d, q[0], q[1], d, c->layer_norm_eps);
             linear(qkv + s * 3 * d, a, q[4], q[5], d, 3 * d);
-            for (int64_t hh = 0; hh < nh; hh++)
-                for (int sel = 0; sel < 2; sel++) {
-                    double *x = qkv + s * 3 * d + hh * 3 * p + sel * p;
-                    for (int64_t j = 0; j < r / 2; j++) {
-                        float e = (float)(2 * j) / (float)r;
-                        float inv = 1.0f / (float)pow(c->rotary_emb_base, (double)e);
-                        float th = (float)s * inv;
-                        double cs = (float)cos((double)th), sn = (float)sin((double)th);
-                        double x0 = x[j], x1 = x[j + r / 2];
-                        x[j] = x0 * cs - x1 * sn;
-                        x[j + r / 2] = x1 * cs + x0 * sn;
-                    }
-                }
+            rotary_row(qkv + s * 3 * d, s, c);
         }
         for (int64_t hh = 0; hh < nh; hh++)
             for (int64_t i = 0; i < T; i++) {

@@ -5,7 +5,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "atomic_file.h"
 #include "cli.h"
+#include "fileio.h"
 #include "threads.h"
 
 void hm_train_cli_defaults(struct hm_train_cli *t, const char *tool, double default_wd)
@@ -90,11 +92,13 @@ int hm_train_cli_opt(int c, const char *arg, struct hm_train_cli *t)
     return 0;
 }
 
-void hm_train_cli_finish(struct hm_train_cli *t, int argc, char **argv)
+void hm_train_cli_finish(struct hm_train_cli *t, int argc, char **argv, const char *in,
+                         int json)
 {
     struct hm_run_opts *r = &t->run;
     r->argc = argc;
     r->argv = argv;
+    r->in_path = in;
     if (!r->out_path && !t->dry_run)
         hm_usage_error("missing -o/--output");
     if (!r->data_path)
@@ -119,6 +123,15 @@ void hm_train_cli_finish(struct hm_train_cli *t, int argc, char **argv)
         r->optim.clip = 0; /* SPEC §4: plain SGD, no clipping */
     if (strcmp(t->device, "cuda") == 0)
         hm_die("--device cuda: training on CUDA is not available in this build (CPU only)");
+    if (json && r->out_path && strcmp(r->out_path, "-") == 0)
+        hm_usage_error("--json and -o - both want stdout");
+    if (r->out_path && strcmp(r->out_path, "-") != 0) {
+        if (hm_same_file(in, r->out_path))
+            hm_die("output '%s' is the input: refusing to overwrite it", r->out_path);
+        if (!t->dry_run && !r->resume && !r->force && hm_is_file(r->out_path))
+            hm_die("output '%s' exists (use -f/--force to replace it, or --resume)",
+                   r->out_path);
+    }
     int n = t->threads > 0 ? t->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     hm_threads_set(n > 0 ? n : 1);
 }

@@ -109,8 +109,11 @@ void hm_train_cli_defaults(struct hm_train_cli *t, const char *tool, double defa
 /* Handles one option; returns 1 if it was a training option. */
 int hm_train_cli_opt(int c, const char *arg, struct hm_train_cli *t);
 /* Checks required flags and conflicts (usage errors exit 2), derives steps
- * from tokens and the default warm-up, sets threads. */
-void hm_train_cli_finish(struct hm_train_cli *t, int argc, char **argv);
+ * from tokens and the default warm-up, sets threads, records the input `in`
+ * and refuses an output that is the input, or exists without -f/--resume
+ * (exit 1). json: --json was given (it cannot share stdout with -o -). */
+void hm_train_cli_finish(struct hm_train_cli *t, int argc, char **argv, const char *in,
+                         int json);
 
 /* Runs the training loop with progress on stderr (label: "training",
  * "stage 1"; what: how the loss is named in messages), then reports the
