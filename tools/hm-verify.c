@@ -243,17 +243,17 @@ static int same_skeleton(const struct hm_config *a, const struct hm_config *b)
 static int check_mapping(const struct opts *o)
 {
     struct hm_neox *ref = load_model(o->a), *m = ref ? load_model(o->b) : NULL;
+    struct seqs s = {0};
     if (!ref || !m)
-        return 2;
+        goto fail;
     if (!same_skeleton(&ref->cfg, &m->cfg)) {
         hm_error("cannot compare '%s' and '%s': different model shapes", o->a, o->b);
-        return 2;
+        goto fail;
     }
     if (m->cfg.arch != HM_ARCH_HEDGEMAMBA)
         hm_warning("'%s' is a %s model, not hedgemamba", o->b, hm_arch_name(m->cfg.arch));
-    struct seqs s = {0};
     if (load_seqs(o, ref->cfg.vocab_size, &s) != 0)
-        return 2;
+        goto fail;
     const int64_t L = ref->cfg.num_hidden_layers, d = ref->cfg.hidden_size, T = s.T;
     const int64_t V = ref->cfg.vocab_size;
     struct capture ca = {malloc(sizeof(float) * (size_t)(L * T * d)), T};
@@ -285,6 +285,11 @@ static int check_mapping(const struct opts *o)
     hm_neox_free(ref);
     hm_neox_free(m);
     return rc;
+fail:
+    free(s.tok);
+    hm_neox_free(ref);
+    hm_neox_free(m);
+    return 2;
 }
 
 /* ---- recurrent ------------------------------------------------------------------ */
@@ -292,17 +297,20 @@ static int check_mapping(const struct opts *o)
 static int check_recurrent(const struct opts *o)
 {
     struct hm_neox *m = load_model(o->a);
-    if (!m)
-        return 2;
     struct seqs s = {0};
-    if (load_seqs(o, m->cfg.vocab_size, &s) != 0)
+    struct hm_error err;
+    struct hm_neox_state *st = NULL;
+    if (!m || load_seqs(o, m->cfg.vocab_size, &s) != 0) {
+        free(s.tok);
+        hm_neox_free(m);
         return 2;
+    }
     const int64_t T = s.T, V = m->cfg.vocab_size;
     const struct hm_backend *be = hm_backend_get("fast");
-    struct hm_error err;
-    struct hm_neox_state *st;
     if (hm_neox_state_new(m, &st, &err) != HM_OK) {
         hm_error("cannot check '%s': %s", o->a, err.msg);
+        free(s.tok);
+        hm_neox_free(m);
         return 2;
     }
     float *chunked = malloc(sizeof(float) * (size_t)(T * V));
@@ -355,26 +363,24 @@ static int check_logits(const struct opts *o)
         return 2;
     }
     struct hm_neox *m = load_model(o->a);
-    if (!m) {
-        hm_st_close(rf);
-        return 2;
-    }
+    struct seqs s = {0};
     const int64_t W = t->shape[0], T = t->shape[1], V = t->shape[2];
-    if (V != m->cfg.vocab_size) {
-        hm_error("cannot compare: '%s' has %lld logits per position, the model %lld", o->ref,
-                 (long long)V, (long long)m->cfg.vocab_size);
-        return 2;
-    }
     struct opts o2 = *o;
     o2.seq_len = T;
     o2.max_windows = W;
-    struct seqs s = {0};
+    if (!m)
+        goto fail;
+    if (V != m->cfg.vocab_size) {
+        hm_error("cannot compare: '%s' has %lld logits per position, the model %lld", o->ref,
+                 (long long)V, (long long)m->cfg.vocab_size);
+        goto fail;
+    }
     if (load_seqs(&o2, V, &s) != 0)
-        return 2;
+        goto fail;
     if (s.n < W) {
         hm_error("cannot compare: '%s' holds %lld windows of %lld, the data only %lld", o->ref,
                  (long long)W, (long long)T, (long long)s.n);
-        return 2;
+        goto fail;
     }
     const float *ref = hm_st_data_view(rf, i);
     float *lg = malloc(sizeof(float) * (size_t)(T * V));
@@ -402,6 +408,11 @@ static int check_logits(const struct opts *o)
     hm_neox_free(m);
     hm_st_close(rf);
     return rc;
+fail:
+    free(s.tok);
+    hm_neox_free(m);
+    hm_st_close(rf);
+    return 2;
 }
 
 int main(int argc, char **argv)
