@@ -232,6 +232,58 @@ static enum hm_status parse_metadata(struct hm_st_file *f, const cJSON *m,
     return HM_OK;
 }
 
+static int is_digit(char ch) { return ch >= '0' && ch <= '9'; }
+
+/* Offset of the first number token outside strings that breaks the JSON
+ * grammar -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?, or (size_t)-1. */
+static size_t json_bad_number_at(const char *s, size_t n)
+{
+    int in_str = 0;
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        if (in_str) {
+            if (ch == '\\')
+                i++;
+            else if (ch == '"')
+                in_str = 0;
+            continue;
+        }
+        if (ch == '"') {
+            in_str = 1;
+            continue;
+        }
+        if (ch == '+' || ch == '.')
+            return i; /* a number never starts with '+' or '.' */
+        if (ch != '-' && !is_digit(ch))
+            continue;
+        size_t start = i;
+        if (ch == '-' && ++i >= n)
+            return start;
+        if (!is_digit(s[i]))
+            return start;
+        if (s[i] == '0' && i + 1 < n && is_digit(s[i + 1]))
+            return start; /* leading zero */
+        while (i < n && is_digit(s[i]))
+            i++;
+        if (i < n && s[i] == '.') {
+            if (++i >= n || !is_digit(s[i]))
+                return start;
+            while (i < n && is_digit(s[i]))
+                i++;
+        }
+        if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+            if (++i < n && (s[i] == '+' || s[i] == '-'))
+                i++;
+            if (i >= n || !is_digit(s[i]))
+                return start;
+            while (i < n && is_digit(s[i]))
+                i++;
+        }
+        i--; /* the loop's i++ moves past the number */
+    }
+    return (size_t)-1;
+}
+
 static enum hm_status parse_header(struct hm_st_file *f, struct hm_error *err)
 {
     if (f->size == 0)
@@ -271,6 +323,11 @@ static enum hm_status parse_header(struct hm_st_file *f, struct hm_error *err)
                                    "header contains a raw control byte 0x%02x, not valid JSON",
                                    c);
     }
+    /* cJSON is lenient about numbers (007, 1., +1); JSON is not */
+    size_t badnum = json_bad_number_at(h, (size_t)n);
+    if (badnum != (size_t)-1)
+        return hm_error_set_at(err, HM_ERR_FORMAT, (int64_t)(8 + badnum),
+                               "header has a malformed JSON number");
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(h, (size_t)n, &end, 0);
     if (!root) {

@@ -751,3 +751,37 @@ Test(safetensors_atomic, failing_fill_leaves_no_temp_and_keeps_the_old_file)
     free(fresh);
     free(dir);
 }
+
+/* JSON numbers as the grammar has them: cJSON alone would take 007, 1., +1,
+ * .5 and 1e; the reference reader (serde_json) refuses them. */
+Test(safetensors_bad, lenient_json_numbers_are_refused)
+{
+    static const char *bad[] = {"007", "1.", "+1", ".5", "1e", "-", "0x10", "1e+"};
+    static const char *good[] = {"8", "8.0", "8e0", "0.8e1"};
+    for (int pass = 0; pass < 2; pass++) {
+        const char **list = pass ? good : bad;
+        int count = pass ? 4 : 8;
+        for (int i = 0; i < count; i++) {
+            char hdr[256];
+            int n = snprintf(hdr, sizeof hdr,
+                             "{\"t\":{\"dtype\":\"U8\",\"shape\":[%s],\"data_offsets\":[0,8]}}",
+                             list[i]);
+            size_t len = 8 + (size_t)n + 8;
+            unsigned char *buf = calloc(1, len);
+            for (int k = 0; k < 8; k++)
+                buf[k] = (unsigned char)((uint64_t)n >> (8 * k));
+            memcpy(buf + 8, hdr, (size_t)n);
+            struct hm_st_file *f = NULL;
+            struct hm_error err;
+            hm_error_clear(&err);
+            enum hm_status st = hm_st_open_memory(buf, len, 1, &f, &err);
+            if (pass) {
+                cr_expect_eq(st, HM_OK, "shape [%s] refused: %s", list[i], err.msg);
+            } else {
+                cr_expect_eq(st, HM_ERR_FORMAT, "shape [%s] accepted", list[i]);
+                cr_expect(strstr(err.msg, "JSON"), "shape [%s]: %s", list[i], err.msg);
+            }
+            hm_st_close(f);
+        }
+    }
+}
