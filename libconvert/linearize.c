@@ -33,7 +33,6 @@ struct hm_linearizer {
     float *phiq, *phik, *dphiq, *dphik; /* [T, n_h, 2F] */
     float *y, *os, *dos, *dy;     /* [T, d] */
     float *den;                   /* [n_h, T] */
-    float *dv;                    /* [T, 3d] (v columns used) */
     void *ws;
     size_t ws_size;          /* max of the forward and backward workspaces */
     float *gstore;                /* owned: feature-map gradients */
@@ -131,7 +130,7 @@ enum hm_status hm_linearizer_new(const struct hm_ckpt *ck, int64_t feature_dim,
     const int64_t L = sc.num_hidden_layers, d = sc.hidden_size, nh = sc.num_attention_heads;
     const int64_t p = sc.head_dim, F = sc.feature_dim, F2 = 2 * F;
     lz->L = L;
-    int64_t floats = 4 * T * nh * F2 + 4 * T * d + nh * T + 3 * T * d;
+    int64_t floats = 4 * T * nh * F2 + 4 * T * d + nh * T;
     int64_t fm = 2 * nh * p * F + 2 * nh * F;
     lz->arena = malloc(sizeof(float) * (size_t)floats);
     lz->gstore = calloc((size_t)(L * fm), sizeof(float));
@@ -157,8 +156,7 @@ enum hm_status hm_linearizer_new(const struct hm_ckpt *ck, int64_t feature_dim,
     lz->os = a, a += T * d;
     lz->dos = a, a += T * d;
     lz->dy = a, a += T * d;
-    lz->den = a, a += nh * T;
-    lz->dv = a;
+    lz->den = a;
     float *gp = lz->gstore;
     for (int64_t l = 0; l < L; l++) {
         struct hm_neox_layer *ly = &lz->student->layers[l];
@@ -211,7 +209,7 @@ static enum hm_status on_layer(void *ctx, int64_t l, const float *a_in, const fl
         return HM_OK;
     struct fm_grads *g = &lz->g[l];
     hm_backend_matmul_backward(be, lz->dy, NULL, NULL, lz->dos, lz->y, ly->dense_w, T, d, d);
-    hm_backend_linattn_backward(be, lz->dphiq, lz->dphik, lz->dv + 2 * p, lz->dy, lz->y, lz->den,
+    hm_backend_linattn_backward(be, lz->dphiq, lz->dphik, NULL, lz->dy, lz->y, lz->den,
                                 lz->phiq, lz->phik, qkv + 2 * p, T, nh, 2 * F, p, 3 * d, 3 * p,
                                  HM_LINATTN_CHUNK, lz->ws, lz->ws_size);
     hm_backend_featuremap_backward(be, NULL, g->qw, g->qb, lz->dphiq, qkv, lz->phiq, ly->fq_w, T,

@@ -97,7 +97,8 @@ int main(int argc, char **argv)
         double weights = 4.0 * (double)hm_param_count(tc);
         double state = 4.0 * 4 * (double)fm; /* weights, grads, AdamW m and v */
         double scratch = 4.0 * (double)(4 * t.run.seq_len * tc->num_attention_heads * 2 * F +
-                                        7 * t.run.seq_len * tc->hidden_size);
+                                        4 * t.run.seq_len * tc->hidden_size +
+                                        t.run.seq_len * tc->num_attention_heads);
         printf("plan:       %lld steps x %lld tokens = %lld tokens, feature dim %lld\n",
                (long long)t.run.steps, (long long)per, (long long)(per * t.run.steps),
                (long long)F);
