@@ -28,7 +28,7 @@ struct hm_linearizer {
     struct hm_neox *teacher;      /* owned, gpt_neox */
     struct hm_neox *student;      /* owned, hedgehog */
     int64_t B, T, accum, L;
-    struct hm_neox_ws tws, sws;   /* teacher (hooked) and student (validation) */
+    struct hm_neox_ws tws;        /* the teacher (hooked) */
     float *arena;                 /* owned: the per-layer scratch below */
     float *phiq, *phik, *dphiq, *dphik; /* [T, n_h, 2F] */
     float *y, *os, *dos, *dy;     /* [T, d] */
@@ -54,7 +54,6 @@ void hm_linearizer_free(struct hm_linearizer *lz)
     hm_neox_free(lz->teacher);
     hm_neox_free(lz->student);
     hm_neox_ws_release(&lz->tws);
-    hm_neox_ws_release(&lz->sws);
     hm_neox_ws_release(&lz->vws);
     free(lz->arena);
     free(lz->ws);
@@ -115,7 +114,6 @@ enum hm_status hm_linearizer_new(const struct hm_ckpt *ck, int64_t feature_dim,
     lz->T = T;
     lz->accum = accum;
     hm_neox_ws_init(&lz->tws);
-    hm_neox_ws_init(&lz->sws);
     hm_neox_ws_init(&lz->vws);
     enum hm_status st = hm_neox_load(ck, &lz->teacher, err);
     if (st != HM_OK)

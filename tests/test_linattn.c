@@ -33,43 +33,9 @@
 #define TOL 5e-6
 #define check_fd(what, got, want, n) tu_check_fd(what, got, want, n, TOL)
 #define EPS 1e-6f
-#define SENT -7.25f
 
 
 static const char *backends[] = {"ref", "fast"};
-
-/* A fused buffer [T, 3 n_h p] of sentinels with the slot s (0 q, 1 k, 2 v)
- * holding x: [T, n_h, p]. owned: free(). */
-static float *fused(const double *x, int64_t T, int64_t n_h, int64_t p, int slot)
-{
-    int64_t ld = 3 * n_h * p;
-    float *q = malloc(sizeof(float) * (size_t)(T * ld));
-    for (int64_t i = 0; i < T * ld; i++)
-        q[i] = SENT;
-    if (x)
-        for (int64_t t = 0; t < T; t++)
-            for (int64_t h = 0; h < n_h; h++)
-                for (int64_t i = 0; i < p; i++)
-                    q[t * ld + h * 3 * p + slot * p + i] = (float)x[(t * n_h + h) * p + i];
-    return q;
-}
-
-/* Gather slot s of a fused buffer into out: [T, n_h, p]; 1 if every other
- * column still holds the sentinel. */
-static int unfuse(float *out, const float *q, int64_t T, int64_t n_h, int64_t p, int slot)
-{
-    int64_t ld = 3 * n_h * p;
-    int ok = 1;
-    for (int64_t t = 0; t < T; t++)
-        for (int64_t c = 0; c < ld; c++) {
-            int64_t h = c / (3 * p), s = c % (3 * p) / p, i = c % p;
-            if (s == slot)
-                out[(t * n_h + h) * p + i] = q[t * ld + c];
-            else if (q[t * ld + c] != SENT)
-                ok = 0;
-        }
-    return ok;
-}
 
 /* ---- double implementations --------------------------------------------- */
 
@@ -173,8 +139,8 @@ Test(linattn, featuremap_fd)
         fm_ref_d(phi, x, W, b, T, n_h, p, F);
         for (int k = 0; k < 2; k++) {
             const struct hm_backend *be = hm_backend_get(backends[k]);
-            float *qkv = fused(x, T, n_h, p, 1), *fW = tu_to_f32(W, nW), *fb = tu_to_f32(b, nb);
-            float *fR = tu_to_f32(R, nphi), *fphi = malloc(4 * nphi), *dqkv = fused(NULL, T, n_h, p, 1);
+            float *qkv = tu_fused(x, T, n_h, p, 1), *fW = tu_to_f32(W, nW), *fb = tu_to_f32(b, nb);
+            float *fR = tu_to_f32(R, nphi), *fphi = malloc(4 * nphi), *dqkv = tu_fused(NULL, T, n_h, p, 1);
             float *dx = malloc(4 * nx), *dW = calloc(nW, 4), *db = calloc(nb, 4);
             int64_t ld = 3 * n_h * p;
             hm_backend_featuremap_forward(be, fphi, qkv + p, fW, fb, T, n_h, p, F, ld, 3 * p);
@@ -186,16 +152,16 @@ Test(linattn, featuremap_fd)
                                            F, ld, 3 * p);
             dW[0] -= 0.25f;
             db[nb - 1] += 0.5f;
-            cr_expect(unfuse(dx, dqkv, T, n_h, p, 1), "%s: dx touched columns outside k",
+            cr_expect(tu_unfuse(dx, dqkv, T, n_h, p, 1), "%s: dx touched columns outside k",
                       backends[k]);
             worst = fmax(worst, check_fd("featuremap dx", dx, gx, nx));
             worst = fmax(worst, check_fd("featuremap dW", dW, gW, nW));
             worst = fmax(worst, check_fd("featuremap db", db, gb, nb));
             /* NULL gradients skip work; dx alone gives the same dx */
-            float *dqkv2 = fused(NULL, T, n_h, p, 1), *dx2 = malloc(4 * nx);
+            float *dqkv2 = tu_fused(NULL, T, n_h, p, 1), *dx2 = malloc(4 * nx);
             hm_backend_featuremap_backward(be, dqkv2 + p, NULL, NULL, fR, qkv + p, fphi, fW, T,
                                            n_h, p, F, ld, 3 * p);
-            cr_expect(unfuse(dx2, dqkv2, T, n_h, p, 1));
+            cr_expect(tu_unfuse(dx2, dqkv2, T, n_h, p, 1));
             cr_expect(memcmp(dx, dx2, 4 * (size_t)nx) == 0, "%s: dx alone differs", backends[k]);
             free(qkv); free(fW); free(fb); free(fR); free(fphi); free(dqkv); free(dx); free(dW);
             free(db); free(want); free(dqkv2); free(dx2);
@@ -230,7 +196,7 @@ Test(linattn, featuremap_identity_init)
                 want[r * 2 * F + F + j] = (float)(exp(-x[r * p + j]) / sm);
             }
         }
-        float *qkv = fused(x, T, n_h, p, 0);
+        float *qkv = tu_fused(x, T, n_h, p, 0);
         for (int k = 0; k < 2; k++) {
             hm_backend_featuremap_forward(hm_backend_get(backends[k]), phi, qkv, W, b, T, n_h, p,
                                           F, 3 * n_h * p, 3 * p);
@@ -260,22 +226,6 @@ static double la_loss(const double *x, void *ctx)
     return L;
 }
 
-/* positive features like a feature map's: softmax of N(0, σ²) over F, twice */
-static void rand_phi(double *phi, int64_t rows, int64_t F2, uint64_t *s, double sigma)
-{
-    int64_t F = F2 / 2;
-    for (int64_t r = 0; r < rows; r++)
-        for (int half = 0; half < 2; half++) {
-            double *o = phi + r * F2 + half * F, sum = 0;
-            for (int64_t j = 0; j < F; j++) {
-                o[j] = exp(sigma * tu_rand_normal(s));
-                sum += o[j];
-            }
-            for (int64_t j = 0; j < F; j++)
-                o[j] = (float)(o[j] / sum);
-        }
-}
-
 /* Run forward + backward of backend be (chunk) on double inputs; outputs
  * (owned by the caller): y [T, n_h p], den [n_h, T], dq, dk [T, n_h, F2],
  * dv [T, n_h, p]. dv is gathered from a fused buffer whose other columns
@@ -285,8 +235,8 @@ static void la_run(const struct hm_backend *be, int64_t chunk, const double *q, 
                    int64_t p, float *y, float *den, float *dq, float *dk, float *dv)
 {
     int64_t nphi = T * n_h * F2, ld = 3 * n_h * p;
-    float *fq = tu_to_f32(q, nphi), *fk = tu_to_f32(k, nphi), *qkv = fused(v, T, n_h, p, 2);
-    float *fR = tu_to_f32(R, T * n_h * p), *dqkv = fused(NULL, T, n_h, p, 2);
+    float *fq = tu_to_f32(q, nphi), *fk = tu_to_f32(k, nphi), *qkv = tu_fused(v, T, n_h, p, 2);
+    float *fR = tu_to_f32(R, T * n_h * p), *dqkv = tu_fused(NULL, T, n_h, p, 2);
     size_t wf = hm_backend_linattn_ws_size(be, T, n_h, F2, p, chunk);
     size_t wb = hm_backend_linattn_backward_ws_size(be, T, n_h, F2, p, chunk);
     void *ws = malloc(wf > wb ? wf : wb);
@@ -294,7 +244,7 @@ static void la_run(const struct hm_backend *be, int64_t chunk, const double *q, 
                                chunk, ws, wf);
     hm_backend_linattn_backward(be, dq, dk, dqkv + 2 * p, fR, y, den, fq, fk, qkv + 2 * p, T, n_h,
                                 F2, p, ld, 3 * p, chunk, ws, wb);
-    cr_expect(unfuse(dv, dqkv, T, n_h, p, 2), "%s chunk %lld: dv touched columns outside v",
+    cr_expect(tu_unfuse(dv, dqkv, T, n_h, p, 2), "%s chunk %lld: dv touched columns outside v",
               be->name, (long long)chunk);
     free(fq); free(fk); free(qkv); free(fR); free(dqkv); free(ws);
 }
@@ -315,8 +265,8 @@ Test(linattn, linattn_fd)
         double *q = malloc(8 * nphi), *k = malloc(8 * nphi), *v = malloc(8 * nv);
         double *R = malloc(8 * nv), *yd = malloc(8 * nv);
         double *gq = malloc(8 * nphi), *gk = malloc(8 * nphi), *gv = malloc(8 * nv);
-        rand_phi(q, T * n_h, F2, &s, 1);
-        rand_phi(k, T * n_h, F2, &s, 1);
+        tu_rand_phi(q, T * n_h, F2, &s, 1);
+        tu_rand_phi(k, T * n_h, F2, &s, 1);
         tu_rand_fill(v, nv, &s, 1);
         tu_rand_fill(R, nv, &s, 1);
         struct lac c = {T, n_h, F2, p, R, q, k, v, 0, yd};
@@ -393,8 +343,8 @@ Test(linattn, fast_matches_ref)
         uint64_t s = 401 + si;
         double *q = malloc(8 * nphi), *k = malloc(8 * nphi), *v = malloc(8 * nv);
         double *R = malloc(8 * nv);
-        rand_phi(q, T * n_h, F2, &s, 1.5);
-        rand_phi(k, T * n_h, F2, &s, 1.5);
+        tu_rand_phi(q, T * n_h, F2, &s, 1.5);
+        tu_rand_phi(k, T * n_h, F2, &s, 1.5);
         tu_rand_fill(v, nv, &s, 1);
         tu_rand_fill(R, nv, &s, 1);
         for (size_t ci = 0; ci < NCHUNK; ci++)
@@ -410,8 +360,8 @@ Test(linattn, null_gradients_skip)
     int64_t T = 70, n_h = 2, F2 = 6, p = 3, nphi = T * n_h * F2, nv = T * n_h * p, ld = 3 * n_h * p;
     uint64_t s = 77;
     double *q = malloc(8 * nphi), *k = malloc(8 * nphi), *v = malloc(8 * nv), *R = malloc(8 * nv);
-    rand_phi(q, T * n_h, F2, &s, 1);
-    rand_phi(k, T * n_h, F2, &s, 1);
+    tu_rand_phi(q, T * n_h, F2, &s, 1);
+    tu_rand_phi(k, T * n_h, F2, &s, 1);
     tu_rand_fill(v, nv, &s, 1);
     tu_rand_fill(R, nv, &s, 1);
     for (int b = 0; b < 2; b++) {
@@ -419,8 +369,8 @@ Test(linattn, null_gradients_skip)
         float *y = malloc(4 * nv), *den = malloc(4 * n_h * T), *dq = malloc(4 * nphi);
         float *dk = malloc(4 * nphi), *dv = malloc(4 * nv), *one = malloc(4 * nphi);
         la_run(be, 16, q, k, v, R, T, n_h, F2, p, y, den, dq, dk, dv);
-        float *fq = tu_to_f32(q, nphi), *fk = tu_to_f32(k, nphi), *qkv = fused(v, T, n_h, p, 2);
-        float *fR = tu_to_f32(R, nv), *dqkv = fused(NULL, T, n_h, p, 2);
+        float *fq = tu_to_f32(q, nphi), *fk = tu_to_f32(k, nphi), *qkv = tu_fused(v, T, n_h, p, 2);
+        float *fR = tu_to_f32(R, nv), *dqkv = tu_fused(NULL, T, n_h, p, 2);
         size_t wb = hm_backend_linattn_backward_ws_size(be, T, n_h, F2, p, 16);
         void *ws = malloc(wb);
         hm_backend_linattn_backward(be, one, NULL, NULL, fR, y, den, fq, fk, qkv + 2 * p, T, n_h,
@@ -431,7 +381,7 @@ Test(linattn, null_gradients_skip)
         cr_expect(memcmp(one, dk, 4 * (size_t)nphi) == 0, "%s: dφk alone differs", be->name);
         hm_backend_linattn_backward(be, NULL, NULL, dqkv + 2 * p, fR, y, den, fq, fk, qkv + 2 * p,
                                     T, n_h, F2, p, ld, 3 * p, 16, ws, wb);
-        cr_expect(unfuse(one, dqkv, T, n_h, p, 2));
+        cr_expect(tu_unfuse(one, dqkv, T, n_h, p, 2));
         cr_expect(memcmp(one, dv, 4 * (size_t)nv) == 0, "%s: dv alone differs", be->name);
         /* den may be NULL in the forward */
         float *y2 = malloc(4 * nv);

@@ -35,59 +35,9 @@
 #define TOL 5e-6
 #define check_fd(what, got, want, n) tu_check_fd(what, got, want, n, TOL)
 #define EPS 1e-6f
-#define SENT -7.25f
 
 
 static const char *backends[] = {"ref", "fast"};
-
-/* A fused buffer [T, 3 n_h p] of sentinels with slot 2 (v) holding
- * x: [T, n_h, p] (or sentinels only when x is NULL). owned: free(). */
-static float *fused_v(const double *x, int64_t T, int64_t n_h, int64_t p)
-{
-    int64_t ld = 3 * n_h * p;
-    float *q = malloc(sizeof(float) * (size_t)(T * ld));
-    for (int64_t i = 0; i < T * ld; i++)
-        q[i] = SENT;
-    if (x)
-        for (int64_t t = 0; t < T; t++)
-            for (int64_t h = 0; h < n_h; h++)
-                for (int64_t i = 0; i < p; i++)
-                    q[t * ld + h * 3 * p + 2 * p + i] = (float)x[(t * n_h + h) * p + i];
-    return q;
-}
-
-/* Gather the v slot into out: [T, n_h, p]; 1 if every other column still
- * holds the sentinel. */
-static int unfuse_v(float *out, const float *q, int64_t T, int64_t n_h, int64_t p)
-{
-    int64_t ld = 3 * n_h * p;
-    int ok = 1;
-    for (int64_t t = 0; t < T; t++)
-        for (int64_t c = 0; c < ld; c++) {
-            int64_t h = c / (3 * p), s = c % (3 * p) / p, i = c % p;
-            if (s == 2)
-                out[(t * n_h + h) * p + i] = q[t * ld + c];
-            else if (q[t * ld + c] != SENT)
-                ok = 0;
-        }
-    return ok;
-}
-
-/* positive features like a feature map's: softmax of N(0, σ²) over F, twice */
-static void rand_phi(double *phi, int64_t rows, int64_t F2, uint64_t *s, double sigma)
-{
-    int64_t F = F2 / 2;
-    for (int64_t r = 0; r < rows; r++)
-        for (int half = 0; half < 2; half++) {
-            double *o = phi + r * F2 + half * F, sum = 0;
-            for (int64_t j = 0; j < F; j++) {
-                o[j] = exp(sigma * tu_rand_normal(s));
-                sum += o[j];
-            }
-            for (int64_t j = 0; j < F; j++)
-                o[j] = (float)(o[j] / sum);
-        }
-}
 
 static double softplus_d(double z) { return fmax(z, 0) + log1p(exp(-fabs(z))); }
 
@@ -342,8 +292,8 @@ static void scan_alloc(struct scan_in *in, int64_t T, int64_t n_h, int64_t F2, i
     int64_t nphi = T * n_h * F2, nv = T * n_h * p;
     *in = (struct scan_in){T, n_h, F2, p, malloc(8 * nphi), malloc(8 * nphi), malloc(8 * nv),
                            malloc(8 * T * n_h), malloc(8 * n_h), malloc(8 * n_h), malloc(8 * nv)};
-    rand_phi(in->C, T * n_h, F2, &s, 1);
-    rand_phi(in->B, T * n_h, F2, &s, 1);
+    tu_rand_phi(in->C, T * n_h, F2, &s, 1);
+    tu_rand_phi(in->B, T * n_h, F2, &s, 1);
     tu_rand_fill(in->v, nv, &s, 1);
     rand_dt(in->dt, T * n_h, &s);
     for (int64_t h = 0; h < n_h; h++) {
@@ -396,9 +346,9 @@ static void scan_run(const struct hm_backend *be, int64_t chunk, const struct sc
     const int64_t nphi = T * n_h * F2, nv = T * n_h * p;
     for (int i = 0; i < 8; i++)
         o->g[i] = malloc(4 * (size_t)osize(in, i));
-    float *fC = tu_to_f32(in->C, nphi), *fB = tu_to_f32(in->B, nphi), *qkv = fused_v(in->v, T, n_h, p);
+    float *fC = tu_to_f32(in->C, nphi), *fB = tu_to_f32(in->B, nphi), *qkv = tu_fused(in->v, T, n_h, p, 2);
     float *fdt = tu_to_f32(in->dt, T * n_h), *fA = tu_to_f32(in->A, n_h), *fD = tu_to_f32(in->D, n_h);
-    float *fR = tu_to_f32(in->R, nv), *dqkv = fused_v(NULL, T, n_h, p);
+    float *fR = tu_to_f32(in->R, nv), *dqkv = tu_fused(NULL, T, n_h, p, 2);
     size_t wf = hm_backend_ssm_ws_size(be, T, n_h, F2, p, chunk);
     size_t wb = hm_backend_ssm_backward_ws_size(be, T, n_h, F2, p, chunk);
     void *ws = malloc(wf > wb ? wf : wb);
@@ -415,7 +365,7 @@ static void scan_run(const struct hm_backend *be, int64_t chunk, const struct sc
         o->g[O_DA][h] -= 0.5f;
         o->g[O_DD][h] += 0.25f;
     }
-    cr_expect(unfuse_v(o->g[O_DV], dqkv, T, n_h, p), "%s chunk %lld: dv touched columns outside v",
+    cr_expect(tu_unfuse(o->g[O_DV], dqkv, T, n_h, p, 2), "%s chunk %lld: dv touched columns outside v",
               be->name, (long long)chunk);
     free(fC); free(fB); free(qkv); free(fdt); free(fA); free(fD); free(fR); free(dqkv); free(ws);
 }
@@ -606,7 +556,7 @@ Test(ssm, identity_is_linattn)
         for (int64_t h = 0; h < n_h; h++)
             in.A[h] = 0, in.D[h] = 0;
         float *fC = tu_to_f32(in.C, T * n_h * F2), *fB = tu_to_f32(in.B, T * n_h * F2);
-        float *qkv = fused_v(in.v, T, n_h, p);
+        float *qkv = tu_fused(in.v, T, n_h, p, 2);
         float *y1 = malloc(4 * T * n_h * p), *y2 = malloc(4 * T * n_h * p);
         float *d1 = malloc(4 * T * n_h), *d2 = malloc(4 * T * n_h);
         for (int k = 0; k < 2; k++) {
@@ -638,7 +588,7 @@ Test(ssm, null_gradients_skip)
     scan_alloc(&in, 70, 2, 6, 3, 77, 2);
     const int64_t T = in.T, n_h = in.n_h, F2 = in.F2, p = in.p, ld = 3 * n_h * p;
     float *fC = tu_to_f32(in.C, T * n_h * F2), *fB = tu_to_f32(in.B, T * n_h * F2);
-    float *qkv = fused_v(in.v, T, n_h, p), *fdt = tu_to_f32(in.dt, T * n_h), *fA = tu_to_f32(in.A, n_h);
+    float *qkv = tu_fused(in.v, T, n_h, p, 2), *fdt = tu_to_f32(in.dt, T * n_h), *fA = tu_to_f32(in.A, n_h);
     float *fD = tu_to_f32(in.D, n_h), *fR = tu_to_f32(in.R, T * n_h * p);
     for (int b = 0; b < 2; b++) {
         const struct hm_backend *be = hm_backend_get(backends[b]);
@@ -647,7 +597,7 @@ Test(ssm, null_gradients_skip)
         size_t wb = hm_backend_ssm_backward_ws_size(be, T, n_h, F2, p, 16);
         size_t wf = hm_backend_ssm_ws_size(be, T, n_h, F2, p, 16);
         void *ws = malloc(wb > wf ? wb : wf);
-        float *one = malloc(4 * T * n_h * F2), *dqkv = fused_v(NULL, T, n_h, p);
+        float *one = malloc(4 * T * n_h * F2), *dqkv = tu_fused(NULL, T, n_h, p, 2);
         float dA[3] = {0, 0, 0}, dD[3] = {0, 0, 0};
         for (int k = 0; k < 6; k++) {
             float *g[6] = {NULL, NULL, NULL, NULL, NULL, NULL};
@@ -658,7 +608,7 @@ Test(ssm, null_gradients_skip)
             int oi[6] = {O_DC, O_DB, O_DV, O_DDT, O_DA, O_DD};
             float *got = g[k];
             if (k == 2) {
-                cr_expect(unfuse_v(one, dqkv, T, n_h, p));
+                cr_expect(tu_unfuse(one, dqkv, T, n_h, p, 2));
                 got = one;
             }
             if (k < 4)

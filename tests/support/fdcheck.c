@@ -70,3 +70,47 @@ float *tu_to_f32(const double *x, int64_t n)
         f[i] = (float)x[i];
     return f;
 }
+
+float *tu_fused(const double *x, int64_t T, int64_t n_h, int64_t p, int slot)
+{
+    int64_t ld = 3 * n_h * p;
+    float *q = malloc(sizeof(float) * (size_t)(T * ld > 0 ? T * ld : 1));
+    for (int64_t i = 0; i < T * ld; i++)
+        q[i] = TU_SENT;
+    if (x)
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t h = 0; h < n_h; h++)
+                for (int64_t i = 0; i < p; i++)
+                    q[t * ld + h * 3 * p + slot * p + i] = (float)x[(t * n_h + h) * p + i];
+    return q;
+}
+
+int tu_unfuse(float *out, const float *q, int64_t T, int64_t n_h, int64_t p, int slot)
+{
+    int64_t ld = 3 * n_h * p;
+    int ok = 1;
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t c = 0; c < ld; c++) {
+            int64_t h = c / (3 * p), s = c % (3 * p) / p, i = c % p;
+            if (s == slot)
+                out[(t * n_h + h) * p + i] = q[t * ld + c];
+            else if (q[t * ld + c] != TU_SENT)
+                ok = 0;
+        }
+    return ok;
+}
+
+void tu_rand_phi(double *phi, int64_t rows, int64_t F2, uint64_t *s, double sigma)
+{
+    int64_t F = F2 / 2;
+    for (int64_t r = 0; r < rows; r++)
+        for (int half = 0; half < 2; half++) {
+            double *o = phi + r * F2 + half * F, sum = 0;
+            for (int64_t j = 0; j < F; j++) {
+                o[j] = exp(sigma * tu_rand_normal(s));
+                sum += o[j];
+            }
+            for (int64_t j = 0; j < F; j++)
+                o[j] = (float)(o[j] / sum);
+        }
+}

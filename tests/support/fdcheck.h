@@ -30,4 +30,19 @@ void tu_rand_fill(double *x, int64_t n, uint64_t *s, double scale);
 /* float copy of x[n]. owned: free(). */
 float *tu_to_f32(const double *x, int64_t n);
 
+/* Sentinel of the fused buffers below: columns an op must not touch. */
+#define TU_SENT -7.25f
+
+/* A fused qkv buffer [T, 3 n_h p] of sentinels with slot (0 q, 1 k, 2 v)
+ * holding x: [T, n_h, p] (sentinels only when x is NULL). owned: free(). */
+float *tu_fused(const double *x, int64_t T, int64_t n_h, int64_t p, int slot);
+
+/* Gather slot of a fused buffer into out: [T, n_h, p]; 1 if every other
+ * column still holds the sentinel. */
+int tu_unfuse(float *out, const float *q, int64_t T, int64_t n_h, int64_t p, int slot);
+
+/* Positive features like a Hedgehog map's: per row, two softmaxes of
+ * N(0, σ²) over F = F2/2 entries, rounded to fp32.   phi: [rows, F2] */
+void tu_rand_phi(double *phi, int64_t rows, int64_t F2, uint64_t *s, double sigma);
+
 #endif

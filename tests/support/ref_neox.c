@@ -81,6 +81,34 @@ static void rotary_row(double *row, int64_t s, const struct hm_config *c)
         }
 }
 
+/* Causal softmax attention of one sequence, per head, in double:
+ * att[i, h·p + k] = Σ_{j≤i} softmax_j(q_i·k_j / sqrt p) v_j[k].
+ *   att: [T, d]  qkv: [T, 3d] fused per head (rotated)  sc: [T] scratch */
+static void softmax_attention(double *att, const double *qkv, int64_t T, int64_t nh, int64_t p,
+                              double *sc)
+{
+    const int64_t d = nh * p;
+    for (int64_t hh = 0; hh < nh; hh++)
+        for (int64_t i = 0; i < T; i++) {
+            double mx = -INFINITY, se = 0;
+            for (int64_t j = 0; j <= i; j++) {
+                double s = 0;
+                for (int64_t k = 0; k < p; k++)
+                    s += qkv[i * 3 * d + hh * 3 * p + k] * qkv[j * 3 * d + hh * 3 * p + p + k];
+                sc[j] = s / sqrt((double)p);
+                mx = sc[j] > mx ? sc[j] : mx;
+            }
+            for (int64_t j = 0; j <= i; j++)
+                se += exp(sc[j] - mx);
+            for (int64_t k = 0; k < p; k++) {
+                double acc = 0;
+                for (int64_t j = 0; j <= i; j++)
+                    acc += exp(sc[j] - mx) / se * qkv[j * 3 * d + hh * 3 * p + 2 * p + k];
+                att[i * d + hh * p + k] = acc;
+            }
+        }
+}
+
 /* φ = [softmax(u), softmax(−u)], u = x W + b; x [p], W [p, F], b [F] → out [2F] */
 static void fmap(double *out, const double *x, const double *W, const double *b, int64_t p,
                  int64_t F)
@@ -231,25 +259,8 @@ double tu_ref_neox_loss(const struct hm_config *c, const double *w, const int32_
                         att[i * d + hd * p + k] /= den + 1e-6;
                 }
             }
-            for (int64_t hh = 0; !is_hh && hh < nh; hh++)
-                for (int64_t i = 0; i < T; i++) {
-                    double mx = -INFINITY, se = 0;
-                    for (int64_t j = 0; j <= i; j++) {
-                        double s = 0;
-                        for (int64_t k = 0; k < p; k++)
-                            s += qkv[i * 3 * d + hh * 3 * p + k] * qkv[j * 3 * d + hh * 3 * p + p + k];
-                        sc[j] = s / sqrt((double)p);
-                        mx = sc[j] > mx ? sc[j] : mx;
-                    }
-                    for (int64_t j = 0; j <= i; j++)
-                        se += exp(sc[j] - mx);
-                    for (int64_t k = 0; k < p; k++) {
-                        double acc = 0;
-                        for (int64_t j = 0; j <= i; j++)
-                            acc += exp(sc[j] - mx) / se * qkv[j * 3 * d + hh * 3 * p + 2 * p + k];
-                        att[i * d + hh * p + k] = acc;
-                    }
-                }
+            if (!is_hh)
+                softmax_attention(att, qkv, T, nh, p, sc);
             for (int64_t s = 0; s < T; s++) {
                 const double *hs = h + s * d;
                 linear(o, att + s * d, q[6], q[7], d, d);
@@ -326,25 +337,7 @@ void tu_ref_neox_layers(const struct hm_config *c, const double *w, const int32_
             linear(qkv + s * 3 * d, a, q[4], q[5], d, 3 * d);
             rotary_row(qkv + s * 3 * d, s, c);
         }
-        for (int64_t hh = 0; hh < nh; hh++)
-            for (int64_t i = 0; i < T; i++) {
-                double mx = -INFINITY, se = 0;
-                for (int64_t j = 0; j <= i; j++) {
-                    double s = 0;
-                    for (int64_t k = 0; k < p; k++)
-                        s += qkv[i * 3 * d + hh * 3 * p + k] * qkv[j * 3 * d + hh * 3 * p + p + k];
-                    sc[j] = s / sqrt((double)p);
-                    mx = sc[j] > mx ? sc[j] : mx;
-                }
-                for (int64_t j = 0; j <= i; j++)
-                    se += exp(sc[j] - mx);
-                for (int64_t k = 0; k < p; k++) {
-                    double acc = 0;
-                    for (int64_t j = 0; j <= i; j++)
-                        acc += exp(sc[j] - mx) / se * qkv[j * 3 * d + hh * 3 * p + 2 * p + k];
-                    att[i * d + hh * p + k] = acc;
-                }
-            }
+        softmax_attention(att, qkv, T, nh, p, sc);
         for (int64_t s = 0; s < T; s++) {
             double *hs = h + s * d;
             linear(o + s * d, att + s * d, q[6], q[7], d, d);
