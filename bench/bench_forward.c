@@ -5,7 +5,7 @@
  *                             [--reps R] [--model 70m|160m|all]
  *
  * Weights are random (built in memory, no files). FLOPs per token, counted as
- * BENCH.md (hm_neox_flops_per_token): 2 per weight-matrix entry (qkv, dense,
+ * BENCH.md (hm_model_flops_per_token): 2 per weight-matrix entry (qkv, dense,
  * dense_h_to_4h, dense_4h_to_h of every layer, and embed_out 2·V·d; embed_in
  * is a lookup and costs nothing) + 4·T·d per layer for causal softmax
  * attention (the full T×T square, though only the triangle is computed).
@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "bench_common.h"
-#include "neox.h"
+#include "model.h"
 #include "threads.h"
 
 static void fill(float *v, int64_t n, uint64_t *s, float scale, float mean)
@@ -38,8 +38,8 @@ static int run(const char *label, int64_t d, int64_t L, int64_t nh, int64_t I, i
     hm_config_defaults(&c);
     c.hidden_size = d, c.num_hidden_layers = L, c.num_attention_heads = nh;
     c.intermediate_size = I, c.vocab_size = 50304, c.max_position_embeddings = 2048;
-    struct hm_neox *m = NULL;
-    if (hm_config_finish(&c, &err) != HM_OK || hm_neox_new(&c, &m, &err) != HM_OK) {
+    struct hm_model *m = NULL;
+    if (hm_config_finish(&c, &err) != HM_OK || hm_model_new(&c, &m, &err) != HM_OK) {
         fprintf(stderr, "bench_forward: %s\n", err.msg);
         return 1;
     }
@@ -54,16 +54,16 @@ static int run(const char *label, int64_t d, int64_t L, int64_t nh, int64_t I, i
     float *logits = malloc(sizeof(float) * (size_t)(T * c.vocab_size));
     for (int64_t t = 0; t < T; t++)
         tok[t] = (int32_t)((t * 7919) % c.vocab_size);
-    struct hm_neox_ws ws;
-    hm_neox_ws_init(&ws);
-    double flops = hm_neox_flops_per_token(&c, T) * (double)T, sec[64], peak[64], ratio[64];
+    struct hm_model_ws ws;
+    hm_model_ws_init(&ws);
+    double flops = hm_model_flops_per_token(&c, T) * (double)T, sec[64], peak[64], ratio[64];
     if (reps > 64)
         reps = 64;
     for (int r = -1; r < reps; r++) { /* r = -1: warm-up (allocates the workspace) */
         if (r >= 0)
             peak[r] = hm_bench_sgemm_gflops(threads);
         double t0 = hm_bench_now();
-        if (hm_neox_forward(m, be, tok, T, logits, &ws, &err) != HM_OK) {
+        if (hm_model_forward(m, be, tok, T, logits, &ws, &err) != HM_OK) {
             fprintf(stderr, "bench_forward: %s\n", err.msg);
             return 1;
         }
@@ -82,8 +82,8 @@ static int run(const char *label, int64_t d, int64_t L, int64_t nh, int64_t I, i
            threads, (double)T / st.median, reps, (double)T / st.max, (double)T / st.min,
            flops * 1e-9, flops / st.median * 1e-9, sp.median, sp.min, sp.max, 100 * sr.median,
            100 * sr.min, 100 * sr.max);
-    hm_neox_ws_release(&ws);
-    hm_neox_free(m);
+    hm_model_ws_release(&ws);
+    hm_model_free(m);
     free(tok), free(logits);
     return 0;
 }

@@ -4,9 +4,9 @@
  * same width: the difference must not grow with depth).
  *
  * Teacher forward, two ways, over the B sequences: the full forward to
- * logits (hm_neox_nll: what a forward pass of the teacher costs, and what
+ * logits (hm_model_nll: what a forward pass of the teacher costs, and what
  * BENCH.md counts — embed_out is 2·V·d FLOPs per token) and the layers only
- * (hm_neox_hidden, the stricter baseline: the part stage 1 also runs).
+ * (hm_model_hidden, the stricter baseline: the part stage 1 also runs).
  * Stage 1: one accumulate() of the run-model vtable on the same batch
  * (teacher layers + per-layer student forward/backward of the feature
  * maps, linear attention and dense input gradient). Alternating, medians of
@@ -23,7 +23,7 @@
 #include "bench_common.h"
 #include "checkpoint.h"
 #include "linearize.h"
-#include "neox_views.h"
+#include "model_views.h"
 #include "params.h"
 #include "presets.h"
 #include "threads.h"
@@ -64,20 +64,20 @@ int main(int argc, char **argv)
     hm_threads_set(threads);
     const struct hm_backend *be = hm_backend_get("fast");
     struct hm_error err;
-    struct hm_neox *m;
-    if (hm_neox_new(&cfg, &m, &err) != HM_OK) {
+    struct hm_model *m;
+    if (hm_model_new(&cfg, &m, &err) != HM_OK) {
         fprintf(stderr, "bench_linearize: %s\n", err.msg);
         return 1;
     }
-    hm_neox_init_random(m, 1, 0.02);
+    hm_model_init_random(m, 1, 0.02);
     char path[] = "/tmp/hm-bench-linearize-XXXXXX";
     int fd = mkstemp(path);
     close(fd);
-    if (hm_neox_save(m, path, 1, NULL, HM_DTYPE_F32, NULL, &err) != HM_OK) {
+    if (hm_model_save(m, path, 1, NULL, HM_DTYPE_F32, NULL, &err) != HM_OK) {
         fprintf(stderr, "bench_linearize: %s\n", err.msg);
         return 1;
     }
-    hm_neox_free(m);
+    hm_model_free(m);
     struct hm_ckpt *ck;
     struct hm_linearizer *lz;
     if (hm_ckpt_open(path, &ck, &err) != HM_OK ||
@@ -96,11 +96,11 @@ int main(int argc, char **argv)
     }
     /* the teacher alone (its own model inside the linearizer is not exposed:
      * load it again the same way) */
-    struct hm_neox *teacher;
-    if (hm_neox_load(ck, &teacher, &err) != HM_OK)
+    struct hm_model *teacher;
+    if (hm_model_load(ck, &teacher, &err) != HM_OK)
         return 1;
-    struct hm_neox_ws ws;
-    hm_neox_ws_init(&ws);
+    struct hm_model_ws ws;
+    hm_model_ws_init(&ws);
     double *tt = malloc(sizeof(double) * (size_t)reps), *ts = malloc(sizeof(double) * (size_t)reps);
     double *tf = malloc(sizeof(double) * (size_t)reps);
     float *nll = malloc(sizeof(float) * (size_t)T);
@@ -108,13 +108,13 @@ int main(int argc, char **argv)
     for (int64_t k = -1; k < reps; k++) {
         double t0 = hm_bench_now();
         for (int64_t b = 0; b < B; b++)
-            hm_neox_hidden(teacher, be, tok + b * (T + 1), T, &ws, NULL, &err);
+            hm_model_hidden(teacher, be, tok + b * (T + 1), T, &ws, NULL, &err);
         double t1 = hm_bench_now();
         rm.zero_grad(rm.ctx);
         rm.accumulate(rm.ctx, tok, &loss, aux, &err);
         double t2 = hm_bench_now();
         for (int64_t b = 0; b < B; b++)
-            hm_neox_nll(teacher, be, tok + b * (T + 1), tok + b * (T + 1) + 1, T, nll, &ws, &err);
+            hm_model_nll(teacher, be, tok + b * (T + 1), tok + b * (T + 1) + 1, T, nll, &ws, &err);
         double t3 = hm_bench_now();
         if (k >= 0) {
             tt[k] = t1 - t0;
@@ -144,8 +144,8 @@ int main(int argc, char **argv)
     free(nll);
     free(aux);
     free(tok);
-    hm_neox_ws_release(&ws);
-    hm_neox_free(teacher);
+    hm_model_ws_release(&ws);
+    hm_model_free(teacher);
     hm_linearizer_free(lz);
     hm_ckpt_close(ck);
     return 0;

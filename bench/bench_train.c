@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "bench_common.h"
-#include "neox_train.h"
+#include "trainer.h"
 #include "presets.h"
 #include "threads.h"
 
@@ -47,13 +47,13 @@ int main(int argc, char **argv)
     hm_threads_set(threads);
     double peak = hm_bench_sgemm_gflops(threads);
 
-    struct hm_neox *m;
+    struct hm_model *m;
     struct hm_error err;
-    if (hm_neox_new(&cfg, &m, &err) != HM_OK) {
+    if (hm_model_new(&cfg, &m, &err) != HM_OK) {
         fprintf(stderr, "bench_train: %s\n", err.msg);
         return 1;
     }
-    hm_neox_init_random(m, 1, 0.02);
+    hm_model_init_random(m, 1, 0.02);
     hm_rotary_inv_freq(m->inv_freq, cfg.rotary_dims, cfg.rotary_emb_base);
     struct hm_train_opts o = {.B = B, .T = T, .accum = 1};
     struct hm_trainer *tr;
@@ -100,6 +100,6 @@ int main(int argc, char **argv)
     free(tok);
     hm_optim_release(&opt);
     hm_trainer_free(tr);
-    hm_neox_free(m);
+    hm_model_free(m);
     return 0;
 }

@@ -50,7 +50,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fprintf(stderr, "fuzz_config: re-parse of '%s' failed: %s\n", json, err.msg);
     CHECK(st == HM_OK);
     free(json);
-    CHECK(back.arch == cfg.arch);
+    CHECK(back.mixer == cfg.mixer);
     CHECK(back.vocab_size == cfg.vocab_size && back.hidden_size == cfg.hidden_size);
     CHECK(back.num_hidden_layers == cfg.num_hidden_layers);
     CHECK(back.num_attention_heads == cfg.num_attention_heads);
@@ -61,9 +61,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     CHECK(back.use_parallel_residual == cfg.use_parallel_residual);
     CHECK(back.hidden_act == cfg.hidden_act);
     CHECK(back.head_dim == cfg.head_dim && back.rotary_dims == cfg.rotary_dims);
-    if (cfg.arch != HM_ARCH_GPT_NEOX)
+    if (cfg.mixer != HM_MIXER_SOFTMAX)
         CHECK(back.feature_dim == cfg.feature_dim);
-    if (cfg.arch == HM_ARCH_HEDGEMAMBA) {
+    if (cfg.mixer == HM_MIXER_HEDGEMAMBA) {
         CHECK(back.conv_width == cfg.conv_width);
         CHECK(back.components == cfg.components);
     }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cpu/cpu_backward.h"
+#include "cpu/cpu_family.h"
 #include "cpu/cpu_linattn.h"
 #include "cpu/cpu_ops.h"
 #include "cpu/cpu_ssm.h"
@@ -48,6 +49,11 @@ static const struct hm_backend g_ref = {
         .ssm_backward_ws_size = hm_ref_ssm_backward_ws_size,
         .ssm_backward = hm_ref_ssm_backward,
         .ssm_step = hm_ref_ssm_step,
+        .rmsnorm_forward = hm_ref_rmsnorm_forward,
+        .rmsnorm_backward = hm_ref_rmsnorm_backward,
+        .qkv_expand_forward = hm_ref_qkv_expand_forward,
+        .qkv_expand_backward = hm_ref_qkv_expand_backward,
+        .attention_decode = hm_ref_attention_decode,
     },
 };
 
@@ -86,7 +92,11 @@ static const struct hm_backend g_fast = {
         .ssm_forward = hm_fast_ssm_forward,
         .ssm_backward_ws_size = hm_fast_ssm_backward_ws_size,
         .ssm_backward = hm_fast_ssm_backward,
-        /* conv1d_step, ssm_step: ref (O(state) per token) */
+        .rmsnorm_forward = hm_fast_rmsnorm_forward,
+        .rmsnorm_backward = hm_fast_rmsnorm_backward,
+        .qkv_expand_forward = hm_fast_qkv_expand_forward,
+        .qkv_expand_backward = hm_fast_qkv_expand_backward,
+        /* conv1d_step, ssm_step, attention_decode: ref (O(state) per token) */
     },
 };
 
@@ -404,4 +414,36 @@ void hm_backend_ssm_step(const struct hm_backend *be, float *y_t, float *S, cons
                          const float *D, int64_t n_h, int64_t F2, int64_t p, float eps)
 {
     HM_PICK(be, ssm_step)(y_t, S, C_t, B_t, v_t, dt_t, A, D, n_h, F2, p, eps);
+}
+
+void hm_backend_rmsnorm_forward(const struct hm_backend *be, float *y, float *rstd,
+                                const float *x, const float *w, int64_t T, int64_t d, float eps)
+{
+    HM_PICK(be, rmsnorm_forward)(y, rstd, x, w, T, d, eps);
+}
+
+void hm_backend_rmsnorm_backward(const struct hm_backend *be, float *dx, float *dw,
+                                 const float *dy, const float *x, const float *rstd,
+                                 const float *w, int64_t T, int64_t d)
+{
+    HM_PICK(be, rmsnorm_backward)(dx, dw, dy, x, rstd, w, T, d);
+}
+
+void hm_backend_qkv_expand_forward(const struct hm_backend *be, float *y, const float *x,
+                                   int64_t T, int64_t n_h, int64_t n_kv, int64_t p)
+{
+    HM_PICK(be, qkv_expand_forward)(y, x, T, n_h, n_kv, p);
+}
+
+void hm_backend_qkv_expand_backward(const struct hm_backend *be, float *dx, const float *dy,
+                                    int64_t T, int64_t n_h, int64_t n_kv, int64_t p)
+{
+    HM_PICK(be, qkv_expand_backward)(dx, dy, T, n_h, n_kv, p);
+}
+
+void hm_backend_attention_decode(const struct hm_backend *be, float *out, const float *q,
+                                 const float *kc, const float *vc, int64_t T, int64_t n_h,
+                                 int64_t n_kv, int64_t p, float *scratch)
+{
+    HM_PICK(be, attention_decode)(out, q, kc, vc, T, n_h, n_kv, p, scratch);
 }

@@ -43,6 +43,9 @@ enum hm_op {
     HM_OP_ADD,
     HM_OP_EMBEDDING,
     HM_OP_NLL,
+    HM_OP_RMSNORM,
+    HM_OP_QKV_EXPAND,
+    HM_OP_ATTENTION_DECODE,
     HM_OP_COUNT
 };
 
@@ -146,6 +149,18 @@ struct hm_backend_ops {
     void (*ssm_step)(float *y_t, float *S, const float *C_t, const float *B_t, const float *v_t,
                      const float *dt_t, const float *A, const float *D, int64_t n_h, int64_t F2,
                      int64_t p, float eps);
+
+    /* llama family and decoding (wrappers at the end of this file) */
+    void (*rmsnorm_forward)(float *y, float *rstd, const float *x, const float *w, int64_t T,
+                            int64_t d, float eps);
+    void (*rmsnorm_backward)(float *dx, float *dw, const float *dy, const float *x,
+                             const float *rstd, const float *w, int64_t T, int64_t d);
+    void (*qkv_expand_forward)(float *y, const float *x, int64_t T, int64_t n_h, int64_t n_kv,
+                               int64_t p);
+    void (*qkv_expand_backward)(float *dx, const float *dy, int64_t T, int64_t n_h,
+                                int64_t n_kv, int64_t p);
+    void (*attention_decode)(float *out, const float *q, const float *kc, const float *vc,
+                             int64_t T, int64_t n_h, int64_t n_kv, int64_t p, float *scratch);
 };
 
 struct hm_backend {
@@ -475,5 +490,40 @@ void hm_backend_ssm_backward(const struct hm_backend *be, float *dC, float *dB, 
 void hm_backend_ssm_step(const struct hm_backend *be, float *y_t, float *S, const float *C_t,
                          const float *B_t, const float *v_t, const float *dt_t, const float *A,
                          const float *D, int64_t n_h, int64_t F2, int64_t p, float eps);
+
+/* ---- llama family and decoding (SPEC §1b, §8) ---------------------------- */
+
+/* RMSNorm over the last dim: y = x / sqrt(mean(x²) + eps) * w (no bias, no
+ * mean subtraction; the sum of squares in double).
+ * y: [T, d] (may alias x)  rstd: [T] saved for backward (or NULL)  w: [d] */
+void hm_backend_rmsnorm_forward(const struct hm_backend *be, float *y, float *rstd,
+                                const float *x, const float *w, int64_t T, int64_t d, float eps);
+
+/* RMSNorm backward: dx written (may be NULL), dw += Σ dy ⊙ x·rstd (may be
+ * NULL). dx: [T, d]  dy, x: [T, d]  rstd: [T]  w: [d] */
+void hm_backend_rmsnorm_backward(const struct hm_backend *be, float *dx, float *dw,
+                                 const float *dy, const float *x, const float *rstd,
+                                 const float *w, int64_t T, int64_t d);
+
+/* Grouped-query attention layout: from the projection output x [T, (n_h +
+ * 2 n_kv)·p] = [q | k | v] to per-query-head triples y [T, n_h, 3, p]
+ * (q_h, k_g(h), v_g(h), g(h) = h / (n_h / n_kv)) — the fused interleaved
+ * layout every mixer op reads (row stride 3 n_h p, head stride 3p).
+ * n_h must be a multiple of n_kv. */
+void hm_backend_qkv_expand_forward(const struct hm_backend *be, float *y, const float *x,
+                                   int64_t T, int64_t n_h, int64_t n_kv, int64_t p);
+
+/* Its transpose: dx [T, (n_h + 2 n_kv)·p] written; each key/value head gets
+ * the sum over its query-head group.  dy: [T, n_h, 3, p] */
+void hm_backend_qkv_expand_backward(const struct hm_backend *be, float *dx, const float *dy,
+                                    int64_t T, int64_t n_h, int64_t n_kv, int64_t p);
+
+/* One decoding step of causal softmax attention against a KV cache:
+ * out_h = Σ_t softmax_t(q_h·k_{t,g(h)} / sqrt(p)) v_{t,g(h)} over the T
+ * cached positions (the current token's k, v included).
+ * out: [n_h, p]  q: [n_h, p]  kc, vc: [T, n_kv, p]  scratch: [T] */
+void hm_backend_attention_decode(const struct hm_backend *be, float *out, const float *q,
+                                 const float *kc, const float *vc, int64_t T, int64_t n_h,
+                                 int64_t n_kv, int64_t p, float *scratch);
 
 #endif

@@ -6,18 +6,44 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *arch_names[] = {"gpt_neox", "hedgehog", "hedgemamba"};
+static const char *family_names[HM_FAMILY_COUNT] = {"neox", "llama"};
+static const char *model_types[HM_FAMILY_COUNT] = {"gpt_neox", "llama"};
+static const char *mixer_names[HM_MIXER_COUNT] = {"softmax", "hedgehog", "hedgemamba"};
 
-const char *hm_arch_name(enum hm_arch arch)
+const char *hm_family_name(enum hm_family f)
 {
-    return (unsigned)arch < 3 ? arch_names[arch] : "unknown";
+    return (unsigned)f < HM_FAMILY_COUNT ? family_names[f] : "unknown";
 }
 
-int hm_arch_parse(const char *s)
+const char *hm_family_model_type(enum hm_family f)
 {
-    for (int i = 0; i < 3; i++)
-        if (strcmp(s, arch_names[i]) == 0)
-            return i;
+    return (unsigned)f < HM_FAMILY_COUNT ? model_types[f] : "unknown";
+}
+
+const char *hm_mixer_name(enum hm_mixer m)
+{
+    return (unsigned)m < HM_MIXER_COUNT ? mixer_names[m] : "unknown";
+}
+
+const char *hm_arch_name(const struct hm_config *cfg)
+{
+    return cfg->mixer == HM_MIXER_SOFTMAX ? hm_family_model_type(cfg->family)
+                                          : hm_mixer_name(cfg->mixer);
+}
+
+int hm_arch_parse(const char *s, int *family, enum hm_mixer *mixer)
+{
+    for (int f = 0; f < HM_FAMILY_COUNT; f++)
+        if (strcmp(s, model_types[f]) == 0) {
+            *family = f;
+            *mixer = HM_MIXER_SOFTMAX;
+            return 0;
+        }
+    for (int m = 1; m < HM_MIXER_COUNT; m++)
+        if (strcmp(s, mixer_names[m]) == 0) {
+            *mixer = (enum hm_mixer)m;
+            return 0;
+        }
     return -1;
 }
 
@@ -62,7 +88,7 @@ int hm_components_parse(const char *s, unsigned *out)
 void hm_config_defaults(struct hm_config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
-    cfg->arch = HM_ARCH_GPT_NEOX;
+    cfg->mixer = HM_MIXER_SOFTMAX;
     cfg->vocab_size = 50304;
     cfg->max_position_embeddings = 2048;
     cfg->rotary_pct = 0.25;
@@ -114,6 +140,40 @@ static enum hm_status get_bool(const cJSON *root, const char *key, int *out,
     return HM_OK;
 }
 
+/* rope_scaling: null, absent, or {"rope_type" (or legacy "type"): "llama3",
+ * factor, low_freq_factor, high_freq_factor, original_max_position_embeddings}. */
+static enum hm_status parse_rope_scaling(const cJSON *root, struct hm_config *cfg,
+                                         struct hm_error *err)
+{
+    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
+    if (!rs || cJSON_IsNull(rs))
+        return HM_OK;
+    if (!cJSON_IsObject(rs))
+        return hm_error_set(err, HM_ERR_INVALID, "config 'rope_scaling' is not an object");
+    const cJSON *ty = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
+    if (!ty)
+        ty = cJSON_GetObjectItemCaseSensitive(rs, "type");
+    const char *t = cJSON_IsString(ty) ? ty->valuestring : "?";
+    if (strcmp(t, "default") == 0)
+        return HM_OK;
+    if (strcmp(t, "llama3") != 0)
+        return hm_error_set(err, HM_ERR_UNSUPPORTED,
+                            "rope_scaling type '%.40s' is not supported (only llama3)", t);
+    cfg->rope_scaling.type = HM_ROPE_LLAMA3;
+    const char *keys[3] = {"factor", "low_freq_factor", "high_freq_factor"};
+    double *dst[3] = {&cfg->rope_scaling.factor, &cfg->rope_scaling.low_freq_factor,
+                      &cfg->rope_scaling.high_freq_factor};
+    for (int i = 0; i < 3; i++) {
+        if (!cJSON_GetObjectItemCaseSensitive(rs, keys[i]))
+            return hm_error_set(err, HM_ERR_INVALID, "rope_scaling lacks '%s'", keys[i]);
+        enum hm_status st = get_num(rs, keys[i], dst[i], err);
+        if (st != HM_OK)
+            return st;
+    }
+    return get_int(rs, "original_max_position_embeddings", 1,
+                   &cfg->rope_scaling.original_max_position_embeddings, err);
+}
+
 enum hm_status hm_config_parse(const char *json, size_t len, struct hm_config *cfg,
                                struct hm_error *err)
 {
@@ -128,24 +188,71 @@ enum hm_status hm_config_parse(const char *json, size_t len, struct hm_config *c
     }
     const cJSON *arch = cJSON_GetObjectItemCaseSensitive(root, "arch");
     const cJSON *mtype = cJSON_GetObjectItemCaseSensitive(root, "model_type");
-    if (arch) {
-        int a = cJSON_IsString(arch) ? hm_arch_parse(arch->valuestring) : -1;
-        if (a < 0) {
-            st = hm_error_set(err, HM_ERR_UNSUPPORTED,
-                              "config 'arch' is not one of gpt_neox, hedgehog, hedgemamba");
+    const cJSON *fam = cJSON_GetObjectItemCaseSensitive(root, "family");
+    int family = -1;
+    if (fam) {
+        for (int f = 0; f < HM_FAMILY_COUNT && cJSON_IsString(fam); f++)
+            if (strcmp(fam->valuestring, family_names[f]) == 0)
+                family = f;
+        if (family < 0) {
+            st = hm_error_set(err, HM_ERR_UNSUPPORTED, "config 'family' is not one of neox, llama");
             goto out;
         }
-        cfg->arch = (enum hm_arch)a;
-    } else if (mtype) {
-        if (!cJSON_IsString(mtype) || strcmp(mtype->valuestring, "gpt_neox") != 0) {
+    }
+    if (arch) {
+        int af = -1;
+        if (!cJSON_IsString(arch) || hm_arch_parse(arch->valuestring, &af, &cfg->mixer) != 0) {
             st = hm_error_set(err, HM_ERR_UNSUPPORTED,
-                              "model_type '%.40s' is not supported (only gpt_neox)",
+                              "config 'arch' is not one of gpt_neox, llama, hedgehog, hedgemamba");
+            goto out;
+        }
+        if (af >= 0 && family >= 0 && af != family) {
+            st = hm_error_set(err, HM_ERR_INVALID, "config 'arch' %s contradicts 'family' %s",
+                              arch->valuestring, family_names[family]);
+            goto out;
+        }
+        if (af >= 0)
+            family = af;
+    } else if (mtype) {
+        int f = -1;
+        for (int i = 0; i < HM_FAMILY_COUNT && cJSON_IsString(mtype); i++)
+            if (strcmp(mtype->valuestring, model_types[i]) == 0)
+                f = i;
+        if (f < 0) {
+            st = hm_error_set(err, HM_ERR_UNSUPPORTED,
+                              "model_type '%.40s' is not supported (gpt_neox or llama)",
                               cJSON_IsString(mtype) ? mtype->valuestring : "?");
             goto out;
         }
+        family = f;
     } else {
         st = hm_error_set(err, HM_ERR_INVALID, "config has neither 'arch' nor 'model_type'");
         goto out;
+    }
+    cfg->family = family < 0 ? HM_FAMILY_NEOX : (enum hm_family)family;
+    if (cfg->family == HM_FAMILY_LLAMA) {
+        /* HF LlamaConfig defaults (SPEC §1b) */
+        cfg->rotary_pct = 1.0;
+        cfg->layer_norm_eps = 1e-6;
+        cfg->use_parallel_residual = 0;
+        cfg->hidden_act = HM_ACT_SILU;
+        if ((st = get_num(root, "rms_norm_eps", &cfg->layer_norm_eps, err)) ||
+            (st = get_int(root, "num_key_value_heads", 0, &cfg->num_key_value_heads, err)) ||
+            (st = get_bool(root, "attention_bias", &cfg->attention_bias, err)) ||
+            (st = get_bool(root, "mlp_bias", &cfg->mlp_bias, err)) ||
+            (st = get_bool(root, "tie_word_embeddings", &cfg->tie_word_embeddings, err)) ||
+            (st = parse_rope_scaling(root, cfg, err)))
+            goto out;
+        const cJSON *hd = cJSON_GetObjectItemCaseSensitive(root, "head_dim");
+        if (hd && !cJSON_IsNull(hd) && (st = get_int(root, "head_dim", 0, &cfg->head_dim, err)))
+            goto out;
+        const cJSON *act = cJSON_GetObjectItemCaseSensitive(root, "hidden_act");
+        if (act && !(cJSON_IsString(act) && strcmp(act->valuestring, "silu") == 0)) {
+            st = hm_error_set(err, HM_ERR_UNSUPPORTED,
+                              "hidden_act '%.40s' is not supported for llama (only silu)",
+                              cJSON_IsString(act) ? act->valuestring : "?");
+            goto out;
+        }
     }
     if ((st = get_int(root, "vocab_size", 1, &cfg->vocab_size, err)) ||
         (st = get_int(root, "hidden_size", 1, &cfg->hidden_size, err)) ||
@@ -155,17 +262,19 @@ enum hm_status hm_config_parse(const char *json, size_t len, struct hm_config *c
         (st = get_int(root, "max_position_embeddings", 0, &cfg->max_position_embeddings, err)) ||
         (st = get_int(root, "feature_dim", 0, &cfg->feature_dim, err)) ||
         (st = get_int(root, "conv_width", 0, &cfg->conv_width, err)) ||
-        (st = get_num(root, "rotary_pct", &cfg->rotary_pct, err)) ||
-        (st = get_num(root, "rotary_emb_base", &cfg->rotary_emb_base, err)) ||
-        (st = get_num(root, "layer_norm_eps", &cfg->layer_norm_eps, err)) ||
-        (st = get_bool(root, "use_parallel_residual", &cfg->use_parallel_residual, err)))
+        (st = get_num(root, "rotary_emb_base", &cfg->rotary_emb_base, err)))
+        goto out;
+    if (cfg->family == HM_FAMILY_NEOX &&
+        ((st = get_num(root, "rotary_pct", &cfg->rotary_pct, err)) ||
+         (st = get_num(root, "layer_norm_eps", &cfg->layer_norm_eps, err)) ||
+         (st = get_bool(root, "use_parallel_residual", &cfg->use_parallel_residual, err))))
         goto out;
     /* newer HF configs nest the base under rope_parameters / rope_theta */
     if (!cJSON_GetObjectItemCaseSensitive(root, "rotary_emb_base") &&
         (st = get_num(root, "rope_theta", &cfg->rotary_emb_base, err)))
         goto out;
     int tied = 0;
-    if ((st = get_bool(root, "tie_word_embeddings", &tied, err)))
+    if (cfg->family == HM_FAMILY_NEOX && (st = get_bool(root, "tie_word_embeddings", &tied, err)))
         goto out;
     if (tied) {
         st = hm_error_set(err, HM_ERR_UNSUPPORTED,
@@ -173,7 +282,7 @@ enum hm_status hm_config_parse(const char *json, size_t len, struct hm_config *c
         goto out;
     }
     const cJSON *act = cJSON_GetObjectItemCaseSensitive(root, "hidden_act");
-    if (act) {
+    if (act && cfg->family == HM_FAMILY_NEOX) {
         const char *a = cJSON_IsString(act) ? act->valuestring : "";
         if (strcmp(a, "gelu") == 0)
             cfg->hidden_act = HM_ACT_GELU;
@@ -224,11 +333,50 @@ enum hm_status hm_config_finish(struct hm_config *cfg, struct hm_error *err)
         return hm_error_set(err, HM_ERR_INVALID,
                             "hidden_size, num_hidden_layers, num_attention_heads or "
                             "intermediate_size is out of range");
-    if (cfg->hidden_size % cfg->num_attention_heads != 0)
+    if (cfg->family == HM_FAMILY_NEOX || cfg->head_dim == 0) {
+        if (cfg->hidden_size % cfg->num_attention_heads != 0)
+            return hm_error_set(err, HM_ERR_INVALID,
+                                "hidden_size %lld is not a multiple of num_attention_heads %lld",
+                                (long long)cfg->hidden_size, (long long)cfg->num_attention_heads);
+        cfg->head_dim = cfg->hidden_size / cfg->num_attention_heads;
+    }
+    if (cfg->head_dim < 1 || cfg->head_dim > (1 << 16) || cfg->num_attention_heads > (1 << 16))
+        return hm_error_set(err, HM_ERR_INVALID, "head_dim %lld is out of range",
+                            (long long)cfg->head_dim);
+    if (cfg->family == HM_FAMILY_NEOX) {
+        cfg->num_key_value_heads = cfg->num_attention_heads;
+        cfg->attention_bias = cfg->mlp_bias = 1;
+        cfg->tie_word_embeddings = 0;
+        cfg->rope_scaling.type = HM_ROPE_NONE;
+        if (cfg->hidden_act == HM_ACT_SILU)
+            return hm_error_set(err, HM_ERR_UNSUPPORTED, "hidden_act silu is llama-only");
+    } else {
+        cfg->rotary_pct = 1.0;
+        cfg->use_parallel_residual = 0;
+        cfg->hidden_act = HM_ACT_SILU;
+        if (cfg->head_dim % 2)
+            return hm_error_set(err, HM_ERR_INVALID, "head_dim %lld is odd (rotary pairs)",
+                                (long long)cfg->head_dim);
+    }
+    if (cfg->num_key_value_heads == 0)
+        cfg->num_key_value_heads = cfg->num_attention_heads;
+    if (cfg->num_key_value_heads < 1 || cfg->num_attention_heads % cfg->num_key_value_heads)
         return hm_error_set(err, HM_ERR_INVALID,
-                            "hidden_size %lld is not a multiple of num_attention_heads %lld",
-                            (long long)cfg->hidden_size, (long long)cfg->num_attention_heads);
-    cfg->head_dim = cfg->hidden_size / cfg->num_attention_heads;
+                            "num_attention_heads %lld is not a multiple of num_key_value_heads %lld",
+                            (long long)cfg->num_attention_heads,
+                            (long long)cfg->num_key_value_heads);
+    cfg->attn_dim = cfg->num_attention_heads * cfg->head_dim;
+    cfg->qkv_dim = (cfg->num_attention_heads + 2 * cfg->num_key_value_heads) * cfg->head_dim;
+    if (cfg->attn_dim > (1 << 22))
+        return hm_error_set(err, HM_ERR_INVALID, "num_attention_heads × head_dim is too large");
+    if (cfg->rope_scaling.type == HM_ROPE_LLAMA3) {
+        const double lo = cfg->rope_scaling.low_freq_factor, hi = cfg->rope_scaling.high_freq_factor;
+        if (!(cfg->rope_scaling.factor > 0) || !(lo > 0) || !(hi > lo) ||
+            cfg->rope_scaling.original_max_position_embeddings < 1)
+            return hm_error_set(err, HM_ERR_INVALID,
+                                "rope_scaling llama3 needs factor > 0, 0 < low_freq_factor < "
+                                "high_freq_factor and original_max_position_embeddings >= 1");
+    }
     if (!(cfg->rotary_pct >= 0 && cfg->rotary_pct <= 1))
         return hm_error_set(err, HM_ERR_INVALID, "rotary_pct %g is not in [0, 1]",
                             cfg->rotary_pct);
@@ -241,14 +389,14 @@ enum hm_status hm_config_finish(struct hm_config *cfg, struct hm_error *err)
                             "rotary_emb_base and layer_norm_eps must be positive");
     if (cfg->max_position_embeddings < 0)
         return hm_error_set(err, HM_ERR_INVALID, "max_position_embeddings is negative");
-    if (cfg->arch != HM_ARCH_GPT_NEOX) {
+    if (cfg->mixer != HM_MIXER_SOFTMAX) {
         if (cfg->feature_dim == 0)
             cfg->feature_dim = cfg->head_dim;
         if (cfg->feature_dim < 1 || cfg->feature_dim > (1 << 16))
             return hm_error_set(err, HM_ERR_INVALID, "feature_dim %lld is out of range",
                                 (long long)cfg->feature_dim);
     }
-    if (cfg->arch == HM_ARCH_HEDGEMAMBA && (cfg->conv_width < 1 || cfg->conv_width > 64))
+    if (cfg->mixer == HM_MIXER_HEDGEMAMBA && (cfg->conv_width < 1 || cfg->conv_width > 64))
         return hm_error_set(err, HM_ERR_INVALID, "conv_width %lld is out of range [1, 64]",
                             (long long)cfg->conv_width);
     if (cfg->components & ~(unsigned)HM_COMP_ALL)
@@ -276,24 +424,48 @@ char *hm_config_to_json(const struct hm_config *cfg)
     cJSON *r = cJSON_CreateObject();
     if (!r)
         return NULL;
-    cJSON_AddStringToObject(r, "arch", hm_arch_name(cfg->arch));
-    cJSON_AddStringToObject(r, "model_type", "gpt_neox");
+    const int llama = cfg->family == HM_FAMILY_LLAMA;
+    cJSON_AddStringToObject(r, "arch", hm_arch_name(cfg));
+    cJSON_AddStringToObject(r, "family", hm_family_name(cfg->family));
+    cJSON_AddStringToObject(r, "model_type", hm_family_model_type(cfg->family));
     add_exact(r, "vocab_size", (double)cfg->vocab_size);
     add_exact(r, "hidden_size", (double)cfg->hidden_size);
     add_exact(r, "num_hidden_layers", (double)cfg->num_hidden_layers);
     add_exact(r, "num_attention_heads", (double)cfg->num_attention_heads);
     add_exact(r, "intermediate_size", (double)cfg->intermediate_size);
     add_exact(r, "max_position_embeddings", (double)cfg->max_position_embeddings);
-    add_exact(r, "rotary_pct", cfg->rotary_pct);
-    add_exact(r, "rotary_emb_base", cfg->rotary_emb_base);
-    add_exact(r, "layer_norm_eps", cfg->layer_norm_eps);
-    cJSON_AddBoolToObject(r, "use_parallel_residual", cfg->use_parallel_residual);
-    cJSON_AddStringToObject(r, "hidden_act",
-                            cfg->hidden_act == HM_ACT_GELU ? "gelu" : "gelu_new");
-    cJSON_AddBoolToObject(r, "tie_word_embeddings", 0);
-    if (cfg->arch != HM_ARCH_GPT_NEOX)
+    if (llama) {
+        add_exact(r, "num_key_value_heads", (double)cfg->num_key_value_heads);
+        add_exact(r, "head_dim", (double)cfg->head_dim);
+        add_exact(r, "rope_theta", cfg->rotary_emb_base);
+        add_exact(r, "rms_norm_eps", cfg->layer_norm_eps);
+        cJSON_AddStringToObject(r, "hidden_act", "silu");
+        cJSON_AddBoolToObject(r, "attention_bias", cfg->attention_bias);
+        cJSON_AddBoolToObject(r, "mlp_bias", cfg->mlp_bias);
+        cJSON_AddBoolToObject(r, "tie_word_embeddings", cfg->tie_word_embeddings);
+        if (cfg->rope_scaling.type == HM_ROPE_LLAMA3) {
+            cJSON *rs = cJSON_AddObjectToObject(r, "rope_scaling");
+            cJSON_AddStringToObject(rs, "rope_type", "llama3");
+            add_exact(rs, "factor", cfg->rope_scaling.factor);
+            add_exact(rs, "low_freq_factor", cfg->rope_scaling.low_freq_factor);
+            add_exact(rs, "high_freq_factor", cfg->rope_scaling.high_freq_factor);
+            add_exact(rs, "original_max_position_embeddings",
+                      (double)cfg->rope_scaling.original_max_position_embeddings);
+        } else {
+            cJSON_AddNullToObject(r, "rope_scaling");
+        }
+    } else {
+        add_exact(r, "rotary_pct", cfg->rotary_pct);
+        add_exact(r, "rotary_emb_base", cfg->rotary_emb_base);
+        add_exact(r, "layer_norm_eps", cfg->layer_norm_eps);
+        cJSON_AddBoolToObject(r, "use_parallel_residual", cfg->use_parallel_residual);
+        cJSON_AddStringToObject(r, "hidden_act",
+                                cfg->hidden_act == HM_ACT_GELU ? "gelu" : "gelu_new");
+        cJSON_AddBoolToObject(r, "tie_word_embeddings", 0);
+    }
+    if (cfg->mixer != HM_MIXER_SOFTMAX)
         add_exact(r, "feature_dim", (double)cfg->feature_dim);
-    if (cfg->arch == HM_ARCH_HEDGEMAMBA) {
+    if (cfg->mixer == HM_MIXER_HEDGEMAMBA) {
         add_exact(r, "conv_width", (double)cfg->conv_width);
         cJSON *c = cJSON_AddArrayToObject(r, "components");
         if (cfg->components & HM_COMP_SSM)

@@ -11,15 +11,30 @@
 #include <stdint.h>
 #include "hm_error.h"
 
-enum hm_arch {
-    HM_ARCH_GPT_NEOX = 0, /* teacher: softmax attention */
-    HM_ARCH_HEDGEHOG,     /* stage 1: Hedgehog linear attention */
-    HM_ARCH_HEDGEMAMBA,   /* stage 2: HedgeMamba SSM mixer */
+/* The token mixer of every layer, chosen independently of the family. */
+enum hm_mixer {
+    HM_MIXER_SOFTMAX = 0, /* teacher: softmax attention */
+    HM_MIXER_HEDGEHOG,    /* stage 1: Hedgehog linear attention */
+    HM_MIXER_HEDGEMAMBA,  /* stage 2: HedgeMamba SSM mixer */
+    HM_MIXER_COUNT
+};
+
+/* The block skeleton around the mixer (SPEC §1, §1b). */
+enum hm_family {
+    HM_FAMILY_NEOX = 0, /* GPT-NeoX / Pythia: LayerNorm, GELU MLP, fused interleaved qkv */
+    HM_FAMILY_LLAMA,    /* Llama: RMSNorm, SwiGLU, separate q/k/v with GQA */
+    HM_FAMILY_COUNT
+};
+
+enum hm_rope_scaling {
+    HM_ROPE_NONE = 0,
+    HM_ROPE_LLAMA3, /* HF _compute_llama3_parameters */
 };
 
 enum hm_act {
     HM_ACT_GELU = 0,  /* exact erf GELU (HF "gelu") */
     HM_ACT_GELU_TANH, /* tanh approximation (HF "gelu_new", "gelu_fast") */
+    HM_ACT_SILU,      /* SwiGLU's silu (HF "silu"; llama family only) */
 };
 
 /* HedgeMamba components (SPEC §3); an inactive one keeps its identity value. */
@@ -31,24 +46,36 @@ enum hm_component {
 };
 
 struct hm_config {
-    enum hm_arch arch;
+    enum hm_family family;
+    enum hm_mixer mixer;
     int64_t vocab_size;              /* V: rows of embed_in / embed_out */
     int64_t hidden_size;             /* d */
     int64_t num_hidden_layers;
     int64_t num_attention_heads;     /* n_h */
+    int64_t num_key_value_heads;     /* n_kv (llama GQA); 0 = n_h; always n_h for neox */
     int64_t intermediate_size;       /* I */
     int64_t max_position_embeddings;
-    double rotary_pct;
-    double rotary_emb_base;
-    double layer_norm_eps;
-    int use_parallel_residual;
+    double rotary_pct;               /* neox; 1 for llama */
+    double rotary_emb_base;          /* neox rotary_emb_base, llama rope_theta */
+    double layer_norm_eps;           /* neox layer_norm_eps, llama rms_norm_eps */
+    int use_parallel_residual;       /* neox; 0 for llama */
     enum hm_act hidden_act;
+    int attention_bias;              /* llama: q/k/v/o biases (neox: always) */
+    int mlp_bias;                    /* llama: gate/up/down biases (neox: always) */
+    int tie_word_embeddings;         /* llama: lm_head is embed_tokens */
+    struct {                         /* llama rope_scaling (HF field names) */
+        enum hm_rope_scaling type;
+        double factor, low_freq_factor, high_freq_factor;
+        int64_t original_max_position_embeddings;
+    } rope_scaling;
     int64_t feature_dim;   /* F (hedgehog, hedgemamba); 0 = head_dim */
     int64_t conv_width;    /* K (hedgemamba) */
     unsigned components;   /* HM_COMP_* mask (hedgemamba) */
+    int64_t head_dim;      /* p: d / n_h, or llama's explicit head_dim (0 = derive) */
     /* derived by hm_config_finish() */
-    int64_t head_dim;      /* p = d / n_h */
-    int64_t rotary_dims;   /* r = int(p * rotary_pct) */
+    int64_t rotary_dims;   /* r = int(p * rotary_pct) (= p for llama) */
+    int64_t attn_dim;      /* n_h·p: merged heads, input of dense / o_proj */
+    int64_t qkv_dim;       /* (n_h + 2 n_kv)·p: the q/k/v projection outputs */
 };
 
 /* Pythia-70m-like defaults (vocab 50304, rotary 0.25, base 10000, eps 1e-5,
@@ -66,9 +93,16 @@ enum hm_status hm_config_finish(struct hm_config *cfg, struct hm_error *err);
 /* hm.config JSON text. owned: free with free(); NULL on allocation failure. */
 char *hm_config_to_json(const struct hm_config *cfg);
 
-const char *hm_arch_name(enum hm_arch arch);
-/* -1 if unknown. */
-int hm_arch_parse(const char *s);
+/* The model's name (SPEC §5 `arch`): a softmax teacher is named for its
+ * family (gpt_neox, llama), a student for its mixer (hedgehog, hedgemamba). */
+const char *hm_arch_name(const struct hm_config *cfg);
+const char *hm_family_name(enum hm_family f);
+const char *hm_mixer_name(enum hm_mixer m);
+/* The family's HF model_type ("gpt_neox", "llama"). */
+const char *hm_family_model_type(enum hm_family f);
+/* Fills *family (when the name fixes it) and *mixer from an `arch` name;
+ * -1 if unknown. */
+int hm_arch_parse(const char *s, int *family, enum hm_mixer *mixer);
 
 /* "ssm,conv,gate" order; buf of at least 16 bytes. */
 void hm_components_str(unsigned components, char *buf, size_t size);

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "ckpt_write.h"
-#include "neox_views.h"
+#include "model_views.h"
 #include "params.h"
 
 struct fm_grads {
@@ -25,13 +25,14 @@ struct fm_grads {
 struct hm_linearizer {
     const struct hm_ckpt *ck;     /* borrowed */
     const struct hm_backend *be;  /* borrowed */
-    struct hm_neox *teacher;      /* owned, gpt_neox */
-    struct hm_neox *student;      /* owned, hedgehog */
+    struct hm_model *teacher;      /* owned, gpt_neox */
+    struct hm_model *student;      /* owned, hedgehog */
     int64_t B, T, accum, L;
-    struct hm_neox_ws tws;        /* the teacher (hooked) */
+    struct hm_model_ws tws;        /* the teacher (hooked) */
     float *arena;                 /* owned: the per-layer scratch below */
     float *phiq, *phik, *dphiq, *dphik; /* [T, n_h, 2F] */
-    float *y, *os, *dos, *dy;     /* [T, d] */
+    float *y, *dy;                /* [T, n_h p] student attention, its grad */
+    float *os, *dos;              /* [T, d] after dense, its grad */
     float *den;                   /* [n_h, T] */
     void *ws;
     size_t ws_size;          /* max of the forward and backward workspaces */
@@ -42,7 +43,7 @@ struct hm_linearizer {
     double *layer_loss;           /* [L] sums over tokens of this call */
     int want_grad;
     double scale;
-    struct hm_neox_ws vws;        /* validation */
+    struct hm_model_ws vws;        /* validation */
     float *vnll;
     int64_t vnll_cap;
 };
@@ -51,10 +52,10 @@ void hm_linearizer_free(struct hm_linearizer *lz)
 {
     if (!lz)
         return;
-    hm_neox_free(lz->teacher);
-    hm_neox_free(lz->student);
-    hm_neox_ws_release(&lz->tws);
-    hm_neox_ws_release(&lz->vws);
+    hm_model_free(lz->teacher);
+    hm_model_free(lz->student);
+    hm_model_ws_release(&lz->tws);
+    hm_model_ws_release(&lz->vws);
     free(lz->arena);
     free(lz->ws);
     free(lz->gstore);
@@ -66,14 +67,14 @@ void hm_linearizer_free(struct hm_linearizer *lz)
     free(lz);
 }
 
-struct hm_neox *hm_linearizer_student(struct hm_linearizer *lz) { return lz->student; }
+struct hm_model *hm_linearizer_student(struct hm_linearizer *lz) { return lz->student; }
 
 /* Copy every skeleton tensor of src into dst by name (feature maps stay). */
-static enum hm_status copy_skeleton(const struct hm_neox *src, struct hm_neox *dst,
+static enum hm_status copy_skeleton(const struct hm_model *src, struct hm_model *dst,
                                     struct hm_error *err)
 {
     struct hm_tensor_view *a = NULL, *b = NULL;
-    int64_t na = hm_neox_views(src, &a), nb = hm_neox_views(dst, &b);
+    int64_t na = hm_model_views(src, &a), nb = hm_model_views(dst, &b);
     enum hm_status st = HM_OK;
     if (na < 0 || nb < 0) {
         st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
@@ -102,9 +103,10 @@ enum hm_status hm_linearizer_new(const struct hm_ckpt *ck, int64_t feature_dim,
 {
     *out = NULL;
     const struct hm_config *tc = hm_ckpt_config(ck);
-    if (tc->arch != HM_ARCH_GPT_NEOX)
-        return hm_error_set(err, HM_ERR_INVALID, "the teacher must be gpt_neox, not %s",
-                            hm_arch_name(tc->arch));
+    if (tc->mixer != HM_MIXER_SOFTMAX)
+        return hm_error_set(err, HM_ERR_INVALID,
+                            "the teacher must be a softmax model (gpt_neox or llama), not %s",
+                            hm_arch_name(tc));
     struct hm_linearizer *lz = calloc(1, sizeof *lz);
     if (!lz)
         return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
@@ -113,22 +115,23 @@ enum hm_status hm_linearizer_new(const struct hm_ckpt *ck, int64_t feature_dim,
     lz->B = B;
     lz->T = T;
     lz->accum = accum;
-    hm_neox_ws_init(&lz->tws);
-    hm_neox_ws_init(&lz->vws);
-    enum hm_status st = hm_neox_load(ck, &lz->teacher, err);
+    hm_model_ws_init(&lz->tws);
+    hm_model_ws_init(&lz->vws);
+    enum hm_status st = hm_model_load(ck, &lz->teacher, err);
     if (st != HM_OK)
         goto fail;
     struct hm_config sc = *tc;
-    sc.arch = HM_ARCH_HEDGEHOG;
+    sc.mixer = HM_MIXER_HEDGEHOG;
     sc.feature_dim = feature_dim;
     if ((st = hm_config_finish(&sc, err)) != HM_OK ||
-        (st = hm_neox_new(&sc, &lz->student, err)) != HM_OK ||
+        (st = hm_model_new(&sc, &lz->student, err)) != HM_OK ||
         (st = copy_skeleton(lz->teacher, lz->student, err)) != HM_OK)
         goto fail;
     const int64_t L = sc.num_hidden_layers, d = sc.hidden_size, nh = sc.num_attention_heads;
     const int64_t p = sc.head_dim, F = sc.feature_dim, F2 = 2 * F;
     lz->L = L;
-    int64_t floats = 4 * T * nh * F2 + 4 * T * d + nh * T;
+    const int64_t Da = sc.attn_dim;
+    int64_t floats = 4 * T * nh * F2 + 2 * T * d + 2 * T * Da + nh * T;
     int64_t fm = 2 * nh * p * F + 2 * nh * F;
     lz->arena = malloc(sizeof(float) * (size_t)floats);
     lz->gstore = calloc((size_t)(L * fm), sizeof(float));
@@ -150,28 +153,26 @@ enum hm_status hm_linearizer_new(const struct hm_ckpt *ck, int64_t feature_dim,
     lz->phik = a, a += T * nh * F2;
     lz->dphiq = a, a += T * nh * F2;
     lz->dphik = a, a += T * nh * F2;
-    lz->y = a, a += T * d;
+    lz->y = a, a += T * Da;
     lz->os = a, a += T * d;
     lz->dos = a, a += T * d;
-    lz->dy = a, a += T * d;
+    lz->dy = a, a += T * Da;
     lz->den = a;
     float *gp = lz->gstore;
     for (int64_t l = 0; l < L; l++) {
-        struct hm_neox_layer *ly = &lz->student->layers[l];
+        struct hm_layer *ly = &lz->student->layers[l];
         struct fm_grads *g = &lz->g[l];
         g->qw = gp, gp += nh * p * F;
         g->qb = gp, gp += nh * F;
         g->kw = gp, gp += nh * p * F;
         g->kb = gp, gp += nh * F;
-        const char *suf[4] = {"feature_map_q.weight", "feature_map_q.bias",
-                              "feature_map_k.weight", "feature_map_k.bias"};
+        const enum hm_slot slot[4] = {HM_SLOT_FQ_W, HM_SLOT_FQ_B, HM_SLOT_FK_W, HM_SLOT_FK_B};
         float *w[4] = {ly->fq_w, ly->fq_b, ly->fk_w, ly->fk_b};
         float *gg[4] = {g->qw, g->qb, g->kw, g->kb};
         int64_t n[4] = {nh * p * F, nh * F, nh * p * F, nh * F};
         for (int k = 0; k < 4; k++) {
             char *name = lz->names + (4 * l + k) * HM_PARAM_NAME_MAX;
-            snprintf(name, HM_PARAM_NAME_MAX, "gpt_neox.layers.%lld.attention.%s", (long long)l,
-                     suf[k]);
+            hm_param_name(&sc, slot[k], l, name, HM_PARAM_NAME_MAX);
             lz->params[4 * l + k] = (struct hm_opt_param){name, w[k], gg[k], n[k], k % 2 == 0};
         }
     }
@@ -189,41 +190,41 @@ static enum hm_status on_layer(void *ctx, int64_t l, const float *a_in, const fl
     struct hm_linearizer *lz = ctx;
     const struct hm_backend *be = lz->be;
     const struct hm_config *c = &lz->student->cfg;
-    const struct hm_neox_layer *ly = &lz->student->layers[l];
+    const struct hm_layer *ly = &lz->student->layers[l];
     const int64_t nh = c->num_attention_heads, p = c->head_dim, F = c->feature_dim;
+    const int64_t Da = c->attn_dim, rs = 3 * Da; /* per-head layout [T, n_h, 3, p] */
     (void)a_in;
     (void)err;
-    hm_backend_featuremap_forward(be, lz->phiq, qkv, ly->fq_w, ly->fq_b, T, nh, p, F, 3 * d,
+    hm_backend_featuremap_forward(be, lz->phiq, qkv, ly->fq_w, ly->fq_b, T, nh, p, F, rs, 3 * p);
+    hm_backend_featuremap_forward(be, lz->phik, qkv + p, ly->fk_w, ly->fk_b, T, nh, p, F, rs,
                                   3 * p);
-    hm_backend_featuremap_forward(be, lz->phik, qkv + p, ly->fk_w, ly->fk_b, T, nh, p, F,
-                                  3 * d, 3 * p);
     hm_backend_linattn_forward(be, lz->y, lz->den, lz->phiq, lz->phik, qkv + 2 * p, T, nh, 2 * F,
-                               p, 3 * d, 3 * p, HM_LINATTN_EPS, HM_LINATTN_CHUNK, lz->ws,
+                               p, rs, 3 * p, HM_LINATTN_EPS, HM_LINATTN_CHUNK, lz->ws,
                                lz->ws_size);
-    hm_backend_matmul_forward(be, lz->os, lz->y, ly->dense_w, ly->dense_b, T, d, d);
+    hm_backend_matmul_forward(be, lz->os, lz->y, ly->dense_w, ly->dense_b, T, Da, d);
     lz->layer_loss[l] += hm_backend_cosine_loss(be, lz->want_grad ? lz->dos : NULL, lz->os, o_t,
                                                 T, d, (float)lz->scale);
     if (!lz->want_grad)
         return HM_OK;
     struct fm_grads *g = &lz->g[l];
-    hm_backend_matmul_backward(be, lz->dy, NULL, NULL, lz->dos, lz->y, ly->dense_w, T, d, d);
+    hm_backend_matmul_backward(be, lz->dy, NULL, NULL, lz->dos, lz->y, ly->dense_w, T, Da, d);
     hm_backend_linattn_backward(be, lz->dphiq, lz->dphik, NULL, lz->dy, lz->y, lz->den,
-                                lz->phiq, lz->phik, qkv + 2 * p, T, nh, 2 * F, p, 3 * d, 3 * p,
-                                 HM_LINATTN_CHUNK, lz->ws, lz->ws_size);
+                                lz->phiq, lz->phik, qkv + 2 * p, T, nh, 2 * F, p, rs, 3 * p,
+                                HM_LINATTN_CHUNK, lz->ws, lz->ws_size);
     hm_backend_featuremap_backward(be, NULL, g->qw, g->qb, lz->dphiq, qkv, lz->phiq, ly->fq_w, T,
-                                   nh, p, F, 3 * d, 3 * p);
+                                   nh, p, F, rs, 3 * p);
     hm_backend_featuremap_backward(be, NULL, g->kw, g->kb, lz->dphik, qkv + p, lz->phik,
-                                   ly->fk_w, T, nh, p, F, 3 * d, 3 * p);
+                                   ly->fk_w, T, nh, p, F, rs, 3 * p);
     return HM_OK;
 }
 
 static enum hm_status run_sequences(struct hm_linearizer *lz, const int32_t *tokens,
                                     int64_t nseq, int64_t stride, struct hm_error *err)
 {
-    struct hm_neox_hooks hooks = {.on_layer = on_layer, .ctx = lz, .stop_after_last_hook = 1};
+    struct hm_model_hooks hooks = {.on_layer = on_layer, .ctx = lz, .stop_after_last_hook = 1};
     memset(lz->layer_loss, 0, sizeof(double) * (size_t)lz->L);
     for (int64_t b = 0; b < nseq; b++) {
-        enum hm_status st = hm_neox_hidden(lz->teacher, lz->be, tokens + b * stride, lz->T,
+        enum hm_status st = hm_model_hidden(lz->teacher, lz->be, tokens + b * stride, lz->T,
                                            &lz->tws, &hooks, err);
         if (st != HM_OK)
             return st;
@@ -289,7 +290,7 @@ static enum hm_status lz_val_sum(void *ctx, const int32_t *tokens, int64_t T, do
         if (!lz->vnll)
             return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
     }
-    enum hm_status st = hm_neox_nll(lz->student, lz->be, tokens, tokens + 1, T, lz->vnll,
+    enum hm_status st = hm_model_nll(lz->student, lz->be, tokens, tokens + 1, T, lz->vnll,
                                     &lz->vws, err);
     double s = 0;
     for (int64_t t = 0; st == HM_OK && t < T; t++)

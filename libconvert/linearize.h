@@ -18,7 +18,7 @@
 #define HM_LINEARIZE_H
 
 #include "checkpoint.h"
-#include "neox.h"
+#include "model.h"
 #include "run.h"
 
 struct hm_linearizer;
@@ -38,7 +38,7 @@ void hm_linearizer_free(struct hm_linearizer *lz);
 void hm_linearizer_run_model(struct hm_linearizer *lz, struct hm_run_model *rm);
 
 /* Borrowed: the student (arch hedgehog; skeleton = teacher's weights). */
-struct hm_neox *hm_linearizer_student(struct hm_linearizer *lz);
+struct hm_model *hm_linearizer_student(struct hm_linearizer *lz);
 
 /* Write the hedgehog checkpoint: teacher tensors byte for byte, feature
  * maps F32, hm.config (arch hedgehog) and provenance. */

@@ -7,18 +7,18 @@
 
 #include "batches.h"
 #include "ckpt_write.h"
-#include "neox.h"
+#include "model.h"
 #include "params.h"
 
 enum hm_status hm_map_ssm_config(const struct hm_config *in, const struct hm_map_opts *o,
                                  struct hm_config *out, struct hm_error *err)
 {
-    if (in->arch == HM_ARCH_HEDGEMAMBA)
+    if (in->mixer == HM_MIXER_HEDGEMAMBA)
         return hm_error_set(err, HM_ERR_INVALID, "the input is already a hedgemamba model");
     *out = *in;
-    if (in->arch == HM_ARCH_GPT_NEOX)
+    if (in->mixer == HM_MIXER_SOFTMAX)
         out->feature_dim = o->feature_dim;
-    out->arch = HM_ARCH_HEDGEMAMBA;
+    out->mixer = HM_MIXER_HEDGEMAMBA;
     out->conv_width = o->conv_width;
     out->components = o->components;
     return hm_config_finish(out, err);
@@ -32,39 +32,29 @@ static int is_mixer(enum hm_param_group g)
            g == HM_PG_GATE;
 }
 
-static int has_suffix(const char *s, const char *suf)
+/* Values of a new (or re-drawn) tensor v: [numel]. Identity values come
+ * from the mixer's own identity init (hm_model_new → hm_model_mixer_identity,
+ * given as ident); the naive baseline draws SPEC §3's random values. */
+static void init_tensor(float *v, const float *ident, int64_t numel,
+                        const struct hm_param_spec *s, const struct hm_config *c,
+                        const struct hm_map_opts *o, uint64_t *rng)
 {
-    size_t a = strlen(s), b = strlen(suf);
-    return a >= b && strcmp(s + a - b, suf) == 0;
-}
-
-/* Values of a new (or re-drawn) tensor; v: [numel]. */
-static void init_tensor(float *v, int64_t numel, const struct hm_param_spec *s,
-                        const struct hm_config *c, const struct hm_map_opts *o, uint64_t *rng)
-{
-    const int rnd = o->init == HM_MAP_RANDOM;
-    const int64_t K = c->conv_width, p = c->head_dim, F = c->feature_dim;
+    if (o->init != HM_MAP_RANDOM) {
+        memcpy(v, ident, sizeof(float) * (size_t)numel);
+        return;
+    }
     float fill = 0.0f;
     double std = 0.0;
-    if (has_suffix(s->name, "dt_proj.bias"))
+    if (s->slot == HM_SLOT_DT_B)
         fill = (float)HM_DT_BIAS_IDENTITY;
-    else if (has_suffix(s->name, "gate_proj.bias"))
+    else if (s->slot == HM_SLOT_GATE_B)
         fill = (float)HM_GATE_BIAS_IDENTITY;
-    else if (has_suffix(s->name, "attention.A"))
-        fill = rnd ? -1.0f : 0.0f;
-    else if (rnd && s->ndim >= 2 && !has_suffix(s->name, ".bias"))
-        std = has_suffix(s->name, "conv1d.weight") ? sqrt(1.0 / (double)K) : 0.02;
+    else if (s->slot == HM_SLOT_A)
+        fill = -1.0f;
+    else if (s->is_matrix)
+        std = s->slot == HM_SLOT_CONV_W ? sqrt(1.0 / (double)c->conv_width) : 0.02;
     for (int64_t i = 0; i < numel; i++)
         v[i] = std > 0 ? (float)(std * hm_rand_normal(rng)) : fill;
-    if (rnd)
-        return;
-    if (has_suffix(s->name, "conv1d.weight"))
-        for (int64_t ch = 0; ch < s->shape[0]; ch++)
-            v[ch * K + K - 1] = 1.0f;
-    if (has_suffix(s->name, "feature_map_q.weight") || has_suffix(s->name, "feature_map_k.weight"))
-        for (int64_t h = 0; h < s->shape[0]; h++)
-            for (int64_t i = 0; i < p && i < F; i++)
-                v[(h * p + i) * F + i] = 1.0f;
 }
 
 enum hm_status hm_map_ssm_write(const struct hm_ckpt *ck, const struct hm_map_opts *o,
@@ -75,17 +65,19 @@ enum hm_status hm_map_ssm_write(const struct hm_ckpt *ck, const struct hm_map_op
     enum hm_status st = hm_map_ssm_config(hm_ckpt_config(ck), o, &cfg, err);
     if (st != HM_OK)
         return st;
-    struct hm_param_spec *specs = NULL;
-    int64_t ns = hm_param_specs(&cfg, &specs);
+    struct hm_model *ident = NULL; /* every tensor at its identity value */
+    if ((st = hm_model_new(&cfg, &ident, err)) != HM_OK)
+        return st;
+    const int64_t ns = ident->n_views;
     struct hm_st_writer *w = hm_st_writer_new();
     float **owned = calloc((size_t)(ns > 0 ? ns : 1), sizeof(float *));
     uint64_t rng = o->seed;
-    if (ns < 0 || !w || !owned) {
+    if (!w || !owned) {
         st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
         goto out;
     }
     for (int64_t i = 0; i < ns && st == HM_OK; i++) {
-        const struct hm_param_spec *s = &specs[i];
+        const struct hm_param_spec *s = &ident->views[i].spec;
         int64_t j = hm_ckpt_find(ck, s->name);
         int redraw = o->init == HM_MAP_RANDOM && is_mixer(s->group);
         if (j >= 0 && !redraw) {
@@ -119,7 +111,7 @@ enum hm_status hm_map_ssm_write(const struct hm_ckpt *ck, const struct hm_map_op
             st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
             break;
         }
-        init_tensor(owned[i], numel, s, &cfg, o, &rng);
+        init_tensor(owned[i], ident->views[i].data, numel, s, &cfg, o, &rng);
         st = hm_st_writer_add(w, s->name, HM_DTYPE_F32, s->ndim, s->shape, owned[i], err);
     }
     if (st == HM_OK)
@@ -128,7 +120,7 @@ out:
     for (int64_t i = 0; owned && i < ns; i++)
         free(owned[i]);
     free(owned);
-    free(specs);
+    hm_model_free(ident);
     hm_st_writer_free(w);
     return st;
 }

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "batches.h"
-#include "neox_views.h"
+#include "model_views.h"
 
 static const struct {
     const char *name;
@@ -43,10 +43,10 @@ const char *hm_preset_names(void)
     return "tiny, pythia-14m, pythia-31m, pythia-70m, pythia-160m, pythia-410m, pythia-1b";
 }
 
-void hm_neox_init_random(struct hm_neox *m, uint64_t seed, double std)
+void hm_model_init_random(struct hm_model *m, uint64_t seed, double std)
 {
     struct hm_tensor_view *v = NULL;
-    int64_t n = hm_neox_views(m, &v);
+    int64_t n = hm_model_views(m, &v);
     uint64_t s = seed;
     for (int64_t i = 0; i < n; i++) {
         const struct hm_param_spec *sp = &v[i].spec;

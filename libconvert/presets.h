@@ -20,7 +20,7 @@ const char *hm_preset_names(void);
  * draws come from hm_rand_normal(seed) in a fixed order, so the result is
  * the same on every machine and thread count. Mixer extras of student
  * archs get their identity values. */
-struct hm_neox;
-void hm_neox_init_random(struct hm_neox *m, uint64_t seed, double std);
+struct hm_model;
+void hm_model_init_random(struct hm_model *m, uint64_t seed, double std);
 
 #endif

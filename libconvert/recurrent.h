@@ -1,7 +1,8 @@
-/* recurrent.h — token-by-token (recurrent) form of the student models, for
- * generation and for checking the chunked form against it (hm-verify
- * recurrent). Constant memory per token: per layer a conv window
- * [K−1, 3d] (hedgemamba) and a state [n_h, 2F, p + 1].
+/* recurrent.h — token-by-token form of every model, for generation and for
+ * checking the chunked form against it (hm-verify recurrent). A softmax
+ * teacher keeps a KV cache (grows with the context); the students keep
+ * constant memory per token: per layer a conv window [K−1, qkv_dim]
+ * (hedgemamba) and a state [n_h, 2F, p + 1].
  *
  * Hedgehog's causal linear attention is the HedgeMamba recurrence with
  * Δ = 1, A = 0, D = 0 (Λ = I): S_t = S_{t−1} + φk_t [v_t; 1]^T,
@@ -10,21 +11,24 @@
 #ifndef HM_RECURRENT_H
 #define HM_RECURRENT_H
 
-#include "neox.h"
+#include "model.h"
 
-struct hm_neox_state;
+struct hm_model_state;
 
-/* For arch hedgehog or hedgemamba. out: owned, free with
- * hm_neox_state_free(). The state starts empty (position 0). */
-enum hm_status hm_neox_state_new(const struct hm_neox *m, struct hm_neox_state **out,
+/* For any mixer. out: owned, free with hm_model_state_free(). The state
+ * starts empty (position 0). */
+enum hm_status hm_model_state_new(const struct hm_model *m, struct hm_model_state **out,
                                  struct hm_error *err);
-void hm_neox_state_free(struct hm_neox_state *s);
-/* Back to position 0 with empty states. */
-void hm_neox_state_reset(struct hm_neox_state *s);
+void hm_model_state_free(struct hm_model_state *s);
+/* Back to position 0 with empty states (a KV cache keeps its memory). */
+void hm_model_state_reset(struct hm_model_state *s);
+/* Floats of state s holds now (n_kv, p: the model's; a KV cache counts
+ * the positions fed so far). */
+int64_t hm_model_state_floats(const struct hm_model_state *s, int64_t n_kv, int64_t p);
 
 /* Feed one token; logits: [V] (or NULL to skip the output layer). */
-enum hm_status hm_neox_step(const struct hm_neox *m, const struct hm_backend *be,
-                            struct hm_neox_state *s, int32_t token, float *logits,
+enum hm_status hm_model_step(const struct hm_model *m, const struct hm_backend *be,
+                            struct hm_model_state *s, int32_t token, float *logits,
                             struct hm_error *err);
 
 #endif

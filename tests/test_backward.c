@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "backend.h"
-#include "neox_train.h"
+#include "trainer.h"
 #include "optim.h"
 #include "ref_neox.h"
 #include "fdcheck.h"
@@ -382,8 +382,8 @@ static double whole_loss(const double *w, void *ctx)
     return tu_ref_neox_loss(c->cfg, w, c->tok, c->B, c->T, NULL);
 }
 
-static struct hm_neox *tiny_model_arch(int parallel, enum hm_act act, uint64_t seed,
-                                       enum hm_arch arch, int64_t F)
+static struct hm_model *tiny_model_arch(int parallel, enum hm_act act, uint64_t seed,
+                                       enum hm_mixer arch, int64_t F)
 {
     struct hm_config c;
     hm_config_defaults(&c);
@@ -395,14 +395,14 @@ static struct hm_neox *tiny_model_arch(int parallel, enum hm_act act, uint64_t s
     c.rotary_pct = 0.5;
     c.use_parallel_residual = parallel;
     c.hidden_act = act;
-    c.arch = arch;
+    c.mixer = arch;
     c.feature_dim = F;
     cr_assert_eq(hm_config_finish(&c, NULL), HM_OK);
-    struct hm_neox *m;
-    cr_assert_eq(hm_neox_new(&c, &m, NULL), HM_OK);
+    struct hm_model *m;
+    cr_assert_eq(hm_model_new(&c, &m, NULL), HM_OK);
     hm_rotary_inv_freq(m->inv_freq, c.rotary_dims, c.rotary_emb_base);
     struct hm_tensor_view *v;
-    int64_t nv = hm_neox_views(m, &v);
+    int64_t nv = hm_model_views(m, &v);
     uint64_t s = seed;
     for (int64_t i = 0; i < nv; i++)
         for (int64_t j = 0; j < v[i].numel; j++)
@@ -410,22 +410,22 @@ static struct hm_neox *tiny_model_arch(int parallel, enum hm_act act, uint64_t s
                                        ? 1 + 0.2 * tu_rand_normal(&s)
                                        : 0.4 * tu_rand_normal(&s));
     /* HedgeMamba: decays A ≤ 0 as the optimizer keeps them */
-    for (int64_t l = 0; arch == HM_ARCH_HEDGEMAMBA && l < c.num_hidden_layers; l++)
+    for (int64_t l = 0; arch == HM_MIXER_HEDGEMAMBA && l < c.num_hidden_layers; l++)
         for (int64_t h = 0; h < c.num_attention_heads; h++)
             m->layers[l].A[h] = -fabsf(m->layers[l].A[h]) * 2;
     free(v);
     return m;
 }
 
-static struct hm_neox *tiny_model(int parallel, enum hm_act act, uint64_t seed)
+static struct hm_model *tiny_model(int parallel, enum hm_act act, uint64_t seed)
 {
-    return tiny_model_arch(parallel, act, seed, HM_ARCH_GPT_NEOX, 0);
+    return tiny_model_arch(parallel, act, seed, HM_MIXER_SOFTMAX, 0);
 }
 
 static void whole_model_check_arch(int parallel, enum hm_act act, const char *bename, int freeze,
-                                   enum hm_arch arch)
+                                   enum hm_mixer arch)
 {
-    struct hm_neox *m = tiny_model_arch(parallel, act, 5 + (uint64_t)parallel, arch, 3);
+    struct hm_model *m = tiny_model_arch(parallel, act, 5 + (uint64_t)parallel, arch, 3);
     const int64_t B = 2, T = 5;
     int32_t tok[12] = {1, 4, 9, 10, 0, 3, 7, 7, 2, 5, 6, 8};
     struct hm_train_opts o = {.B = B, .T = T, .accum = 1, .freeze_embeddings = freeze};
@@ -443,7 +443,7 @@ static void whole_model_check_arch(int parallel, enum hm_act act, const char *be
     tu_fd_grad(g, w, n, whole_loss, &c);
     /* the grads model has the same layout: compare view by view */
     struct hm_tensor_view *gv;
-    int64_t nv = hm_neox_views(hm_trainer_grads(tr), &gv), off = 0;
+    int64_t nv = hm_model_views(hm_trainer_grads(tr), &gv), off = 0;
     for (int64_t i = 0; i < nv; i++) {
         int is_frozen = freeze && gv[i].spec.group == HM_PG_EMBED;
         if (is_frozen) {
@@ -461,23 +461,23 @@ static void whole_model_check_arch(int parallel, enum hm_act act, const char *be
     free(g);
     free(w);
     hm_trainer_free(tr);
-    hm_neox_free(m);
+    hm_model_free(m);
 }
 
 static void whole_model_check(int parallel, enum hm_act act, const char *bename, int freeze)
 {
-    whole_model_check_arch(parallel, act, bename, freeze, HM_ARCH_GPT_NEOX);
+    whole_model_check_arch(parallel, act, bename, freeze, HM_MIXER_SOFTMAX);
 }
 
 /* Hedgehog (SPEC §2): feature maps + linear attention in the full model, as
  * hm-finetune trains the paper's Hedgehog baseline. */
-Test(backward, whole_model_hedgehog_ref) { whole_model_check_arch(1, HM_ACT_GELU, "ref", 0, HM_ARCH_HEDGEHOG); }
-Test(backward, whole_model_hedgehog_fast) { whole_model_check_arch(0, HM_ACT_GELU, "fast", 0, HM_ARCH_HEDGEHOG); }
+Test(backward, whole_model_hedgehog_ref) { whole_model_check_arch(1, HM_ACT_GELU, "ref", 0, HM_MIXER_HEDGEHOG); }
+Test(backward, whole_model_hedgehog_fast) { whole_model_check_arch(0, HM_ACT_GELU, "fast", 0, HM_MIXER_HEDGEHOG); }
 
 /* HedgeMamba (SPEC §3): conv, Δ, the scan with the ones channel, D, gate —
  * stage 2's full model, every component active. */
-Test(backward, whole_model_hedgemamba_ref) { whole_model_check_arch(1, HM_ACT_GELU, "ref", 1, HM_ARCH_HEDGEMAMBA); }
-Test(backward, whole_model_hedgemamba_fast) { whole_model_check_arch(0, HM_ACT_GELU_TANH, "fast", 0, HM_ARCH_HEDGEMAMBA); }
+Test(backward, whole_model_hedgemamba_ref) { whole_model_check_arch(1, HM_ACT_GELU, "ref", 1, HM_MIXER_HEDGEMAMBA); }
+Test(backward, whole_model_hedgemamba_fast) { whole_model_check_arch(0, HM_ACT_GELU_TANH, "fast", 0, HM_MIXER_HEDGEMAMBA); }
 
 Test(backward, whole_model_parallel_ref) { whole_model_check(1, HM_ACT_GELU, "ref", 0); }
 Test(backward, whole_model_parallel_fast) { whole_model_check(1, HM_ACT_GELU, "fast", 0); }
@@ -487,7 +487,7 @@ Test(backward, whole_model_frozen_embeddings) { whole_model_check(1, HM_ACT_GELU
 /* One SGD step exposes the gradient: (w0 − w1) / η = the test's own FD gradient. */
 Test(backward, sgd_step_exposes_gradient)
 {
-    struct hm_neox *m = tiny_model(1, HM_ACT_GELU, 9);
+    struct hm_model *m = tiny_model(1, HM_ACT_GELU, 9);
     const int64_t B = 2, T = 5;
     int32_t tok[12] = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8};
     int64_t n;
@@ -522,7 +522,7 @@ Test(backward, sgd_step_exposes_gradient)
     free(w1);
     free(g);
     hm_trainer_free(tr);
-    hm_neox_free(m);
+    hm_model_free(m);
 }
 
 /* Distillation (hm-finetune --kd-teacher, SPEC §3): loss = CE + w·KL(p_t ‖ p_s)
@@ -560,7 +560,7 @@ static double kd_loss(const double *wts, void *ctx)
 
 Test(backward, whole_model_distillation)
 {
-    struct hm_neox *student = tiny_model(1, HM_ACT_GELU, 31), *teacher = tiny_model(1, HM_ACT_GELU, 32);
+    struct hm_model *student = tiny_model(1, HM_ACT_GELU, 31), *teacher = tiny_model(1, HM_ACT_GELU, 32);
     const int64_t B = 2, T = 5, V = student->cfg.vocab_size;
     int32_t tok[12] = {2, 7, 1, 8, 2, 8, 1, 8, 2, 8, 4, 5};
     const double w = 0.7;
@@ -582,7 +582,7 @@ Test(backward, whole_model_distillation)
     double *g = malloc(sizeof(double) * (size_t)n);
     tu_fd_grad(g, ws, n, kd_loss, &k);
     struct hm_tensor_view *gv;
-    int64_t nv = hm_neox_views(hm_trainer_grads(tr), &gv), off = 0;
+    int64_t nv = hm_model_views(hm_trainer_grads(tr), &gv), off = 0;
     for (int64_t i = 0; i < nv; i++) {
         check_close(gv[i].spec.name, gv[i].data, g + off, gv[i].numel);
         off += gv[i].numel;
@@ -593,6 +593,6 @@ Test(backward, whole_model_distillation)
     free(ws);
     free(wt);
     hm_trainer_free(tr);
-    hm_neox_free(student);
-    hm_neox_free(teacher);
+    hm_model_free(student);
+    hm_model_free(teacher);
 }

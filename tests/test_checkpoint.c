@@ -451,7 +451,7 @@ Test(checkpoint_config, hm_config_precedence)
 
     /* hm.config round trip: the JSON we write parses back to the same config */
     struct hm_config c = small_config(), back;
-    c.arch = HM_ARCH_HEDGEMAMBA;
+    c.mixer = HM_MIXER_HEDGEMAMBA;
     c.feature_dim = 8;
     c.conv_width = 3;
     c.components = HM_COMP_SSM | HM_COMP_GATE;
@@ -459,7 +459,7 @@ Test(checkpoint_config, hm_config_precedence)
     c.rotary_emb_base = 12345.678901234567;
     char *js = hm_config_to_json(&c);
     cr_assert_eq(hm_config_parse(js, strlen(js), &back, &err), HM_OK, "%s", err.msg);
-    cr_assert_eq(back.arch, HM_ARCH_HEDGEMAMBA);
+    cr_assert_eq(back.mixer, HM_MIXER_HEDGEMAMBA);
     cr_assert_eq(back.components, HM_COMP_SSM | HM_COMP_GATE);
     cr_assert_eq(back.conv_width, 3);
     cr_assert_eq(back.feature_dim, 8);
@@ -515,7 +515,7 @@ Test(checkpoint_config, config_parse_errors)
         {"{", HM_ERR_FORMAT, "config is not valid JSON"},
         {"[]", HM_ERR_FORMAT, "config is not a JSON object"},
         {"{}", HM_ERR_INVALID, "neither 'arch' nor 'model_type'"},
-        {"{\"model_type\": \"llama\"}", HM_ERR_UNSUPPORTED, "model_type 'llama'"},
+        {"{\"model_type\": \"mistral\"}", HM_ERR_UNSUPPORTED, "model_type 'mistral'"},
         {"{\"arch\": 3}", HM_ERR_UNSUPPORTED, "config 'arch' is not one of"},
         {"{\"model_type\": \"gpt_neox\"}", HM_ERR_INVALID, "config lacks 'vocab_size'"},
         {"{\"model_type\": \"gpt_neox\", \"vocab_size\": 8, \"hidden_size\": 6,"

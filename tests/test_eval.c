@@ -11,7 +11,7 @@
 
 #include "checkpoint.h"
 #include "fixture.h"
-#include "neox.h"
+#include "model.h"
 #include "safetensors.h"
 #include "testutil.h"
 #include "tokfile.h"
@@ -219,12 +219,12 @@ Test(eval, bits_per_byte_and_mc)
     cr_expect_eq(num(m, "questions"), 2);
 
     struct hm_ckpt *ck;
-    struct hm_neox *model;
+    struct hm_model *model;
     struct hm_error err;
     cr_assert_eq(hm_ckpt_open(dir, &ck, &err), HM_OK);
-    cr_assert_eq(hm_neox_load(ck, &model, &err), HM_OK);
-    struct hm_neox_ws ws;
-    hm_neox_ws_init(&ws);
+    cr_assert_eq(hm_model_load(ck, &model, &err), HM_OK);
+    struct hm_model_ws ws;
+    hm_model_ws_init(&ws);
     const char *ctxs[2] = {"The cat", "\x01"}; /* "\x01" marks the eot prefix */
     const char *chs[2][3] = {{" sat", " xq", NULL}, {"ab", "b", "zzz"}};
     int labels[2] = {0, 2}, acc = 0, accn = 0;
@@ -243,7 +243,7 @@ Test(eval, bits_per_byte_and_mc)
             for (const char *p = chs[q][k]; *p; p++)
                 seq[n++] = (unsigned char)*p;
             float nll[64];
-            cr_assert_eq(hm_neox_nll(model, hm_backend_get("ref"), seq, seq + 1, n - 1, nll, &ws,
+            cr_assert_eq(hm_model_nll(model, hm_backend_get("ref"), seq, seq + 1, n - 1, nll, &ws,
                                      &err), HM_OK);
             double ll = 0;
             for (int t = nctx - 1; t < n - 1; t++)
@@ -259,8 +259,8 @@ Test(eval, bits_per_byte_and_mc)
     }
     cr_expect(fabs(num(m, "acc") - acc / 2.0) < 1e-12, "acc %g vs %g", num(m, "acc"), acc / 2.0);
     cr_expect(fabs(num(m, "acc_norm") - accn / 2.0) < 1e-12);
-    hm_neox_ws_release(&ws);
-    hm_neox_free(model);
+    hm_model_ws_release(&ws);
+    hm_model_free(model);
     hm_ckpt_close(ck);
     cJSON_Delete(j);
     free(ids), free(tok), free(mc), free(dir);

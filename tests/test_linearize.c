@@ -12,14 +12,14 @@
 
 #include "checkpoint.h"
 #include "linearize.h"
-#include "neox_views.h"
+#include "model_views.h"
 #include "optim.h"
 #include "presets.h"
 #include "ref_neox.h"
 #include "safetensors.h"
 #include "testutil.h"
 
-static struct hm_neox *tiny_teacher(uint64_t seed, int parallel)
+static struct hm_model *tiny_teacher(uint64_t seed, int parallel)
 {
     struct hm_config c;
     hm_config_defaults(&c);
@@ -31,9 +31,9 @@ static struct hm_neox *tiny_teacher(uint64_t seed, int parallel)
     c.rotary_pct = 0.5;
     c.use_parallel_residual = parallel;
     cr_assert_eq(hm_config_finish(&c, NULL), HM_OK);
-    struct hm_neox *m;
-    cr_assert_eq(hm_neox_new(&c, &m, NULL), HM_OK);
-    hm_neox_init_random(m, seed, 0.5);
+    struct hm_model *m;
+    cr_assert_eq(hm_model_new(&c, &m, NULL), HM_OK);
+    hm_model_init_random(m, seed, 0.5);
     return m;
 }
 
@@ -41,8 +41,8 @@ static void stage1_gradient(int parallel, int64_t F)
 {
     char *dir = tu_mkdtemp("lin-grad");
     char *path = tu_path(dir, "teacher.st");
-    struct hm_neox *tm = tiny_teacher(11 + (uint64_t)parallel, parallel);
-    cr_assert_eq(hm_neox_save(tm, path, 0, NULL, HM_DTYPE_F32, NULL, NULL), HM_OK);
+    struct hm_model *tm = tiny_teacher(11 + (uint64_t)parallel, parallel);
+    cr_assert_eq(hm_model_save(tm, path, 0, NULL, HM_DTYPE_F32, NULL, NULL), HM_OK);
     struct hm_ckpt *ck;
     struct hm_error err;
     cr_assert_eq(hm_ckpt_open(path, &ck, &err), HM_OK, "%s", err.msg);
@@ -114,7 +114,7 @@ static void stage1_gradient(int parallel, int64_t F)
     free(fm); free(g); free(qkv); free(o); free(w);
     hm_linearizer_free(lz);
     hm_ckpt_close(ck);
-    hm_neox_free(tm);
+    hm_model_free(tm);
     free(path);
     free(dir);
 }

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "neox_views.h"
+#include "model_views.h"
 #include "presets.h"
 #include "safetensors.h"
 #include "testutil.h"
@@ -24,7 +24,7 @@ static void setup(void)
     g_dir = tu_mkdtemp("mapssm");
     struct hm_config c;
     hm_config_defaults(&c);
-    c.arch = HM_ARCH_HEDGEHOG;
+    c.mixer = HM_MIXER_HEDGEHOG;
     c.vocab_size = 257;
     c.hidden_size = 32;
     c.num_hidden_layers = 2;
@@ -33,14 +33,14 @@ static void setup(void)
     c.feature_dim = 6;
     c.use_parallel_residual = 1;
     cr_assert_eq(hm_config_finish(&c, NULL), HM_OK);
-    struct hm_neox *m;
-    cr_assert_eq(hm_neox_new(&c, &m, NULL), HM_OK);
-    hm_neox_init_random(m, 21, 0.2);
+    struct hm_model *m;
+    cr_assert_eq(hm_model_new(&c, &m, NULL), HM_OK);
+    hm_model_init_random(m, 21, 0.2);
     uint64_t s = 5;
     /* no weight at a special value (LayerNorm weight 1 makes Σ a = 0 exactly,
      * which hides perturbations that shift every channel alike) */
     struct hm_tensor_view *v;
-    int64_t nv = hm_neox_views(m, &v);
+    int64_t nv = hm_model_views(m, &v);
     for (int64_t i = 0; i < nv; i++)
         if (v[i].spec.group == HM_PG_NORM || v[i].spec.group == HM_PG_MIXER)
             for (int64_t k = 0; k < v[i].numel; k++)
@@ -59,8 +59,8 @@ static void setup(void)
         }
     }
     char *p = tu_path(g_dir, "hh.st");
-    cr_assert_eq(hm_neox_save(m, p, 0, NULL, HM_DTYPE_F32, NULL, NULL), HM_OK);
-    hm_neox_free(m);
+    cr_assert_eq(hm_model_save(m, p, 0, NULL, HM_DTYPE_F32, NULL, NULL), HM_OK);
+    hm_model_free(m);
     free(p);
     char cmd[4096], *err = NULL;
     snprintf(cmd, sizeof cmd,

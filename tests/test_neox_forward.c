@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "checkpoint.h"
-#include "neox.h"
+#include "model.h"
 #include "testutil.h"
 #include "fixture.h"
 #include "threads.h"
@@ -199,14 +199,14 @@ static void run_case(const char *tag, const struct fx *f, const int64_t *Ts, int
                                .buffer_positions = 8, .seed = 42, .std = 0.1};
     tu_make_pythia(dir, &cfg, &o);
     struct hm_ckpt *ck = NULL;
-    struct hm_neox *m = NULL;
+    struct hm_model *m = NULL;
     struct hm_error err;
     cr_assert_eq(hm_ckpt_open(dir, &ck, &err), HM_OK, "%s", err.msg);
-    cr_assert_eq(hm_neox_load(ck, &m, &err), HM_OK, "%s", err.msg);
+    cr_assert_eq(hm_model_load(ck, &m, &err), HM_OK, "%s", err.msg);
     const char *names[2] = {"ref", "fast"};
-    struct hm_neox_ws ws[2];
-    hm_neox_ws_init(&ws[0]);
-    hm_neox_ws_init(&ws[1]);
+    struct hm_model_ws ws[2];
+    hm_model_ws_init(&ws[0]);
+    hm_model_ws_init(&ws[1]);
     uint64_t s = 7;
     for (int k = 0; k < nT; k++) {
         int64_t T = Ts[k], V = f->V;
@@ -222,7 +222,7 @@ static void run_case(const char *tag, const struct fx *f, const int64_t *Ts, int
         float *nll = malloc(sizeof(float) * (size_t)T);
         for (int b = 0; b < 2; b++) {
             const struct hm_backend *be = hm_backend_get(names[b]);
-            cr_assert_eq(hm_neox_forward(m, be, tok, T, got, &ws[b], &err), HM_OK, "%s", err.msg);
+            cr_assert_eq(hm_model_forward(m, be, tok, T, got, &ws[b], &err), HM_OK, "%s", err.msg);
             double md = 0;
             for (int64_t i = 0; i < T * V; i++)
                 md = fmax(md, fabs(got[i] - want[i]));
@@ -236,7 +236,7 @@ static void run_case(const char *tag, const struct fx *f, const int64_t *Ts, int
             int32_t *tg = malloc(sizeof(int32_t) * (size_t)T);
             for (int64_t t = 0; t < T; t++)
                 tg[t] = tok[(t + 1) % T];
-            cr_assert_eq(hm_neox_nll(m, be, tok, tg, T, nll, &ws[b], &err), HM_OK, "%s", err.msg);
+            cr_assert_eq(hm_model_nll(m, be, tok, tg, T, nll, &ws[b], &err), HM_OK, "%s", err.msg);
             for (int64_t t = 0; t < T; t++) {
                 double lmx = -INFINITY, sum = 0;
                 for (int64_t v = 0; v < V; v++)
@@ -251,9 +251,9 @@ static void run_case(const char *tag, const struct fx *f, const int64_t *Ts, int
         }
         free(tok), free(want), free(got), free(nll);
     }
-    hm_neox_ws_release(&ws[0]);
-    hm_neox_ws_release(&ws[1]);
-    hm_neox_free(m);
+    hm_model_ws_release(&ws[0]);
+    hm_model_ws_release(&ws[1]);
+    hm_model_free(m);
     hm_ckpt_close(ck);
     free(dir);
 }
@@ -327,21 +327,21 @@ Test(neox_forward, errors)
     struct tu_pythia_opts o = {.dtype = HM_DTYPE_F32, .seed = 3};
     tu_make_pythia(dir, &cfg, &o);
     struct hm_ckpt *ck = NULL;
-    struct hm_neox *m = NULL;
+    struct hm_model *m = NULL;
     struct hm_error err;
     cr_assert_eq(hm_ckpt_open(dir, &ck, &err), HM_OK, "%s", err.msg);
-    cr_assert_eq(hm_neox_load(ck, &m, &err), HM_OK, "%s", err.msg);
-    struct hm_neox_ws ws;
-    hm_neox_ws_init(&ws);
+    cr_assert_eq(hm_model_load(ck, &m, &err), HM_OK, "%s", err.msg);
+    struct hm_model_ws ws;
+    hm_model_ws_init(&ws);
     int32_t tok[3] = {1, 97, 2};
     float lg[3 * 97];
-    cr_expect_eq(hm_neox_forward(m, hm_backend_get("fast"), tok, 3, lg, &ws, &err), HM_ERR_INVALID);
+    cr_expect_eq(hm_model_forward(m, hm_backend_get("fast"), tok, 3, lg, &ws, &err), HM_ERR_INVALID);
     cr_expect(strstr(err.msg, "97") && strstr(err.msg, "position 1"), "%s", err.msg);
     tok[1] = -1;
-    cr_expect_eq(hm_neox_forward(m, hm_backend_get("ref"), tok, 3, lg, &ws, &err), HM_ERR_INVALID);
-    cr_expect_eq(hm_neox_forward(m, hm_backend_get("ref"), tok, 0, lg, &ws, &err), HM_ERR_INVALID);
-    hm_neox_ws_release(&ws);
-    hm_neox_free(m);
+    cr_expect_eq(hm_model_forward(m, hm_backend_get("ref"), tok, 3, lg, &ws, &err), HM_ERR_INVALID);
+    cr_expect_eq(hm_model_forward(m, hm_backend_get("ref"), tok, 0, lg, &ws, &err), HM_ERR_INVALID);
+    hm_model_ws_release(&ws);
+    hm_model_free(m);
     hm_ckpt_close(ck);
 
     /* a checkpoint whose config claims a different size: the loader names the tensor */
@@ -354,7 +354,7 @@ Test(neox_forward, errors)
     memcpy(at, "\"intermediate_size\": 101", 24);
     tu_write_file(cp, txt, n);
     cr_assert_eq(hm_ckpt_open(dir, &ck, &err), HM_OK, "%s", err.msg);
-    cr_expect_neq(hm_neox_load(ck, &m, &err), HM_OK);
+    cr_expect_neq(hm_model_load(ck, &m, &err), HM_OK);
     cr_expect(strstr(err.msg, "dense_h_to_4h.weight") != NULL, "%s", err.msg);
     hm_ckpt_close(ck);
     free(txt), free(cp), free(dir);
@@ -386,22 +386,22 @@ Test(neox_forward, layer_hook)
     struct tu_pythia_opts o = {.dtype = HM_DTYPE_F32, .seed = 5};
     tu_make_pythia(dir, &cfg, &o);
     struct hm_ckpt *ck = NULL;
-    struct hm_neox *m = NULL;
+    struct hm_model *m = NULL;
     struct hm_error err;
     cr_assert_eq(hm_ckpt_open(dir, &ck, &err), HM_OK, "%s", err.msg);
-    cr_assert_eq(hm_neox_load(ck, &m, &err), HM_OK, "%s", err.msg);
-    struct hm_neox_ws ws;
-    hm_neox_ws_init(&ws);
+    cr_assert_eq(hm_model_load(ck, &m, &err), HM_OK, "%s", err.msg);
+    struct hm_model_ws ws;
+    hm_model_ws_init(&ws);
     struct hook_log log = {.last = -1};
-    struct hm_neox_hooks hooks = {.on_layer = on_layer, .ctx = &log};
+    struct hm_model_hooks hooks = {.on_layer = on_layer, .ctx = &log};
     int32_t tok[5] = {1, 2, 3, 4, 5};
-    cr_expect_eq(hm_neox_hidden(m, hm_backend_get("fast"), tok, 5, &ws, &hooks, &err),
+    cr_expect_eq(hm_model_hidden(m, hm_backend_get("fast"), tok, 5, &ws, &hooks, &err),
                  HM_ERR_INVALID);
     cr_expect_str_eq(err.msg, "stop at layer 1");
     cr_expect_eq(log.calls, 2);
     cr_expect_gt(log.sum_o, 0);
-    hm_neox_ws_release(&ws);
-    hm_neox_free(m);
+    hm_model_ws_release(&ws);
+    hm_model_free(m);
     hm_ckpt_close(ck);
     free(dir);
 }

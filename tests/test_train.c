@@ -11,7 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "neox_views.h"
+#include "model_views.h"
 #include "presets.h"
 #include "safetensors.h"
 #include "testutil.h"
@@ -193,13 +193,13 @@ Test(train, nan_guard_names_step_and_tensor)
     c.num_attention_heads = 2;
     c.intermediate_size = 64;
     cr_assert_eq(hm_config_finish(&c, NULL), HM_OK);
-    struct hm_neox *m;
-    cr_assert_eq(hm_neox_new(&c, &m, NULL), HM_OK);
-    hm_neox_init_random(m, 1, 0.02);
+    struct hm_model *m;
+    cr_assert_eq(hm_model_new(&c, &m, NULL), HM_OK);
+    hm_model_init_random(m, 1, 0.02);
     m->layers[1].fc1_w[5] = NAN;
     char *p = tu_path(g_dir, "nan.st");
-    cr_assert_eq(hm_neox_save(m, p, 1, NULL, HM_DTYPE_F32, NULL, NULL), HM_OK);
-    hm_neox_free(m);
+    cr_assert_eq(hm_model_save(m, p, 1, NULL, HM_DTYPE_F32, NULL, NULL), HM_OK);
+    hm_model_free(m);
     char cmd[8192], *err;
     snprintf(cmd, sizeof cmd,
              "cd %s && %s/hm-finetune nan.st --data data.tok --batch 2 --seq-len 16 --steps 3 "

@@ -10,7 +10,7 @@
 #include "checkpoint.h"
 #include "cli.h"
 #include "fileio.h"
-#include "neox.h"
+#include "model.h"
 #include "safetensors.h"
 #include "threads.h"
 #include "tokenizer.h"
@@ -80,9 +80,9 @@ struct ppl {
 
 struct ctx {
     const struct opts *o;
-    const struct hm_neox *m;
+    const struct hm_model *m;
     const struct hm_backend *be;
-    struct hm_neox_ws ws;
+    struct hm_model_ws ws;
     struct hm_tok_file *tf;
     struct ppl r;
     struct hm_progress prog;
@@ -151,7 +151,7 @@ static enum hm_status fill_logits(void *vctx, int64_t index, void *dst, size_t n
         float *lg = out + w * L * V;
         enum hm_status st = load_window(c, w, err);
         if (st == HM_OK)
-            st = hm_neox_forward(c->m, c->be, c->in, L, lg, &c->ws, err);
+            st = hm_model_forward(c->m, c->be, c->in, L, lg, &c->ws, err);
         if (st != HM_OK) {
             hm_error_prefix(err, "window %lld: ", (long long)w);
             return st;
@@ -217,7 +217,7 @@ static void run_ppl(struct ctx *c)
                 continue;
             }
             if (load_window(c, w, &err) != HM_OK ||
-                hm_neox_nll(c->m, c->be, c->in, c->tg, L, c->nll, &c->ws, &err) != HM_OK)
+                hm_model_nll(c->m, c->be, c->in, c->tg, L, c->nll, &c->ws, &err) != HM_OK)
                 hm_die("cannot evaluate '%s': window %lld: %s", o->data, (long long)w, err.msg);
             account(c, w);
         }
@@ -261,7 +261,7 @@ static double score_choice(struct ctx *c, const struct hm_ids *ctx_ids, const st
                "positions", path, line, (long long)maxp);
     int64_t T = n - 1 - start;
     struct hm_error err;
-    if (hm_neox_nll(c->m, c->be, seq + start, seq + start + 1, T, nll, &c->ws, &err) != HM_OK)
+    if (hm_model_nll(c->m, c->be, seq + start, seq + start + 1, T, nll, &c->ws, &err) != HM_OK)
         hm_die("cannot evaluate '%s': line %d: %s", path, line, err.msg);
     double ll = 0;
     for (int64_t i = 0; i < ch->n; i++) /* choice token i is the target at ctx + i − 1 */
@@ -451,25 +451,25 @@ int main(int argc, char **argv)
 
     struct hm_error err;
     struct hm_ckpt *ck = NULL;
-    struct hm_neox *m = NULL;
+    struct hm_model *m = NULL;
     struct ctx cx = {.o = &o, .be = be};
     if (o.unigram) {
         load_unigram(&cx, o.unigram);
     } else {
-        if (hm_ckpt_open(o.ckpt, &ck, &err) != HM_OK || hm_neox_load(ck, &m, &err) != HM_OK)
+        if (hm_ckpt_open(o.ckpt, &ck, &err) != HM_OK || hm_model_load(ck, &m, &err) != HM_OK)
             hm_die_err("cannot read", o.ckpt, &err);
         hm_ckpt_close(ck);
     }
     cx.m = m;
     struct mc mc = {0};
-    hm_neox_ws_init(&cx.ws);
+    hm_model_ws_init(&cx.ws);
     if (o.data)
         run_ppl(&cx);
     if (o.mc)
         run_mc(&cx, &mc);
     report(&o, &cx.r, &mc);
-    hm_neox_ws_release(&cx.ws);
-    hm_neox_free(m);
+    hm_model_ws_release(&cx.ws);
+    hm_model_free(m);
     free(cx.uni_nll);
     return hm_cli_finish(HM_EXIT_OK);
 }

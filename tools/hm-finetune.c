@@ -12,7 +12,7 @@
 #include "checkpoint.h"
 #include "cli.h"
 #include "fileio.h"
-#include "neox_run.h"
+#include "model_run.h"
 #include "train_cli.h"
 
 static const char usage[] =
@@ -38,15 +38,15 @@ static const char usage[] =
 
 enum { OPT_FREEZE = HM_OPT_FIRST_TOOL, OPT_KD_TEACHER, OPT_KD_WEIGHT };
 
-static struct hm_neox *load_neox(const char *path, struct hm_ckpt **ck_out, char **prov)
+static struct hm_model *load_neox(const char *path, struct hm_ckpt **ck_out, char **prov)
 {
     struct hm_ckpt *ck;
-    struct hm_neox *m;
+    struct hm_model *m;
     struct hm_error err;
     hm_error_clear(&err);
     if (hm_ckpt_open(path, &ck, &err) != HM_OK)
         hm_die_err("cannot read", path, &err);
-    if (hm_neox_load(ck, &m, &err) != HM_OK)
+    if (hm_model_load(ck, &m, &err) != HM_OK)
         hm_die_err("cannot load", path, &err);
     if (prov) {
         const char *p = hm_ckpt_metadata_get(ck, "hm.provenance");
@@ -59,7 +59,7 @@ static struct hm_neox *load_neox(const char *path, struct hm_ckpt **ck_out, char
     return m;
 }
 
-static void print_plan(const struct hm_train_cli *t, const struct hm_neox *m,
+static void print_plan(const struct hm_train_cli *t, const struct hm_model *m,
                        const struct hm_train_opts *to, int64_t trainable, int json)
 {
     const struct hm_run_opts *r = &t->run;
@@ -81,7 +81,7 @@ static void print_plan(const struct hm_train_cli *t, const struct hm_neox *m,
     printf("plan:       %lld steps x %lld tokens (batch %lld x seq %lld x accum %lld) = %lld "
            "tokens\n", (long long)r->steps, (long long)per, (long long)r->batch,
            (long long)r->seq_len, (long long)r->accum, (long long)(per * r->steps));
-    printf("model:      %s, %lld parameters, %lld trainable\n", hm_arch_name(m->cfg.arch),
+    printf("model:      %s, %lld parameters, %lld trainable\n", hm_arch_name(&m->cfg),
            (long long)m->n_params, (long long)trainable);
     printf("optimizer:  %s, peak lr %g, warm-up %lld, cosine to %g, clip %g, decay %g\n",
            r->optim.kind == HM_OPTIM_ADAMW ? "adamw" : "sgd", r->lr, (long long)r->warmup,
@@ -132,7 +132,7 @@ int main(int argc, char **argv)
     hm_train_cli_finish(&t, argc, argv, in, common.json);
 
     char *prov = NULL;
-    struct hm_neox *m = load_neox(in, NULL, &prov), *teacher = NULL;
+    struct hm_model *m = load_neox(in, NULL, &prov), *teacher = NULL;
     if (kd_path) {
         teacher = load_neox(kd_path, NULL, NULL);
         if (teacher->cfg.vocab_size != m->cfg.vocab_size)
@@ -140,7 +140,7 @@ int main(int argc, char **argv)
                    (long long)teacher->cfg.vocab_size, (long long)m->cfg.vocab_size);
     }
     t.run.prev_provenance = prov;
-    if (m->cfg.arch == HM_ARCH_HEDGEMAMBA)
+    if (m->cfg.mixer == HM_MIXER_HEDGEMAMBA)
         freeze = 1; /* SPEC §3 stage-2 objective: the embeddings do not train */
     struct hm_train_opts to = {.B = t.run.batch, .T = t.run.seq_len, .accum = t.run.accum,
                                .freeze_embeddings = freeze, .kd_teacher = teacher,
@@ -157,14 +157,14 @@ int main(int argc, char **argv)
         hm_tok_close(tf);
         int64_t trainable = 0;
         struct hm_tensor_view *v;
-        int64_t nv = hm_neox_views(m, &v);
+        int64_t nv = hm_model_views(m, &v);
         for (int64_t i = 0; i < nv; i++)
             if (!(freeze && v[i].spec.group == HM_PG_EMBED))
                 trainable += v[i].numel;
         free(v);
         print_plan(&t, m, &to, trainable, common.json);
-        hm_neox_free(m);
-        hm_neox_free(teacher);
+        hm_model_free(m);
+        hm_model_free(teacher);
         free(prov);
         return hm_cli_finish(HM_EXIT_OK);
     }
@@ -173,15 +173,15 @@ int main(int argc, char **argv)
     struct hm_trainer *tr;
     if (hm_trainer_new(m, t.backend, &to, &tr, &err) != HM_OK)
         hm_die_err("cannot train", in, &err);
-    struct hm_neox_run nr = {.model = m, .trainer = tr, .be = t.backend,
+    struct hm_model_run nr = {.model = m, .trainer = tr, .be = t.backend,
                              .out_dtype = t.out_dtype, .kd_weight = kd_weight};
     struct hm_run_model rm;
-    hm_neox_run_init(&nr, &rm);
+    hm_model_run_init(&nr, &rm);
     hm_train_cli_run(&t, &rm, &common, in, "training", "loss");
-    hm_neox_run_release(&nr);
+    hm_model_run_release(&nr);
     hm_trainer_free(tr);
-    hm_neox_free(m);
-    hm_neox_free(teacher);
+    hm_model_free(m);
+    hm_model_free(teacher);
     free(prov);
     return hm_cli_finish(HM_EXIT_OK);
 }

@@ -10,7 +10,7 @@
 #include "atomic_file.h"
 #include "cli.h"
 #include "fileio.h"
-#include "neox_views.h"
+#include "model_views.h"
 #include "presets.h"
 #include "provenance.h"
 
@@ -103,16 +103,16 @@ int main(int argc, char **argv)
             hm_config_parse(text, len, &cfg, &err) != HM_OK)
             hm_die_err("cannot read", config, &err);
         free(text);
-        if (cfg.arch != HM_ARCH_GPT_NEOX)
+        if (cfg.mixer != HM_MIXER_SOFTMAX)
             hm_die("config '%s' is for arch '%s'; hm-init makes gpt_neox teachers", config,
-                   hm_arch_name(cfg.arch));
+                   hm_arch_name(&cfg));
     }
     if (vocab) {
         cfg.vocab_size = vocab;
         if (hm_config_finish(&cfg, &err) != HM_OK)
             hm_die("bad config: %s", err.msg);
     }
-    struct hm_neox *m;
+    struct hm_model *m;
     if (dry) {
         char *j = hm_config_to_json(&cfg);
         if (common.json)
@@ -125,18 +125,18 @@ int main(int argc, char **argv)
     if (strcmp(out, "-") != 0 && !force && hm_is_file(out))
         hm_die("output '%s' exists (use -f/--force to replace it)", out);
     time_t t0 = time(NULL);
-    if (hm_neox_new(&cfg, &m, &err) != HM_OK)
+    if (hm_model_new(&cfg, &m, &err) != HM_OK)
         hm_die("cannot make the model: %s", err.msg);
-    hm_neox_init_random(m, seed, std);
+    hm_model_init_random(m, seed, std);
     struct hm_prov_entry e = {"hm-init", argc, argv, NULL, 0, t0, time(NULL), -1, NAN};
     char *prov = NULL;
     if (hm_provenance_append(NULL, &e, &prov, &err) != HM_OK ||
-        hm_neox_save(m, out, force ? HM_AFILE_FORCE : 0, prov, dtype, NULL, &err) != HM_OK)
+        hm_model_save(m, out, force ? HM_AFILE_FORCE : 0, prov, dtype, NULL, &err) != HM_OK)
         hm_die_err("cannot write", out, &err);
     if (strcmp(out, "-") != 0)
         hm_info(&common, "wrote '%s': %lld parameters (seed %llu)", out,
                 (long long)m->n_params, (unsigned long long)seed);
     free(prov);
-    hm_neox_free(m);
+    hm_model_free(m);
     return hm_cli_finish(HM_EXIT_OK);
 }

@@ -114,7 +114,7 @@ static void check_against_specs(const struct hm_ckpt *ck, struct report *r)
         for (int64_t i = 0; i < ns && !known; i++)
             known = strcmp(specs[i].name, t->name) == 0;
         if (!known && other++ < 5)
-            warn(r, "tensor '%s' is not part of a %s model", t->name, hm_arch_name(cfg->arch));
+            warn(r, "tensor '%s' is not part of a %s model", t->name, hm_arch_name(cfg));
     }
     if (other > 5)
         warn(r, "%lld more tensors are not part of the model", (long long)(other - 5));
@@ -233,7 +233,7 @@ static void print_json(const struct hm_ckpt *ck, const struct report *r, int lis
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "version", INSPECT_JSON_VERSION);
     cJSON_AddStringToObject(o, "path", hm_ckpt_path(ck));
-    cJSON_AddStringToObject(o, "arch", hm_arch_name(cfg->arch));
+    cJSON_AddStringToObject(o, "arch", hm_arch_name(cfg));
     cJSON_AddItemToObject(o, "config", config_json(cfg));
     cJSON_AddStringToObject(o, "config_source", hm_ckpt_config_source(ck));
     cJSON_AddNumberToObject(o, "n_params", (double)r->n_params);
@@ -326,7 +326,7 @@ static void print_human(const struct hm_ckpt *ck, const struct report *r, int li
     const struct hm_config *c = hm_ckpt_config(ck);
     char a[64], b[64], cbuf[32];
     printf("path:        %s\n", hm_ckpt_path(ck));
-    printf("arch:        %s (config from %s)\n", hm_arch_name(c->arch), hm_ckpt_config_source(ck));
+    printf("arch:        %s (config from %s)\n", hm_arch_name(c), hm_ckpt_config_source(ck));
     human_size((double)r->disk_bytes, a, sizeof a);
     printf("files:       %d, %s on disk\n", hm_ckpt_n_files(ck), a);
     for (int i = 0; hash && i < hm_ckpt_n_files(ck); i++) {
@@ -343,9 +343,9 @@ static void print_human(const struct hm_ckpt *ck, const struct report *r, int li
            c->use_parallel_residual ? "parallel" : "sequential",
            c->hidden_act == HM_ACT_GELU ? "gelu (erf)" : "gelu (tanh)", c->layer_norm_eps,
            (long long)c->max_position_embeddings);
-    if (c->arch != HM_ARCH_GPT_NEOX)
+    if (c->mixer != HM_MIXER_SOFTMAX)
         printf("             feature dim %lld\n", (long long)c->feature_dim);
-    if (c->arch == HM_ARCH_HEDGEMAMBA) {
+    if (c->mixer == HM_MIXER_HEDGEMAMBA) {
         hm_components_str(c->components, cbuf, sizeof cbuf);
         printf("             conv width %lld, components %s\n", (long long)c->conv_width,
                cbuf[0] ? cbuf : "none");

@@ -78,9 +78,9 @@ int main(int argc, char **argv)
     if (hm_ckpt_open(in, &ck, &err) != HM_OK)
         hm_die_err("cannot read", in, &err);
     const struct hm_config *tc = hm_ckpt_config(ck);
-    if (tc->arch != HM_ARCH_GPT_NEOX)
+    if (tc->mixer != HM_MIXER_SOFTMAX)
         hm_die("cannot linearize '%s': it is a %s model, stage 1 needs a gpt_neox teacher", in,
-               hm_arch_name(tc->arch));
+               hm_arch_name(tc));
     struct hm_tok_file *tf;
     if (hm_tok_open(t.run.data_path, &tf, &err) != HM_OK)
         hm_die_err("cannot read", t.run.data_path, &err);

@@ -106,9 +106,9 @@ int main(int argc, char **argv)
     if (hm_ckpt_open(in, &ck, &err) != HM_OK)
         hm_die_err("cannot read", in, &err);
     const struct hm_config *ic = hm_ckpt_config(ck);
-    if (ic->arch == HM_ARCH_HEDGEMAMBA)
+    if (ic->mixer == HM_MIXER_HEDGEMAMBA)
         hm_die("cannot map '%s': it is already a hedgemamba model", in);
-    if (ic->arch == HM_ARCH_HEDGEHOG && mo.feature_dim && mo.feature_dim != ic->feature_dim)
+    if (ic->mixer == HM_MIXER_HEDGEHOG && mo.feature_dim && mo.feature_dim != ic->feature_dim)
         hm_usage_error("--feature-dim %lld differs from the hedgehog input's %lld",
                        (long long)mo.feature_dim, (long long)ic->feature_dim);
     struct hm_prov_input pin = {in, 0};
@@ -124,12 +124,12 @@ int main(int argc, char **argv)
     hm_components_str(mo.components, comps, sizeof comps);
     if (common.json && strcmp(out, "-") != 0)
         printf("{\"version\": 1, \"input_arch\": \"%s\", \"output\": \"%s\", \"init\": \"%s\", "
-               "\"components\": \"%s\", \"conv_width\": %lld}\n", hm_arch_name(ic->arch), out,
+               "\"components\": \"%s\", \"conv_width\": %lld}\n", hm_arch_name(ic), out,
                mo.init == HM_MAP_RANDOM ? "random" : "identity", comps,
                (long long)mo.conv_width);
     else if (strcmp(out, "-") != 0)
         hm_info(&common, "wrote '%s': hedgemamba from %s (%s init, components %s, conv %lld)",
-                out, hm_arch_name(ic->arch), mo.init == HM_MAP_RANDOM ? "random" : "identity",
+                out, hm_arch_name(ic), mo.init == HM_MAP_RANDOM ? "random" : "identity",
                 comps[0] ? comps : "none", (long long)mo.conv_width);
     free(prov);
     hm_ckpt_close(ck);

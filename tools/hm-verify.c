@@ -15,7 +15,7 @@
 
 #include "checkpoint.h"
 #include "cli.h"
-#include "neox.h"
+#include "model.h"
 #include "recurrent.h"
 #include "threads.h"
 #include "tokfile.h"
@@ -139,16 +139,16 @@ static int load_seqs(const struct opts *o, int64_t vocab, struct seqs *s)
     return 0;
 }
 
-static struct hm_neox *load_model(const char *path)
+static struct hm_model *load_model(const char *path)
 {
     struct hm_ckpt *ck;
-    struct hm_neox *m = NULL;
+    struct hm_model *m = NULL;
     struct hm_error err;
     hm_error_clear(&err);
-    if (hm_ckpt_open(path, &ck, &err) != HM_OK || hm_neox_load(ck, &m, &err) != HM_OK) {
+    if (hm_ckpt_open(path, &ck, &err) != HM_OK || hm_model_load(ck, &m, &err) != HM_OK) {
         hm_error("cannot read '%s': %s", path, err.msg);
         if (m)
-            hm_neox_free(m);
+            hm_model_free(m);
         m = NULL;
     }
     hm_ckpt_close(ck);
@@ -219,13 +219,13 @@ static enum hm_status grab(void *ctx, int64_t l, const float *a_in, const float 
 }
 
 /* logits of one sequence, with the per-layer mixer outputs captured */
-static enum hm_status run_seq(const struct hm_neox *m, const int32_t *tok, int64_t T,
-                              struct hm_neox_ws *ws, struct capture *cap, float *logits,
+static enum hm_status run_seq(const struct hm_model *m, const int32_t *tok, int64_t T,
+                              struct hm_model_ws *ws, struct capture *cap, float *logits,
                               struct hm_error *err)
 {
-    struct hm_neox_hooks hooks = {.on_layer = grab, .ctx = cap};
+    struct hm_model_hooks hooks = {.on_layer = grab, .ctx = cap};
     const struct hm_backend *be = hm_backend_get("fast");
-    enum hm_status st = hm_neox_hidden(m, be, tok, T, ws, cap ? &hooks : NULL, err);
+    enum hm_status st = hm_model_hidden(m, be, tok, T, ws, cap ? &hooks : NULL, err);
     if (st == HM_OK)
         hm_backend_matmul_forward(be, logits, ws->hf, m->embed_out, NULL, T, m->cfg.hidden_size,
                                   m->cfg.vocab_size);
@@ -242,7 +242,7 @@ static int same_skeleton(const struct hm_config *a, const struct hm_config *b)
 
 static int check_mapping(const struct opts *o)
 {
-    struct hm_neox *ref = load_model(o->a), *m = ref ? load_model(o->b) : NULL;
+    struct hm_model *ref = load_model(o->a), *m = ref ? load_model(o->b) : NULL;
     struct seqs s = {0};
     if (!ref || !m)
         goto fail;
@@ -250,8 +250,8 @@ static int check_mapping(const struct opts *o)
         hm_error("cannot compare '%s' and '%s': different model shapes", o->a, o->b);
         goto fail;
     }
-    if (m->cfg.arch != HM_ARCH_HEDGEMAMBA)
-        hm_warning("'%s' is a %s model, not hedgemamba", o->b, hm_arch_name(m->cfg.arch));
+    if (m->cfg.mixer != HM_MIXER_HEDGEMAMBA)
+        hm_warning("'%s' is a %s model, not hedgemamba", o->b, hm_arch_name(&m->cfg));
     if (load_seqs(o, ref->cfg.vocab_size, &s) != 0)
         goto fail;
     const int64_t L = ref->cfg.num_hidden_layers, d = ref->cfg.hidden_size, T = s.T;
@@ -260,9 +260,9 @@ static int check_mapping(const struct opts *o)
     struct capture cb = {malloc(sizeof(float) * (size_t)(L * T * d)), T};
     float *la = malloc(sizeof(float) * (size_t)(T * V)), *lb = malloc(sizeof(float) * (size_t)(T * V));
     struct worst lg = {0}, *layers = calloc((size_t)L, sizeof *layers);
-    struct hm_neox_ws wa, wb;
-    hm_neox_ws_init(&wa);
-    hm_neox_ws_init(&wb);
+    struct hm_model_ws wa, wb;
+    hm_model_ws_init(&wa);
+    hm_model_ws_init(&wb);
     struct hm_error err;
     int rc = 0;
     for (int64_t q = 0; q < s.n && rc == 0; q++) {
@@ -280,15 +280,15 @@ static int check_mapping(const struct opts *o)
     if (rc == 0)
         rc = report(o, &lg, layers, L, "logits");
     free(ca.o), free(cb.o), free(la), free(lb), free(layers), free(s.tok);
-    hm_neox_ws_release(&wa);
-    hm_neox_ws_release(&wb);
-    hm_neox_free(ref);
-    hm_neox_free(m);
+    hm_model_ws_release(&wa);
+    hm_model_ws_release(&wb);
+    hm_model_free(ref);
+    hm_model_free(m);
     return rc;
 fail:
     free(s.tok);
-    hm_neox_free(ref);
-    hm_neox_free(m);
+    hm_model_free(ref);
+    hm_model_free(m);
     return 2;
 }
 
@@ -296,27 +296,27 @@ fail:
 
 static int check_recurrent(const struct opts *o)
 {
-    struct hm_neox *m = load_model(o->a);
+    struct hm_model *m = load_model(o->a);
     struct seqs s = {0};
     struct hm_error err;
-    struct hm_neox_state *st = NULL;
+    struct hm_model_state *st = NULL;
     if (!m || load_seqs(o, m->cfg.vocab_size, &s) != 0) {
         free(s.tok);
-        hm_neox_free(m);
+        hm_model_free(m);
         return 2;
     }
     const int64_t T = s.T, V = m->cfg.vocab_size;
     const struct hm_backend *be = hm_backend_get("fast");
-    if (hm_neox_state_new(m, &st, &err) != HM_OK) {
+    if (hm_model_state_new(m, &st, &err) != HM_OK) {
         hm_error("cannot check '%s': %s", o->a, err.msg);
         free(s.tok);
-        hm_neox_free(m);
+        hm_model_free(m);
         return 2;
     }
     float *chunked = malloc(sizeof(float) * (size_t)(T * V));
     float *rec = malloc(sizeof(float) * (size_t)(T * V));
-    struct hm_neox_ws ws;
-    hm_neox_ws_init(&ws);
+    struct hm_model_ws ws;
+    hm_model_ws_init(&ws);
     struct worst lg = {0};
     int rc = 0;
     for (int64_t q = 0; q < s.n && rc == 0; q++) {
@@ -326,9 +326,9 @@ static int check_recurrent(const struct opts *o)
             rc = 2;
             break;
         }
-        hm_neox_state_reset(st);
+        hm_model_state_reset(st);
         for (int64_t t = 0; t < T && rc == 0; t++)
-            if (hm_neox_step(m, be, st, tok[t], rec + t * V, &err) != HM_OK) {
+            if (hm_model_step(m, be, st, tok[t], rec + t * V, &err) != HM_OK) {
                 hm_error("cannot run '%s': %s", o->a, err.msg);
                 rc = 2;
             }
@@ -338,9 +338,9 @@ static int check_recurrent(const struct opts *o)
     if (rc == 0)
         rc = report(o, &lg, NULL, 0, "recurrent vs chunked logits");
     free(chunked), free(rec), free(s.tok);
-    hm_neox_ws_release(&ws);
-    hm_neox_state_free(st);
-    hm_neox_free(m);
+    hm_model_ws_release(&ws);
+    hm_model_state_free(st);
+    hm_model_free(m);
     return rc;
 }
 
@@ -362,7 +362,7 @@ static int check_logits(const struct opts *o)
         hm_st_close(rf);
         return 2;
     }
-    struct hm_neox *m = load_model(o->a);
+    struct hm_model *m = load_model(o->a);
     struct seqs s = {0};
     const int64_t W = t->shape[0], T = t->shape[1], V = t->shape[2];
     struct opts o2 = *o;
@@ -384,8 +384,8 @@ static int check_logits(const struct opts *o)
     }
     const float *ref = hm_st_data_view(rf, i);
     float *lg = malloc(sizeof(float) * (size_t)(T * V));
-    struct hm_neox_ws ws;
-    hm_neox_ws_init(&ws);
+    struct hm_model_ws ws;
+    hm_model_ws_init(&ws);
     struct worst w = {0};
     int rc = 0;
     for (int64_t q = 0; q < W && rc == 0; q++) {
@@ -404,13 +404,13 @@ static int check_logits(const struct opts *o)
     if (rc == 0)
         rc = report(o, &w, NULL, 0, "logits vs reference");
     free(lg), free(s.tok);
-    hm_neox_ws_release(&ws);
-    hm_neox_free(m);
+    hm_model_ws_release(&ws);
+    hm_model_free(m);
     hm_st_close(rf);
     return rc;
 fail:
     free(s.tok);
-    hm_neox_free(m);
+    hm_model_free(m);
     hm_st_close(rf);
     return 2;
 }

@@ -376,9 +376,9 @@ def gen_ckpt():
     folder("config_hidden_size_string", {"model.safetensors": shard(["a"])}, "INVALID",
            "hidden_size \"4\" is a string", "config field 'hidden_size' is not an integer",
            config=dict(CONFIG, hidden_size="4"))
-    folder("config_model_type_llama", {"model.safetensors": shard(["a"])}, "UNSUPPORTED",
-           "model_type llama", "model_type 'llama' is not supported",
-           config=dict(CONFIG, model_type="llama"))
+    folder("config_model_type_mistral", {"model.safetensors": shard(["a"])}, "UNSUPPORTED",
+           "model_type mistral", "model_type 'mistral' is not supported",
+           config=dict(CONFIG, model_type="mistral"))
     folder("config_is_dir", {"model.safetensors": shard(["a"]), "config.json": None},
            "INVALID", "config.json is a directory", "no model config", config=None)
     folder("folder_without_model", {"notes.txt": b"no safetensors here\n"}, "INVALID",

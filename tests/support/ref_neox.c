@@ -4,13 +4,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "neox_views.h"
+#include "model_views.h"
 #include "params.h"
 
-double *tu_ref_params_from_model(const struct hm_neox *m, int64_t *n)
+double *tu_ref_params_from_model(const struct hm_model *m, int64_t *n)
 {
     struct hm_tensor_view *v;
-    int64_t nv = hm_neox_views(m, &v), total = 0;
+    int64_t nv = hm_model_views(m, &v), total = 0;
     for (int64_t i = 0; i < nv; i++)
         total += v[i].numel;
     double *w = malloc(sizeof(double) * (size_t)total);
@@ -152,8 +152,8 @@ double tu_ref_neox_loss(const struct hm_config *c, const double *w, const int32_
     /* spec order: embed_in, per layer 12 tensors, lnf w, lnf b, embed_out */
     /* per layer: ln1 w,b ln2 w,b qkv w,b dense w,b [fq w,b fk w,b] fc1 w,b fc2 w,b */
     /* hedgemamba adds: conv w,b dt w,b A D gate w,b (after the feature maps) */
-    const int is_hm = c->arch == HM_ARCH_HEDGEMAMBA;
-    const int is_hh = c->arch == HM_ARCH_HEDGEHOG || is_hm; /* has feature maps */
+    const int is_hm = c->mixer == HM_MIXER_HEDGEMAMBA;
+    const int is_hh = c->mixer == HM_MIXER_HEDGEHOG || is_hm; /* has feature maps */
     const int64_t K = 12 + (is_hh ? 4 : 0) + (is_hm ? 8 : 0), F = c->feature_dim, F2 = 2 * F;
     const int64_t CW = c->conv_width;
     double *xraw = is_hm ? malloc(sizeof(double) * (size_t)(T * 3 * d)) : NULL;
@@ -363,7 +363,7 @@ double tu_ref_stage1_loss(const struct hm_config *c, const double *w, const doub
                           const double *qkv_all, const double *o_all, int64_t T)
 {
     struct hm_config tc = *c;
-    tc.arch = HM_ARCH_GPT_NEOX;
+    tc.mixer = HM_MIXER_SOFTMAX;
     const double **ptr = spec_ptrs(&tc, w);
     const int64_t d = c->hidden_size, L = c->num_hidden_layers, nh = c->num_attention_heads;
     const int64_t p = c->head_dim, F = c->feature_dim, F2 = 2 * F;

@@ -7,11 +7,11 @@
 #include <stdint.h>
 #include "config.h"
 
-struct hm_neox;
+struct hm_model;
 
 /* Flat double copy of a model's weights, in hm_param_specs order.
  * *n: length. owned: free(). */
-double *tu_ref_params_from_model(const struct hm_neox *m, int64_t *n);
+double *tu_ref_params_from_model(const struct hm_model *m, int64_t *n);
 
 /* Mean next-token cross-entropy over B sequences of tokens [B, T+1]
  * (inputs [b, 0:T], targets [b, 1:T+1]). logits (optional): [B, T, V]. */

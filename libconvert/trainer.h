@@ -9,10 +9,10 @@
  * for sequential residual the mid-stream t. The output layer and the loss
  * run HM_TRAIN_CE_ROWS rows at a time, so logits are never [B·T, V] at once.
  *
- * The mixer follows cfg.arch (softmax attention, Hedgehog linear attention,
+ * The mixer follows cfg.mixer (softmax attention, Hedgehog linear attention,
  * HedgeMamba SSM; libconvert/train_mixer.c); for HedgeMamba, components
  * not listed in cfg.components are frozen at their stored values.
- * Gradients live in a second struct hm_neox with the same layout (grads.*
+ * Gradients live in a second struct hm_model with the same layout (grads.*
  * mirrors model.*). Frozen groups get no gradient work: with
  * `freeze_embeddings`, embed_in and embed_out are frozen (embed_out still
  * passes the input gradient). The loss is the mean over B·T·accum targets:
@@ -21,14 +21,14 @@
  *
  * Optional distillation (SPEC §3): with a teacher, loss = CE + w·KL(p_t‖p_s)
  * per token averaged over B·T, gradient w·(p_s − p_t) on the logits. */
-#ifndef HM_NEOX_TRAIN_H
-#define HM_NEOX_TRAIN_H
+#ifndef HM_MODEL_TRAIN_H
+#define HM_MODEL_TRAIN_H
 
 #include <stdint.h>
 
 #include "backend.h"
-#include "neox.h"
-#include "neox_views.h"
+#include "model.h"
+#include "model_views.h"
 #include "optim.h"
 
 #define HM_TRAIN_CE_ROWS 256
@@ -37,7 +37,7 @@ struct hm_train_opts {
     int64_t B, T;              /* sequences per micro-batch, inputs per sequence */
     int64_t accum;             /* micro-batches per optimizer step (≥ 1) */
     int freeze_embeddings;     /* embed_in and embed_out frozen */
-    const struct hm_neox *kd_teacher; /* borrowed; NULL for none */
+    const struct hm_model *kd_teacher; /* borrowed; NULL for none */
     double kd_weight;
 };
 
@@ -45,7 +45,7 @@ struct hm_trainer;
 
 /* model: borrowed, trained in place; be: borrowed. out: owned, free with
  * hm_trainer_free(). Allocates grads and activations for B·T rows. */
-enum hm_status hm_trainer_new(struct hm_neox *model, const struct hm_backend *be,
+enum hm_status hm_trainer_new(struct hm_model *model, const struct hm_backend *be,
                               const struct hm_train_opts *opts, struct hm_trainer **out,
                               struct hm_error *err);
 void hm_trainer_free(struct hm_trainer *tr);
@@ -77,7 +77,7 @@ enum hm_status hm_trainer_accumulate(struct hm_trainer *tr, const int32_t *token
 const struct hm_opt_param *hm_trainer_params(const struct hm_trainer *tr, int64_t *np);
 
 /* Borrowed: the gradient model (same layout as the trained model). */
-const struct hm_neox *hm_trainer_grads(const struct hm_trainer *tr);
+const struct hm_model *hm_trainer_grads(const struct hm_trainer *tr);
 
 /* Matrix FLOPs per token of one training step (BENCH.md): 6N per trainable
  * weight-matrix entry, 4·V·d for a frozen embed_out, 2N per frozen matrix

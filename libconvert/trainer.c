@@ -7,7 +7,7 @@
  *    t = attn + h, h' = mlp + t — the backward mirrors it;
  *  - activation gradients are written by the ops, parameter gradients
  *    accumulate (kernels/backend.h): zero grads once per optimizer step. */
-#include "neox_train_internal.h"
+#include "trainer_internal.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -17,7 +17,7 @@ void hm_trainer_free(struct hm_trainer *tr)
 {
     if (!tr)
         return;
-    hm_neox_free(tr->g);
+    hm_model_free(tr->g);
     free(tr->la);
     free(tr->arena);
     free(tr->att_ws);
@@ -26,7 +26,7 @@ void hm_trainer_free(struct hm_trainer *tr)
     free(tr->views);
     free(tr->gviews);
     free(tr->params);
-    hm_neox_ws_release(&tr->tws);
+    hm_model_ws_release(&tr->tws);
     free(tr);
 }
 
@@ -41,7 +41,7 @@ const struct hm_opt_param *hm_trainer_params(const struct hm_trainer *tr, int64_
     return tr->params;
 }
 
-const struct hm_neox *hm_trainer_grads(const struct hm_trainer *tr) { return tr->g; }
+const struct hm_model *hm_trainer_grads(const struct hm_trainer *tr) { return tr->g; }
 
 static int frozen(const struct hm_trainer *tr, const struct hm_param_spec *s)
 {
@@ -56,7 +56,7 @@ static int frozen(const struct hm_trainer *tr, const struct hm_param_spec *s)
 void hm_trainer_post_update(struct hm_trainer *tr)
 {
     /* A ≤ 0 (SPEC §3 step 6): clamp after every update */
-    if (tr->m->cfg.arch != HM_ARCH_HEDGEMAMBA)
+    if (tr->m->cfg.mixer != HM_MIXER_HEDGEMAMBA)
         return;
     for (int64_t l = 0; l < tr->m->cfg.num_hidden_layers; l++)
         for (int64_t h = 0; h < tr->m->cfg.num_attention_heads; h++)
@@ -64,24 +64,90 @@ void hm_trainer_post_update(struct hm_trainer *tr)
                 tr->m->layers[l].A[h] = 0;
 }
 
-/* Floats of the activation arena (the layout hm_trainer_new carves). */
-static int64_t arena_floats(const struct hm_config *c, const struct hm_train_opts *o)
+/* The arena hm_trainer_new carves: one list of (pointer, floats) so the
+ * size and the layout cannot disagree. With tr == NULL only the size is
+ * computed (pointers are not written). */
+static int64_t carve(struct hm_trainer *tr, const struct hm_config *c,
+                     const struct hm_train_opts *o, float *base)
 {
     const int64_t B = o->B, T = o->T, N = B * T, L = c->num_hidden_layers;
     const int64_t d = c->hidden_size, I = c->intermediate_size, V = c->vocab_size;
     const int64_t nh = c->num_attention_heads, R = HM_TRAIN_CE_ROWS;
-    const int seq = !c->use_parallel_residual;
-    const int64_t F2 = c->arch == HM_ARCH_GPT_NEOX ? 0 : 2 * c->feature_dim;
-    const int64_t S = c->arch == HM_ARCH_HEDGEMAMBA; /* 1 if the SSM buffers exist */
-    int64_t per_layer = N * d /*h*/ + 2 * N + N * d /*a*/ + 3 * N * d + N * d /*att*/ +
-                        B * nh * T + (seq ? N * d : 0) + 2 * N + N * d /*a2*/ + N * I +
-                        2 * N * nh * F2 /*phiq, phik*/ +
-                        S * (3 * N * d + 2 * N * nh + 2 * N * d) /*xraw, dtz, dt, z, y*/;
-    return L * per_layer + N * d /*hL*/ + 2 * N + N * d /*hf*/ + N * d /*o*/ + 2 * N * I +
-           4 * N * d + 3 * N * d /*dqkv*/ + N * d /*dhf*/ + 2 * R * V +
-           2 * T * nh * F2 /*dphiq, dphik*/ +
-           S * (2 * N * d + 3 * N * d + 2 * N * nh) /*dys, dz, dxraw, ddt, ddtz*/ +
-           (o->kd_teacher ? R * V + N * d : 0);
+    const int64_t Da = c->attn_dim, H3 = 3 * c->attn_dim, Q = c->qkv_dim;
+    const int seq = !c->use_parallel_residual, llama = c->family == HM_FAMILY_LLAMA;
+    const int64_t F2 = c->mixer == HM_MIXER_SOFTMAX ? 0 : 2 * c->feature_dim;
+    const int ssm = c->mixer == HM_MIXER_HEDGEMAMBA;
+    float *p = base;
+    int64_t total = 0;
+#define TAKE(ptr, n, when)                                                                    \
+    do {                                                                                      \
+        if (when) {                                                                           \
+            if (tr)                                                                           \
+                (ptr) = p, p += (n);                                                          \
+            total += (n);                                                                     \
+        }                                                                                     \
+    } while (0)
+    struct layer_acts dummy = {0};
+    for (int64_t l = 0; l < L; l++) {
+        struct layer_acts *a = tr ? &tr->la[l] : &dummy;
+        TAKE(a->h, N * d, 1);
+        TAKE(a->mean1, N, 1);
+        TAKE(a->rstd1, N, 1);
+        TAKE(a->a, N * d, 1);
+        TAKE(a->qkv, N * H3, 1);
+        TAKE(a->att, N * Da, 1);
+        TAKE(a->lse, B * nh * T, 1);
+        TAKE(a->phiq, N * nh * F2, F2);
+        TAKE(a->phik, N * nh * F2, F2);
+        TAKE(a->xraw, N * Q, ssm);
+        TAKE(a->dtz, N * nh, ssm);
+        TAKE(a->dt, N * nh, ssm);
+        TAKE(a->z, N * Da, ssm);
+        TAKE(a->y, N * Da, ssm);
+        TAKE(a->t, N * d, seq);
+        TAKE(a->mean2, N, 1);
+        TAKE(a->rstd2, N, 1);
+        TAKE(a->a2, N * d, 1);
+        TAKE(a->mh, N * I, 1);
+        TAKE(a->mg, N * I, llama);
+    }
+    struct hm_trainer dt = {0};
+    struct hm_trainer *t = tr ? tr : &dt;
+    TAKE(t->hL, N * d, 1);
+    TAKE(t->meanf, N, 1);
+    TAKE(t->rstdf, N, 1);
+    TAKE(t->hf, N * d, 1);
+    TAKE(t->o, N * d, 1);
+    TAKE(t->gbuf, N * I, 1);
+    TAKE(t->dmh, N * I, 1);
+    TAKE(t->dmg, N * I, llama);
+    TAKE(t->dh, N * d, 1);
+    TAKE(t->dt1, N * d, 1);
+    TAKE(t->dt2, N * d, 1);
+    TAKE(t->dt3, N * d, 1);
+    TAKE(t->datt, N * Da, 1);
+    TAKE(t->dqkv, N * H3, 1);
+    TAKE(t->proj, N * Q, llama);
+    TAKE(t->dproj, N * Q, llama);
+    TAKE(t->dhf, N * d, 1);
+    TAKE(t->dphiq, T * nh * F2, F2);
+    TAKE(t->dphik, T * nh * F2, F2);
+    TAKE(t->dys, N * Da, ssm);
+    TAKE(t->dz, N * Da, ssm);
+    TAKE(t->dxraw, N * Q, ssm);
+    TAKE(t->ddt, N * nh, ssm);
+    TAKE(t->ddtz, N * nh, ssm);
+    TAKE(t->logits, R * V, 1);
+    TAKE(t->dlogits, R * V, 1);
+    TAKE(t->tlogits, R * V, o->kd_teacher != NULL);
+    TAKE(t->thf, N * d, o->kd_teacher != NULL);
+#undef TAKE
+    return total;
+}
+
+static int64_t arena_floats(const struct hm_config *c, const struct hm_train_opts *o)
+{
+    return carve(NULL, c, o, NULL);
 }
 
 size_t hm_trainer_activation_bytes(const struct hm_config *cfg, const struct hm_train_opts *o)
@@ -89,7 +155,7 @@ size_t hm_trainer_activation_bytes(const struct hm_config *cfg, const struct hm_
     return sizeof(float) * (size_t)arena_floats(cfg, o);
 }
 
-enum hm_status hm_trainer_new(struct hm_neox *model, const struct hm_backend *be,
+enum hm_status hm_trainer_new(struct hm_model *model, const struct hm_backend *be,
                               const struct hm_train_opts *opts, struct hm_trainer **out,
                               struct hm_error *err)
 {
@@ -108,14 +174,12 @@ enum hm_status hm_trainer_new(struct hm_neox *model, const struct hm_backend *be
     tr->m = model;
     tr->be = be;
     tr->opt = *opts;
-    hm_neox_ws_init(&tr->tws);
+    hm_model_ws_init(&tr->tws);
     const int64_t B = opts->B, T = opts->T, N = B * T, L = c->num_hidden_layers;
-    const int64_t d = c->hidden_size, I = c->intermediate_size, V = c->vocab_size;
-    const int64_t nh = c->num_attention_heads, R = HM_TRAIN_CE_ROWS;
-    const int seq = !c->use_parallel_residual;
-    const int64_t F2 = c->arch == HM_ARCH_GPT_NEOX ? 0 : 2 * c->feature_dim;
+    const int64_t nh = c->num_attention_heads;
+    const int64_t F2 = c->mixer == HM_MIXER_SOFTMAX ? 0 : 2 * c->feature_dim;
     tr->N = N;
-    enum hm_status st = hm_neox_new(c, &tr->g, err);
+    enum hm_status st = hm_model_new(c, &tr->g, err);
     if (st != HM_OK)
         goto fail;
     /* one arena for every activation */
@@ -130,70 +194,15 @@ enum hm_status hm_trainer_new(struct hm_neox *model, const struct hm_backend *be
                           (double)total * 4e-9);
         goto fail;
     }
-    float *p = tr->arena;
-#define TAKE(ptr, n) do { (ptr) = p; p += (n); } while (0)
-    for (int64_t l = 0; l < L; l++) {
-        struct layer_acts *a = &tr->la[l];
-        TAKE(a->h, N * d);
-        TAKE(a->mean1, N);
-        TAKE(a->rstd1, N);
-        TAKE(a->a, N * d);
-        TAKE(a->qkv, 3 * N * d);
-        TAKE(a->att, N * d);
-        TAKE(a->lse, B * nh * T);
-        if (F2) {
-            TAKE(a->phiq, N * nh * F2);
-            TAKE(a->phik, N * nh * F2);
-        }
-        if (c->arch == HM_ARCH_HEDGEMAMBA) {
-            TAKE(a->xraw, 3 * N * d);
-            TAKE(a->dtz, N * nh);
-            TAKE(a->dt, N * nh);
-            TAKE(a->z, N * d);
-            TAKE(a->y, N * d);
-        }
-        if (seq)
-            TAKE(a->t, N * d);
-        TAKE(a->mean2, N);
-        TAKE(a->rstd2, N);
-        TAKE(a->a2, N * d);
-        TAKE(a->mh, N * I);
+    carve(tr, c, opts, tr->arena);
+    if (c->family != HM_FAMILY_LLAMA) {
+        tr->proj = NULL; /* per sequence: the fused layout is the per-head one */
+        tr->dproj = tr->dqkv;
     }
-    TAKE(tr->hL, N * d);
-    TAKE(tr->meanf, N);
-    TAKE(tr->rstdf, N);
-    TAKE(tr->hf, N * d);
-    TAKE(tr->o, N * d);
-    TAKE(tr->gbuf, N * I);
-    TAKE(tr->dmh, N * I);
-    TAKE(tr->dh, N * d);
-    TAKE(tr->dt1, N * d);
-    TAKE(tr->dt2, N * d);
-    TAKE(tr->dt3, N * d);
-    TAKE(tr->dqkv, 3 * N * d);
-    TAKE(tr->dhf, N * d);
-    if (F2) {
-        TAKE(tr->dphiq, T * nh * F2);
-        TAKE(tr->dphik, T * nh * F2);
-    }
-    if (c->arch == HM_ARCH_HEDGEMAMBA) {
-        TAKE(tr->dys, N * d);
-        TAKE(tr->dz, N * d);
-        TAKE(tr->dxraw, 3 * N * d);
-        TAKE(tr->ddt, N * nh);
-        TAKE(tr->ddtz, N * nh);
-    }
-    tr->active = c->arch == HM_ARCH_HEDGEMAMBA ? c->components : HM_COMP_ALL;
-    TAKE(tr->logits, R * V);
-    TAKE(tr->dlogits, R * V);
-    if (opts->kd_teacher) {
-        TAKE(tr->tlogits, R * V);
-        TAKE(tr->thf, N * d);
-    }
-#undef TAKE
+    tr->active = c->mixer == HM_MIXER_HEDGEMAMBA ? c->components : HM_COMP_ALL;
     const int64_t hp = c->head_dim;
     size_t fws, bws;
-    if (c->arch == HM_ARCH_HEDGEMAMBA) {
+    if (c->mixer == HM_MIXER_HEDGEMAMBA) {
         fws = hm_backend_ssm_ws_size(be, T, nh, F2, hp, HM_LINATTN_CHUNK);
         bws = hm_backend_ssm_backward_ws_size(be, T, nh, F2, hp, HM_LINATTN_CHUNK);
     } else if (F2) {
@@ -206,7 +215,7 @@ enum hm_status hm_trainer_new(struct hm_neox *model, const struct hm_backend *be
     tr->att_ws_size = fws > bws ? fws : bws;
     tr->attb_ws_size = bws;
     tr->att_ws = malloc(tr->att_ws_size ? tr->att_ws_size : 1);
-    int64_t nv = hm_neox_views(model, &tr->views), ngv = hm_neox_views(tr->g, &tr->gviews);
+    int64_t nv = hm_model_views(model, &tr->views), ngv = hm_model_views(tr->g, &tr->gviews);
     if (!tr->att_ws || nv < 0 || ngv != nv) {
         st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
         goto fail;
@@ -233,32 +242,26 @@ fail:
 static void forward_layers(struct hm_trainer *tr)
 {
     const struct hm_backend *be = tr->be;
-    const struct hm_neox *m = tr->m;
+    const struct hm_model *m = tr->m;
     const struct hm_config *c = &m->cfg;
     const int64_t N = tr->N, L = c->num_hidden_layers;
-    const int64_t d = c->hidden_size, I = c->intermediate_size;
-    const float eps = (float)c->layer_norm_eps;
-    const enum hm_gelu_kind gk = c->hidden_act == HM_ACT_GELU ? HM_GELU_ERF : HM_GELU_TANH;
+    const int64_t d = c->hidden_size;
 
     hm_backend_embedding_forward(be, tr->la[0].h, tr->in, m->embed_in, N, d);
     for (int64_t l = 0; l < L; l++) {
-        const struct hm_neox_layer *w = &m->layers[l];
+        const struct hm_layer *w = &m->layers[l];
         struct layer_acts *a = &tr->la[l];
         float *hn = l + 1 < L ? tr->la[l + 1].h : tr->hL;
-        hm_backend_layernorm_forward(be, a->a, a->mean1, a->rstd1, a->h, w->ln1_w, w->ln1_b, N,
-                                     d, eps);
+        hm_model_norm_forward(m, be, a->a, a->mean1, a->rstd1, a->h, w->ln1_w, w->ln1_b, N);
         hm_train_mixer_forward(tr, l);
-        hm_backend_matmul_forward(be, tr->o, a->att, w->dense_w, w->dense_b, N, d, d);
+        hm_backend_matmul_forward(be, tr->o, a->att, w->dense_w, w->dense_b, N, c->attn_dim, d);
         const float *mlp_in = a->h;
         if (a->t) {
             hm_backend_add_forward(be, a->t, tr->o, a->h, N * d);
             mlp_in = a->t;
         }
-        hm_backend_layernorm_forward(be, a->a2, a->mean2, a->rstd2, mlp_in, w->ln2_w, w->ln2_b,
-                                     N, d, eps);
-        hm_backend_matmul_forward(be, a->mh, a->a2, w->fc1_w, w->fc1_b, N, d, I);
-        hm_backend_gelu_forward(be, tr->gbuf, a->mh, N * I, gk);
-        hm_backend_matmul_forward(be, hn, tr->gbuf, w->fc2_w, w->fc2_b, N, I, d);
+        hm_model_norm_forward(m, be, a->a2, a->mean2, a->rstd2, mlp_in, w->ln2_w, w->ln2_b, N);
+        hm_model_mlp_forward(m, be, w, hn, a->mh, a->mg, tr->gbuf, a->a2, N);
         if (a->t) {
             hm_backend_add_forward(be, hn, hn, a->t, N * d);
         } else {
@@ -266,8 +269,7 @@ static void forward_layers(struct hm_trainer *tr)
             hm_backend_add_forward(be, hn, hn, a->h, N * d);
         }
     }
-    hm_backend_layernorm_forward(be, tr->hf, tr->meanf, tr->rstdf, tr->hL, m->lnf_w, m->lnf_b, N,
-                                 d, eps);
+    hm_model_norm_forward(m, be, tr->hf, tr->meanf, tr->rstdf, tr->hL, m->lnf_w, m->lnf_b, N);
 }
 
 /* KL(p_t ‖ p_s) of one row and its gradient w·scale·(p_s − p_t) added to g. */
@@ -297,7 +299,7 @@ static double kl_row(float *g, const float *ls, const float *lt, int64_t V, doub
 static void loss_and_head(struct hm_trainer *tr, struct hm_train_loss *loss)
 {
     const struct hm_backend *be = tr->be;
-    const struct hm_neox *m = tr->m, *tm = tr->opt.kd_teacher;
+    const struct hm_model *m = tr->m, *tm = tr->opt.kd_teacher;
     const int64_t N = tr->N, d = m->cfg.hidden_size, V = m->cfg.vocab_size;
     const double scale = 1.0 / ((double)N * (double)tr->opt.accum);
     float *dW = tr->opt.freeze_embeddings ? NULL : tr->g->embed_out;
@@ -322,41 +324,79 @@ static void loss_and_head(struct hm_trainer *tr, struct hm_train_loss *loss)
     loss->kl = kl / (double)N;
 }
 
+/* The family's norm backward: dx written, dw/db accumulate (db unused by
+ * RMSNorm). */
+static void norm_backward(const struct hm_trainer *tr, float *dx, float *dw, float *db,
+                          const float *dy, const float *x, const float *mean, const float *rstd,
+                          const float *w)
+{
+    const struct hm_config *c = &tr->m->cfg;
+    if (c->family == HM_FAMILY_LLAMA)
+        hm_backend_rmsnorm_backward(tr->be, dx, dw, dy, x, rstd, w, tr->N, c->hidden_size);
+    else
+        hm_backend_layernorm_backward(tr->be, dx, dw, db, dy, x, mean, rstd, w, tr->N,
+                                      c->hidden_size);
+}
+
+/* MLP backward: dy [N, d] (its output grad) → tr->dt1 [N, d] (its input
+ * grad); parameter grads accumulate into gw. Uses gbuf, dmh, dmg, dt3. */
+static void mlp_backward(struct hm_trainer *tr, const struct hm_layer *w, struct hm_layer *gw,
+                         const struct layer_acts *a, const float *dy)
+{
+    const struct hm_backend *be = tr->be;
+    const struct hm_config *c = &tr->m->cfg;
+    const int64_t N = tr->N, d = c->hidden_size, I = c->intermediate_size;
+    if (c->family == HM_FAMILY_LLAMA) {
+        /* act = silu(g) ⊙ up; out = act W2^T */
+        hm_backend_silu_gate_forward(be, tr->gbuf, a->mh, a->mg, N * I);
+        hm_backend_matmul_backward(be, tr->dmh, gw->fc2_w, gw->fc2_b, dy, tr->gbuf, w->fc2_w, N,
+                                   I, d);
+        hm_backend_silu_gate_backward(be, tr->gbuf, tr->dmg, tr->dmh, a->mh, a->mg, N * I);
+        hm_backend_matmul_backward(be, tr->dt1, gw->fc1_w, gw->fc1_b, tr->gbuf, a->a2, w->fc1_w,
+                                   N, d, I);
+        hm_backend_matmul_backward(be, tr->dt3, gw->fcg_w, gw->fcg_b, tr->dmg, a->a2, w->fcg_w,
+                                   N, d, I);
+        hm_backend_add_forward(be, tr->dt1, tr->dt1, tr->dt3, N * d);
+        return;
+    }
+    const enum hm_gelu_kind gk = c->hidden_act == HM_ACT_GELU ? HM_GELU_ERF : HM_GELU_TANH;
+    hm_backend_gelu_forward(be, tr->gbuf, a->mh, N * I, gk);
+    hm_backend_matmul_backward(be, tr->dmh, gw->fc2_w, gw->fc2_b, dy, tr->gbuf, w->fc2_w, N, I,
+                               d);
+    hm_backend_gelu_backward(be, tr->dmh, tr->dmh, a->mh, N * I, gk);
+    hm_backend_matmul_backward(be, tr->dt1, gw->fc1_w, gw->fc1_b, tr->dmh, a->a2, w->fc1_w, N, d,
+                               I);
+}
+
 static void backward_layers(struct hm_trainer *tr)
 {
     const struct hm_backend *be = tr->be;
-    const struct hm_neox *m = tr->m;
-    struct hm_neox *g = tr->g;
+    const struct hm_model *m = tr->m;
+    struct hm_model *g = tr->g;
     const struct hm_config *c = &m->cfg;
     const int64_t N = tr->N, L = c->num_hidden_layers;
-    const int64_t d = c->hidden_size, I = c->intermediate_size;
-    const enum hm_gelu_kind gk = c->hidden_act == HM_ACT_GELU ? HM_GELU_ERF : HM_GELU_TANH;
+    const int64_t d = c->hidden_size;
 
-    hm_backend_layernorm_backward(be, tr->dh, g->lnf_w, g->lnf_b, tr->dhf, tr->hL, tr->meanf,
-                                  tr->rstdf, m->lnf_w, N, d);
+    norm_backward(tr, tr->dh, g->lnf_w, g->lnf_b, tr->dhf, tr->hL, tr->meanf, tr->rstdf,
+                  m->lnf_w);
     for (int64_t l = L - 1; l >= 0; l--) {
-        const struct hm_neox_layer *w = &m->layers[l];
-        struct hm_neox_layer *gw = &g->layers[l];
+        const struct hm_layer *w = &m->layers[l];
+        struct hm_layer *gw = &g->layers[l];
         struct layer_acts *a = &tr->la[l];
         const float *mlp_in = a->t ? a->t : a->h;
         /* MLP branch: dh is the gradient of its output */
-        hm_backend_gelu_forward(be, tr->gbuf, a->mh, N * I, gk);
-        hm_backend_matmul_backward(be, tr->dmh, gw->fc2_w, gw->fc2_b, tr->dh, tr->gbuf,
-                                   w->fc2_w, N, I, d);
-        hm_backend_gelu_backward(be, tr->dmh, tr->dmh, a->mh, N * I, gk);
-        hm_backend_matmul_backward(be, tr->dt1, gw->fc1_w, gw->fc1_b, tr->dmh, a->a2, w->fc1_w,
-                                   N, d, I);
-        hm_backend_layernorm_backward(be, tr->dt2, gw->ln2_w, gw->ln2_b, tr->dt1, mlp_in,
-                                      a->mean2, a->rstd2, w->ln2_w, N, d);
-        /* sequential: dt = dh + dLN2; the attention branch sees dt */
+        mlp_backward(tr, w, gw, a, tr->dh);
+        norm_backward(tr, tr->dt2, gw->ln2_w, gw->ln2_b, tr->dt1, mlp_in, a->mean2, a->rstd2,
+                      w->ln2_w);
+        /* sequential: dt = dh + dnorm2; the attention branch sees dt */
         if (a->t)
             hm_backend_add_forward(be, tr->dh, tr->dh, tr->dt2, N * d);
         /* attention branch */
-        hm_backend_matmul_backward(be, tr->dt1, gw->dense_w, gw->dense_b, tr->dh, a->att,
-                                   w->dense_w, N, d, d);
+        hm_backend_matmul_backward(be, tr->datt, gw->dense_w, gw->dense_b, tr->dh, a->att,
+                                   w->dense_w, N, c->attn_dim, d);
         hm_train_mixer_backward(tr, l);
-        hm_backend_layernorm_backward(be, tr->dt3, gw->ln1_w, gw->ln1_b, tr->dt1, a->h,
-                                      a->mean1, a->rstd1, w->ln1_w, N, d);
+        norm_backward(tr, tr->dt3, gw->ln1_w, gw->ln1_b, tr->dt1, a->h, a->mean1, a->rstd1,
+                      w->ln1_w);
         hm_backend_add_forward(be, tr->dh, tr->dh, tr->dt3, N * d);
         if (!a->t)
             hm_backend_add_forward(be, tr->dh, tr->dh, tr->dt2, N * d);
@@ -382,7 +422,7 @@ enum hm_status hm_trainer_accumulate(struct hm_trainer *tr, const int32_t *token
     if (tr->opt.kd_teacher) {
         const int64_t d = tr->m->cfg.hidden_size;
         for (int64_t b = 0; b < B; b++) {
-            enum hm_status st = hm_neox_hidden(tr->opt.kd_teacher, tr->be, tr->in + b * T, T,
+            enum hm_status st = hm_model_hidden(tr->opt.kd_teacher, tr->be, tr->in + b * T, T,
                                                &tr->tws, NULL, err);
             if (st != HM_OK)
                 return st;
@@ -399,9 +439,11 @@ double hm_train_flops_per_token(const struct hm_config *c, int64_t T, int freeze
 {
     double d = (double)c->hidden_size, I = (double)c->intermediate_size;
     double V = (double)c->vocab_size, L = (double)c->num_hidden_layers;
-    double layer_mats = 3 * d * d + d * d + 2 * d * I;
+    double Da = (double)c->attn_dim;
+    double layer_mats = (double)c->qkv_dim * d + Da * d +
+                        (c->family == HM_FAMILY_LLAMA ? 3.0 : 2.0) * d * I;
     double f = 6.0 * L * layer_mats;
     f += (freeze_embeddings ? 4.0 : 6.0) * V * d;
-    f += 3.0 * 4.0 * (double)T * d * L;
+    f += 3.0 * 4.0 * (double)T * Da * L;
     return f;
 }

@@ -1,16 +1,16 @@
-#include "neox_run.h"
+#include "model_run.h"
 
 #include <stdlib.h>
 
 static void zero_grad(void *ctx)
 {
-    hm_trainer_zero_grad(((struct hm_neox_run *)ctx)->trainer);
+    hm_trainer_zero_grad(((struct hm_model_run *)ctx)->trainer);
 }
 
 static enum hm_status accumulate(void *ctx, const int32_t *tokens, double *loss, double *aux,
                                  struct hm_error *err)
 {
-    struct hm_neox_run *nr = ctx;
+    struct hm_model_run *nr = ctx;
     struct hm_train_loss l;
     (void)aux;
     enum hm_status st = hm_trainer_accumulate(nr->trainer, tokens, &l, err);
@@ -20,13 +20,13 @@ static enum hm_status accumulate(void *ctx, const int32_t *tokens, double *loss,
 
 static const struct hm_opt_param *params(void *ctx, int64_t *np)
 {
-    return hm_trainer_params(((struct hm_neox_run *)ctx)->trainer, np);
+    return hm_trainer_params(((struct hm_model_run *)ctx)->trainer, np);
 }
 
 static enum hm_status val_sum(void *ctx, const int32_t *tokens, int64_t T, double *sum,
                               struct hm_error *err)
 {
-    struct hm_neox_run *nr = ctx;
+    struct hm_model_run *nr = ctx;
     if (nr->nll_cap < T) {
         free(nr->nll);
         nr->nll = malloc(sizeof(float) * (size_t)T);
@@ -34,7 +34,7 @@ static enum hm_status val_sum(void *ctx, const int32_t *tokens, int64_t T, doubl
         if (!nr->nll)
             return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
     }
-    enum hm_status st = hm_neox_nll(nr->model, nr->be, tokens, tokens + 1, T, nr->nll, &nr->ws, err);
+    enum hm_status st = hm_model_nll(nr->model, nr->be, tokens, tokens + 1, T, nr->nll, &nr->ws, err);
     double s = 0;
     for (int64_t t = 0; st == HM_OK && t < T; t++)
         s += nr->nll[t];
@@ -44,19 +44,19 @@ static enum hm_status val_sum(void *ctx, const int32_t *tokens, int64_t T, doubl
 
 static void post_update(void *ctx)
 {
-    hm_trainer_post_update(((struct hm_neox_run *)ctx)->trainer);
+    hm_trainer_post_update(((struct hm_model_run *)ctx)->trainer);
 }
 
 static enum hm_status save(void *ctx, const char *path, int flags, const char *prov,
                            struct hm_error *err)
 {
-    struct hm_neox_run *nr = ctx;
-    return hm_neox_save(nr->model, path, flags, prov, nr->out_dtype, NULL, err);
+    struct hm_model_run *nr = ctx;
+    return hm_model_save(nr->model, path, flags, prov, nr->out_dtype, NULL, err);
 }
 
-void hm_neox_run_init(struct hm_neox_run *nr, struct hm_run_model *rm)
+void hm_model_run_init(struct hm_model_run *nr, struct hm_run_model *rm)
 {
-    hm_neox_ws_init(&nr->ws);
+    hm_model_ws_init(&nr->ws);
     nr->nll = NULL;
     nr->nll_cap = 0;
     *rm = (struct hm_run_model){.ctx = nr, .cfg = &nr->model->cfg, .zero_grad = zero_grad,
@@ -64,9 +64,9 @@ void hm_neox_run_init(struct hm_neox_run *nr, struct hm_run_model *rm)
                                 .post_update = post_update, .save = save};
 }
 
-void hm_neox_run_release(struct hm_neox_run *nr)
+void hm_model_run_release(struct hm_model_run *nr)
 {
-    hm_neox_ws_release(&nr->ws);
+    hm_model_ws_release(&nr->ws);
     free(nr->nll);
     nr->nll = NULL;
 }

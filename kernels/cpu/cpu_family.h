@@ -1,0 +1,30 @@
+/* cpu_family.h — private: the CPU ops of the llama family skeleton
+ * (RMSNorm, the GQA expansion of [q | k | v] into per-query-head triples)
+ * and the KV-cache attention of one decoding step. Semantics are those of
+ * the hm_backend_* wrappers in kernels/backend.h. */
+#ifndef HM_CPU_FAMILY_H
+#define HM_CPU_FAMILY_H
+
+#include "backend.h"
+
+void hm_ref_rmsnorm_forward(float *y, float *rstd, const float *x, const float *w, int64_t T,
+                            int64_t d, float eps);
+void hm_ref_rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x,
+                             const float *rstd, const float *w, int64_t T, int64_t d);
+void hm_ref_qkv_expand_forward(float *y, const float *x, int64_t T, int64_t n_h, int64_t n_kv,
+                               int64_t p);
+void hm_ref_qkv_expand_backward(float *dx, const float *dy, int64_t T, int64_t n_h,
+                                int64_t n_kv, int64_t p);
+void hm_ref_attention_decode(float *out, const float *q, const float *kc, const float *vc,
+                             int64_t T, int64_t n_h, int64_t n_kv, int64_t p, float *scratch);
+
+void hm_fast_rmsnorm_forward(float *y, float *rstd, const float *x, const float *w, int64_t T,
+                             int64_t d, float eps);
+void hm_fast_rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x,
+                              const float *rstd, const float *w, int64_t T, int64_t d);
+void hm_fast_qkv_expand_forward(float *y, const float *x, int64_t T, int64_t n_h, int64_t n_kv,
+                                int64_t p);
+void hm_fast_qkv_expand_backward(float *dx, const float *dy, int64_t T, int64_t n_h,
+                                 int64_t n_kv, int64_t p);
+
+#endif

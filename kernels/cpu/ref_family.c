@@ -1,0 +1,109 @@
+/* ref_family.c — plain-loop oracles for the llama-family ops (cpu_family.h). */
+#include <math.h>
+#include <string.h>
+
+#include "cpu_family.h"
+
+void hm_ref_rmsnorm_forward(float *y, float *rstd, const float *x, const float *w, int64_t T,
+                            int64_t d, float eps)
+{
+    for (int64_t t = 0; t < T; t++) {
+        const float *xt = x + t * d;
+        double ss = 0;
+        for (int64_t i = 0; i < d; i++)
+            ss += (double)xt[i] * (double)xt[i];
+        float r = (float)(1.0 / sqrt(ss / (double)d + (double)eps));
+        if (rstd)
+            rstd[t] = r;
+        for (int64_t i = 0; i < d; i++)
+            y[t * d + i] = xt[i] * r * w[i];
+    }
+}
+
+/* y_i = x_i r w_i with r = (mean(x²) + eps)^(-1/2):
+ * dx_i = r (w_i dy_i) − x_i r³ / d · Σ_j w_j dy_j x_j,  dw_i += dy_i x_i r. */
+void hm_ref_rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x,
+                             const float *rstd, const float *w, int64_t T, int64_t d)
+{
+    for (int64_t t = 0; t < T; t++) {
+        const float *xt = x + t * d, *gt = dy + t * d;
+        const double r = rstd[t];
+        double dot = 0;
+        for (int64_t i = 0; i < d; i++)
+            dot += (double)gt[i] * (double)w[i] * (double)xt[i];
+        const double c = dot * r * r * r / (double)d;
+        for (int64_t i = 0; i < d; i++) {
+            if (dw)
+                dw[i] += (float)((double)gt[i] * (double)xt[i] * r);
+            if (dx)
+                dx[t * d + i] = (float)(r * (double)gt[i] * (double)w[i] - (double)xt[i] * c);
+        }
+    }
+}
+
+/* x: [T, (n_h + 2 n_kv) p] as [q | k | v]; y: [T, n_h, 3, p]. */
+void hm_ref_qkv_expand_forward(float *y, const float *x, int64_t T, int64_t n_h, int64_t n_kv,
+                               int64_t p)
+{
+    const int64_t in = (n_h + 2 * n_kv) * p, grp = n_h / n_kv;
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t h = 0; h < n_h; h++) {
+            const int64_t g = h / grp;
+            float *yo = y + t * 3 * n_h * p + h * 3 * p;
+            const float *xr = x + t * in;
+            memcpy(yo, xr + h * p, sizeof(float) * (size_t)p);
+            memcpy(yo + p, xr + n_h * p + g * p, sizeof(float) * (size_t)p);
+            memcpy(yo + 2 * p, xr + (n_h + n_kv) * p + g * p, sizeof(float) * (size_t)p);
+        }
+}
+
+/* The transpose: dx written; a key/value head sums the grads of its group. */
+void hm_ref_qkv_expand_backward(float *dx, const float *dy, int64_t T, int64_t n_h,
+                                int64_t n_kv, int64_t p)
+{
+    const int64_t in = (n_h + 2 * n_kv) * p, grp = n_h / n_kv;
+    memset(dx, 0, sizeof(float) * (size_t)(T * in));
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t h = 0; h < n_h; h++) {
+            const int64_t g = h / grp;
+            const float *go = dy + t * 3 * n_h * p + h * 3 * p;
+            float *xr = dx + t * in;
+            for (int64_t i = 0; i < p; i++) {
+                xr[h * p + i] += go[i];
+                xr[n_h * p + g * p + i] += go[p + i];
+                xr[(n_h + n_kv) * p + g * p + i] += go[2 * p + i];
+            }
+        }
+}
+
+/* out_h = Σ_t softmax_t(q_h · k_{t,g(h)} / sqrt(p)) v_{t,g(h)}.
+ * q: [n_h, p]; kc, vc: [T, n_kv, p]; out: [n_h, p]; scratch: [T]. */
+void hm_ref_attention_decode(float *out, const float *q, const float *kc, const float *vc,
+                             int64_t T, int64_t n_h, int64_t n_kv, int64_t p, float *scratch)
+{
+    const int64_t grp = n_h / n_kv;
+    const float scale = 1.0f / sqrtf((float)p);
+    for (int64_t h = 0; h < n_h; h++) {
+        const int64_t g = h / grp;
+        float mx = -INFINITY;
+        for (int64_t t = 0; t < T; t++) {
+            float s = 0;
+            for (int64_t i = 0; i < p; i++)
+                s += q[h * p + i] * kc[(t * n_kv + g) * p + i];
+            scratch[t] = s * scale;
+            mx = scratch[t] > mx ? scratch[t] : mx;
+        }
+        double sum = 0;
+        for (int64_t t = 0; t < T; t++) {
+            scratch[t] = expf(scratch[t] - mx);
+            sum += scratch[t];
+        }
+        float *o = out + h * p;
+        memset(o, 0, sizeof(float) * (size_t)p);
+        for (int64_t t = 0; t < T; t++) {
+            const float a = (float)(scratch[t] / sum);
+            for (int64_t i = 0; i < p; i++)
+                o[i] += a * vc[(t * n_kv + g) * p + i];
+        }
+    }
+}

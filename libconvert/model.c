@@ -1,0 +1,493 @@
+/* neox.c — GPT-NeoX teacher: weights and forward pass (SPEC §1). See neox.h.
+ *
+ * Gotchas that have caused bugs:
+ *  - real Pythia files hold legacy buffers (attention.bias U8, masked_bias
+ *    F16 -inf, rotary_emb.inv_freq); they are never read here;
+ *  - the residual order matters only to the last ulp, but we follow HF:
+ *    parallel  h = (mlp + attn) + h;  sequential  t = attn + h, h = mlp + t;
+ *  - positions restart at 0 for every sequence (rotary pos0 = 0). */
+#include "model.h"
+
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Where each layer slot of the table lives in struct hm_layer. */
+static const size_t layer_slot_off[HM_SLOT_COUNT] = {
+    [HM_SLOT_LN1_W] = offsetof(struct hm_layer, ln1_w),
+    [HM_SLOT_LN1_B] = offsetof(struct hm_layer, ln1_b),
+    [HM_SLOT_LN2_W] = offsetof(struct hm_layer, ln2_w),
+    [HM_SLOT_LN2_B] = offsetof(struct hm_layer, ln2_b),
+    [HM_SLOT_QKV_W] = offsetof(struct hm_layer, qkv_w),
+    [HM_SLOT_QKV_B] = offsetof(struct hm_layer, qkv_b),
+    [HM_SLOT_DENSE_W] = offsetof(struct hm_layer, dense_w),
+    [HM_SLOT_DENSE_B] = offsetof(struct hm_layer, dense_b),
+    [HM_SLOT_FQ_W] = offsetof(struct hm_layer, fq_w),
+    [HM_SLOT_FQ_B] = offsetof(struct hm_layer, fq_b),
+    [HM_SLOT_FK_W] = offsetof(struct hm_layer, fk_w),
+    [HM_SLOT_FK_B] = offsetof(struct hm_layer, fk_b),
+    [HM_SLOT_CONV_W] = offsetof(struct hm_layer, conv_w),
+    [HM_SLOT_CONV_B] = offsetof(struct hm_layer, conv_b),
+    [HM_SLOT_DT_W] = offsetof(struct hm_layer, dt_w),
+    [HM_SLOT_DT_B] = offsetof(struct hm_layer, dt_b),
+    [HM_SLOT_A] = offsetof(struct hm_layer, A),
+    [HM_SLOT_D] = offsetof(struct hm_layer, D),
+    [HM_SLOT_GATE_W] = offsetof(struct hm_layer, gate_w),
+    [HM_SLOT_GATE_B] = offsetof(struct hm_layer, gate_b),
+    [HM_SLOT_FCG_W] = offsetof(struct hm_layer, fcg_w),
+    [HM_SLOT_FCG_B] = offsetof(struct hm_layer, fcg_b),
+    [HM_SLOT_FC1_W] = offsetof(struct hm_layer, fc1_w),
+    [HM_SLOT_FC1_B] = offsetof(struct hm_layer, fc1_b),
+    [HM_SLOT_FC2_W] = offsetof(struct hm_layer, fc2_w),
+    [HM_SLOT_FC2_B] = offsetof(struct hm_layer, fc2_b),
+};
+
+static float **slot_ptr(struct hm_model *m, const struct hm_param_spec *s)
+{
+    switch (s->slot) {
+    case HM_SLOT_EMBED: return &m->embed_in;
+    case HM_SLOT_NORMF_W: return &m->lnf_w;
+    case HM_SLOT_NORMF_B: return &m->lnf_b;
+    case HM_SLOT_HEAD: return &m->embed_out;
+    default: return (float **)((char *)&m->layers[s->layer] + layer_slot_off[s->slot]);
+    }
+}
+
+void hm_model_inv_freq(const struct hm_config *c, float *inv_freq)
+{
+    const int64_t r = c->rotary_dims;
+    hm_rotary_inv_freq(inv_freq, r, c->rotary_emb_base);
+    if (c->rope_scaling.type != HM_ROPE_LLAMA3)
+        return;
+    /* HF _compute_llama3_parameters on fp32 tensors: a Python scalar meets
+     * a float tensor in fp32, and scalar / tensor is reciprocal(t) * s. */
+    const float factor = (float)c->rope_scaling.factor;
+    const float lo = (float)c->rope_scaling.low_freq_factor;
+    const float old = (float)c->rope_scaling.original_max_position_embeddings;
+    const double old_d = (double)c->rope_scaling.original_max_position_embeddings;
+    const float lo_wl = (float)(old_d / c->rope_scaling.low_freq_factor);
+    const float hi_wl = (float)(old_d / c->rope_scaling.high_freq_factor);
+    const float span = (float)(c->rope_scaling.high_freq_factor - c->rope_scaling.low_freq_factor);
+    const float two_pi = (float)(2.0 * M_PI);
+    for (int64_t j = 0; j < r / 2; j++) {
+        const float f = inv_freq[j];
+        const float wl = (1.0f / f) * two_pi;
+        float g = wl > lo_wl ? f / factor : f;
+        const float smooth = ((1.0f / wl) * old - lo) / span;
+        const float smoothed = (1.0f - smooth) * g / factor + smooth * g;
+        if (!(wl < hi_wl) && !(wl > lo_wl))
+            g = smoothed;
+        inv_freq[j] = g;
+    }
+}
+
+enum hm_status hm_model_new(const struct hm_config *cfg, struct hm_model **out,
+                            struct hm_error *err)
+{
+    *out = NULL;
+    const int64_t d = cfg->hidden_size, I = cfg->intermediate_size, V = cfg->vocab_size;
+    const int64_t L = cfg->num_hidden_layers, n_h = cfg->num_attention_heads;
+    if (d <= 0 || I <= 0 || V <= 0 || L < 0 || n_h <= 0 || cfg->head_dim <= 0 ||
+        cfg->num_key_value_heads <= 0 || n_h % cfg->num_key_value_heads ||
+        cfg->attn_dim != n_h * cfg->head_dim || cfg->rotary_dims < 0 ||
+        cfg->rotary_dims > cfg->head_dim || cfg->rotary_dims % 2 ||
+        (cfg->family == HM_FAMILY_NEOX && cfg->attn_dim != d) ||
+        (cfg->mixer != HM_MIXER_SOFTMAX && cfg->feature_dim < 1) ||
+        (cfg->mixer == HM_MIXER_HEDGEMAMBA && cfg->conv_width < 1))
+        return hm_error_set(err, HM_ERR_INVALID, "inconsistent %s config", hm_arch_name(cfg));
+    struct hm_param_spec *specs = NULL;
+    const int64_t n = hm_param_specs(cfg, &specs);
+    if (n < 0)
+        return hm_error_set(err, HM_ERR_NOMEM, "model size overflows");
+    int64_t total = 0;
+    struct hm_model *m = calloc(1, sizeof *m);
+    struct hm_tensor_view *views = calloc((size_t)n + 1, sizeof *views);
+    if (!m || !views) {
+        free(m);
+        free(views);
+        free(specs);
+        return hm_error_set(err, HM_ERR_NOMEM, "out of memory for the model");
+    }
+    m->views = views;
+    m->n_views = n;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t numel = 1;
+        for (int k = 0; k < specs[i].ndim; k++)
+            numel *= specs[i].shape[k]; /* checked by hm_param_specs */
+        views[i] = (struct hm_tensor_view){.spec = specs[i], .numel = numel};
+        if (hm_add_i64(total, numel, &total))
+            total = INT64_MAX;
+    }
+    free(specs);
+    if (total > (int64_t)(SIZE_MAX / sizeof(float)) / 2) {
+        hm_model_free(m);
+        return hm_error_set(err, HM_ERR_NOMEM, "model size overflows");
+    }
+    m->cfg = *cfg;
+    m->n_params = total;
+    m->storage = calloc((size_t)(total > 0 ? total : 1), sizeof(float));
+    m->layers = calloc((size_t)(L > 0 ? L : 1), sizeof *m->layers);
+    m->inv_freq = calloc((size_t)(cfg->rotary_dims / 2 + 1), sizeof(float));
+    if (!m->storage || !m->layers || !m->inv_freq) {
+        hm_model_free(m);
+        return hm_error_set(err, HM_ERR_NOMEM, "out of memory for %lld model weights",
+                            (long long)total);
+    }
+    /* carve the storage in table order; a slot points at its first tensor */
+    float *p = m->storage;
+    for (int64_t i = 0; i < n; i++) {
+        views[i].data = p;
+        p += views[i].numel;
+        float **slot = slot_ptr(m, &views[i].spec);
+        if (!*slot)
+            *slot = views[i].data;
+    }
+    if (cfg->tie_word_embeddings)
+        m->embed_out = m->embed_in; /* one tensor, stored once (SPEC §1b) */
+    for (int64_t l = 0; l < L; l++)
+        hm_model_mixer_identity(m, l);
+    hm_model_inv_freq(cfg, m->inv_freq);
+    *out = m;
+    return HM_OK;
+}
+
+void hm_model_free(struct hm_model *m)
+{
+    if (!m)
+        return;
+    free(m->storage);
+    free(m->layers);
+    free(m->inv_freq);
+    free(m->views);
+    free(m);
+}
+
+void hm_model_mixer_identity(struct hm_model *m, int64_t l)
+{
+    const struct hm_config *c = &m->cfg;
+    const int64_t n_h = c->num_attention_heads, p = c->head_dim, F = c->feature_dim;
+    const int64_t d = c->hidden_size, K = c->conv_width, Q = c->qkv_dim, Da = c->attn_dim;
+    struct hm_layer *ly = &m->layers[l];
+    if (!ly->fq_w)
+        return;
+    if (ly->conv_w) {
+        memset(ly->conv_w, 0, sizeof(float) * (size_t)(Q * K));
+        memset(ly->conv_b, 0, sizeof(float) * (size_t)Q);
+        for (int64_t ch = 0; ch < Q; ch++)
+            ly->conv_w[ch * K + K - 1] = 1.0f; /* the last tap is the current token */
+        memset(ly->dt_w, 0, sizeof(float) * (size_t)(n_h * d));
+        memset(ly->gate_w, 0, sizeof(float) * (size_t)(Da * d));
+        for (int64_t h = 0; h < n_h; h++) {
+            ly->dt_b[h] = (float)HM_DT_BIAS_IDENTITY;
+            ly->A[h] = 0.0f;
+            ly->D[h] = 0.0f;
+        }
+        for (int64_t i = 0; i < Da; i++)
+            ly->gate_b[i] = (float)HM_GATE_BIAS_IDENTITY;
+    }
+    float *w[2] = {ly->fq_w, ly->fk_w}, *b[2] = {ly->fq_b, ly->fk_b};
+    for (int k = 0; k < 2; k++) {
+        memset(w[k], 0, sizeof(float) * (size_t)(n_h * p * F));
+        memset(b[k], 0, sizeof(float) * (size_t)(n_h * F));
+        for (int64_t h = 0; h < n_h; h++)
+            for (int64_t i = 0; i < p && i < F; i++)
+                w[k][(h * p + i) * F + i] = 1.0f; /* eye(p, F) */
+    }
+}
+
+enum hm_status hm_model_load(const struct hm_ckpt *ck, struct hm_model **out,
+                             struct hm_error *err)
+{
+    *out = NULL;
+    struct hm_model *m = NULL;
+    enum hm_status st = hm_model_new(hm_ckpt_config(ck), &m, err);
+    for (int64_t i = 0; st == HM_OK && i < m->n_views; i++) {
+        const struct hm_tensor_view *v = &m->views[i];
+        st = hm_ckpt_load_f32(ck, v->spec.name, v->spec.ndim, v->spec.shape, v->data, err);
+    }
+    if (st != HM_OK) {
+        hm_model_free(m);
+        return st;
+    }
+    *out = m;
+    return HM_OK;
+}
+
+/* ---- workspace ------------------------------------------------------------ */
+
+void hm_model_ws_init(struct hm_model_ws *ws) { memset(ws, 0, sizeof *ws); }
+
+void hm_model_ws_release(struct hm_model_ws *ws)
+{
+    if (!ws)
+        return;
+    if (ws->qkv == ws->proj)
+        ws->qkv = NULL;
+    float **bufs[] = {&ws->h, &ws->a, &ws->proj, &ws->qkv, &ws->att, &ws->o, &ws->a2,
+                      &ws->mh, &ws->mg, &ws->m, &ws->hf, &ws->logits, &ws->phiq, &ws->phik,
+                      &ws->xraw, &ws->dt, &ws->z, &ws->y};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        free(*bufs[i]);
+    free(ws->att_ws);
+    memset(ws, 0, sizeof *ws);
+}
+
+static enum hm_status grow(float **buf, int64_t n, struct hm_error *err)
+{
+    free(*buf);
+    *buf = NULL;
+    if (n < 0 || (uint64_t)n > SIZE_MAX / sizeof(float) ||
+        !(*buf = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1))))
+        return hm_error_set(err, HM_ERR_NOMEM, "out of memory for activations (%lld floats)",
+                            (long long)n);
+    return HM_OK;
+}
+
+size_t hm_model_mixer_ws_size(const struct hm_config *c, const struct hm_backend *be, int64_t T)
+{
+    const int64_t nh = c->num_attention_heads, p = c->head_dim, F2 = 2 * c->feature_dim;
+    switch (c->mixer) {
+    case HM_MIXER_SOFTMAX: return hm_backend_attention_ws_size(be, T, nh, p);
+    case HM_MIXER_HEDGEHOG:
+        return hm_backend_linattn_ws_size(be, T, nh, F2, p, HM_LINATTN_CHUNK);
+    default: return hm_backend_ssm_ws_size(be, T, nh, F2, p, HM_LINATTN_CHUNK);
+    }
+}
+
+enum hm_status hm_model_ws_reserve(struct hm_model_ws *ws, const struct hm_model *m,
+                                   const struct hm_backend *be, int64_t T,
+                                   struct hm_error *err)
+{
+    const struct hm_config *c = &m->cfg;
+    const int64_t d = c->hidden_size, I = c->intermediate_size, V = c->vocab_size;
+    const int llama = c->family == HM_FAMILY_LLAMA, ssm = c->mixer == HM_MIXER_HEDGEMAMBA;
+    if (T <= 0)
+        return hm_error_set(err, HM_ERR_INVALID, "sequence length %lld must be positive",
+                            (long long)T);
+    if (T > ws->T_cap || d != ws->d || I != ws->I || V != ws->V) {
+        int64_t td, ti, tv, tq, th, ta;
+        if (hm_mul_i64(T, d, &td) || hm_mul_i64(T, I, &ti) ||
+            hm_mul_i64(HM_MODEL_NLL_ROWS, V, &tv) || hm_mul_i64(T, c->qkv_dim, &tq) ||
+            hm_mul_i64(T, 3 * c->attn_dim, &th) || hm_mul_i64(T, c->attn_dim, &ta))
+            return hm_error_set(err, HM_ERR_NOMEM, "activation size overflows");
+        int64_t tf = c->mixer == HM_MIXER_SOFTMAX ? 1 : T * c->num_attention_heads * 2 * c->feature_dim;
+        if (ws->qkv == ws->proj)
+            ws->qkv = NULL;
+        struct { float **b; int64_t n; } g[] = {
+            {&ws->h, td}, {&ws->a, td}, {&ws->proj, tq}, {&ws->qkv, llama ? th : 1},
+            {&ws->att, ta}, {&ws->o, td}, {&ws->a2, td}, {&ws->mh, ti},
+            {&ws->mg, llama ? ti : 1}, {&ws->m, td}, {&ws->hf, td}, {&ws->logits, tv},
+            {&ws->phiq, tf}, {&ws->phik, tf}, {&ws->xraw, ssm ? tq : 1},
+            {&ws->dt, ssm ? T * c->num_attention_heads : 1}, {&ws->z, ssm ? ta : 1},
+            {&ws->y, ssm ? ta : 1}};
+        ws->T_cap = 0;
+        for (size_t i = 0; i < sizeof g / sizeof g[0]; i++) {
+            enum hm_status st = grow(g[i].b, g[i].n, err);
+            if (st != HM_OK)
+                return st;
+        }
+        if (!llama) {
+            free(ws->qkv);
+            ws->qkv = ws->proj; /* the fused NeoX layout is already per head */
+        }
+        ws->T_cap = T;
+        ws->d = d;
+        ws->I = I;
+        ws->V = V;
+    }
+    size_t need = hm_model_mixer_ws_size(c, be, T);
+    if (need > ws->att_ws_size) {
+        free(ws->att_ws);
+        ws->att_ws_size = 0;
+        if (!(ws->att_ws = malloc(need)))
+            return hm_error_set(err, HM_ERR_NOMEM, "out of memory for attention workspace");
+        ws->att_ws_size = need;
+    }
+    return HM_OK;
+}
+
+/* ---- forward ---------------------------------------------------------------- */
+
+static enum hm_status check_ids(const int32_t *ids, int64_t T, int64_t V, const char *what,
+                                struct hm_error *err)
+{
+    for (int64_t t = 0; t < T; t++)
+        if (ids[t] < 0 || ids[t] >= V)
+            return hm_error_set(err, HM_ERR_INVALID,
+                                "%s id %lld at position %lld is outside the model "
+                                "vocabulary (%lld)",
+                                what, (long long)ids[t], (long long)t, (long long)V);
+    return HM_OK;
+}
+
+void hm_model_norm_forward(const struct hm_model *m, const struct hm_backend *be, float *y,
+                           float *mean, float *rstd, const float *x, const float *w,
+                           const float *b, int64_t T)
+{
+    const struct hm_config *c = &m->cfg;
+    if (c->family == HM_FAMILY_LLAMA)
+        hm_backend_rmsnorm_forward(be, y, rstd, x, w, T, c->hidden_size, (float)c->layer_norm_eps);
+    else
+        hm_backend_layernorm_forward(be, y, mean, rstd, x, w, b, T, c->hidden_size,
+                                     (float)c->layer_norm_eps);
+}
+
+void hm_model_mlp_forward(const struct hm_model *m, const struct hm_backend *be,
+                          const struct hm_layer *ly, float *out, float *hid, float *gate,
+                          float *act, const float *x, int64_t T)
+{
+    const struct hm_config *c = &m->cfg;
+    const int64_t d = c->hidden_size, I = c->intermediate_size;
+    hm_backend_matmul_forward(be, hid, x, ly->fc1_w, ly->fc1_b, T, d, I);
+    if (c->family == HM_FAMILY_LLAMA) {
+        /* SwiGLU: silu(gate) ⊙ up */
+        hm_backend_matmul_forward(be, gate, x, ly->fcg_w, ly->fcg_b, T, d, I);
+        hm_backend_silu_gate_forward(be, act, hid, gate, T * I);
+    } else {
+        hm_backend_gelu_forward(be, act, hid, T * I,
+                                c->hidden_act == HM_ACT_GELU_TANH ? HM_GELU_TANH : HM_GELU_ERF);
+    }
+    hm_backend_matmul_forward(be, out, act, ly->fc2_w, ly->fc2_b, T, I, d);
+}
+
+void hm_model_qkv_forward(const struct hm_model *m, const struct hm_backend *be,
+                          const struct hm_layer *ly, float *xraw, float *proj, float *heads,
+                          const float *a, int64_t B, int64_t T)
+{
+    const struct hm_config *c = &m->cfg;
+    const int64_t d = c->hidden_size, Q = c->qkv_dim, N = B * T;
+    if (c->mixer == HM_MIXER_HEDGEMAMBA) {
+        /* SPEC §3: causal depthwise conv over the projection outputs (no
+         * activation), per sequence: it must not cross sequences */
+        hm_backend_matmul_forward(be, xraw, a, ly->qkv_w, ly->qkv_b, N, d, Q);
+        for (int64_t b = 0; b < B; b++)
+            hm_backend_conv1d_forward(be, proj + b * T * Q, xraw + b * T * Q, ly->conv_w,
+                                      ly->conv_b, T, Q, c->conv_width);
+    } else {
+        hm_backend_matmul_forward(be, proj, a, ly->qkv_w, ly->qkv_b, N, d, Q);
+    }
+    if (c->family == HM_FAMILY_LLAMA)
+        hm_backend_qkv_expand_forward(be, heads, proj, N, c->num_attention_heads,
+                                      c->num_key_value_heads, c->head_dim);
+}
+
+void hm_model_mixer_block(const struct hm_model *m, const struct hm_backend *be, int64_t l,
+                          int64_t T, struct hm_model_ws *ws)
+{
+    const struct hm_config *c = &m->cfg;
+    const struct hm_layer *ly = &m->layers[l];
+    const int64_t n_h = c->num_attention_heads, p = c->head_dim, d = c->hidden_size;
+    const int64_t r = c->rotary_dims, F = c->feature_dim, Da = c->attn_dim, rs = 3 * Da;
+    hm_model_qkv_forward(m, be, ly, ws->xraw, ws->proj, ws->qkv, ws->a, 1, T);
+    if (r > 0) {
+        hm_backend_rotary_forward(be, ws->qkv, T, n_h, r, rs, 3 * p, 0, m->inv_freq);
+        hm_backend_rotary_forward(be, ws->qkv + p, T, n_h, r, rs, 3 * p, 0, m->inv_freq);
+    }
+    if (c->mixer == HM_MIXER_SOFTMAX) {
+        hm_backend_attention_forward(be, ws->att, NULL, ws->qkv, T, n_h, p, ws->att_ws,
+                                     ws->att_ws_size);
+    } else {
+        /* φq = C, φk = B on the rotated q, k (SPEC §2, §3 step 4) */
+        hm_backend_featuremap_forward(be, ws->phiq, ws->qkv, ly->fq_w, ly->fq_b, T, n_h, p, F,
+                                      rs, 3 * p);
+        hm_backend_featuremap_forward(be, ws->phik, ws->qkv + p, ly->fk_w, ly->fk_b, T, n_h, p,
+                                      F, rs, 3 * p);
+    }
+    if (c->mixer == HM_MIXER_HEDGEHOG) {
+        hm_backend_linattn_forward(be, ws->att, NULL, ws->phiq, ws->phik, ws->qkv + 2 * p, T,
+                                   n_h, 2 * F, p, rs, 3 * p, HM_LINATTN_EPS, HM_LINATTN_CHUNK,
+                                   ws->att_ws, ws->att_ws_size);
+    } else if (c->mixer == HM_MIXER_HEDGEMAMBA) {
+        /* Δ = softplus(a Wdt^T + bdt); scan; y ⊙ silu(a Wg^T + bg) */
+        hm_backend_matmul_forward(be, ws->dt, ws->a, ly->dt_w, ly->dt_b, T, d, n_h);
+        hm_backend_softplus_forward(be, ws->dt, ws->dt, T * n_h);
+        hm_backend_ssm_forward(be, ws->y, NULL, ws->phiq, ws->phik, ws->qkv + 2 * p, ws->dt, ly->A,
+                               ly->D, T, n_h, 2 * F, p, rs, 3 * p, HM_LINATTN_EPS,
+                               HM_LINATTN_CHUNK, ws->att_ws, ws->att_ws_size);
+        hm_backend_matmul_forward(be, ws->z, ws->a, ly->gate_w, ly->gate_b, T, d, Da);
+        hm_backend_silu_gate_forward(be, ws->att, ws->y, ws->z, T * Da);
+    }
+    hm_backend_matmul_forward(be, ws->o, ws->att, ly->dense_w, ly->dense_b, T, Da, d);
+}
+
+enum hm_status hm_model_hidden(const struct hm_model *m, const struct hm_backend *be,
+                               const int32_t *tokens, int64_t T, struct hm_model_ws *ws,
+                               const struct hm_model_hooks *hooks, struct hm_error *err)
+{
+    const struct hm_config *c = &m->cfg;
+    const int64_t d = c->hidden_size;
+    enum hm_status st = check_ids(tokens, T, c->vocab_size, "token", err);
+    if (st == HM_OK)
+        st = hm_model_ws_reserve(ws, m, be, T, err);
+    if (st != HM_OK)
+        return st;
+
+    hm_backend_embedding_forward(be, ws->h, tokens, m->embed_in, T, d);
+    for (int64_t l = 0; l < c->num_hidden_layers; l++) {
+        const struct hm_layer *ly = &m->layers[l];
+        /* attention */
+        hm_model_norm_forward(m, be, ws->a, NULL, NULL, ws->h, ly->ln1_w, ly->ln1_b, T);
+        hm_model_mixer_block(m, be, l, T, ws);
+        if (hooks && hooks->on_layer) {
+            if ((st = hm_backend_sync(be, err)) != HM_OK)
+                return st;
+            st = hooks->on_layer(hooks->ctx, l, ws->a, ws->qkv, ws->o, T, d, err);
+            if (st != HM_OK)
+                return st;
+            if (hooks->stop_after_last_hook && l == c->num_hidden_layers - 1)
+                return hm_backend_sync(be, err);
+        }
+        /* MLP */
+        if (!c->use_parallel_residual)
+            hm_backend_add_forward(be, ws->h, ws->o, ws->h, T * d); /* t = attn + h */
+        hm_model_norm_forward(m, be, ws->a2, NULL, NULL, ws->h, ly->ln2_w, ly->ln2_b, T);
+        hm_model_mlp_forward(m, be, ly, ws->m, ws->mh, ws->mg, ws->mh, ws->a2, T);
+        if (c->use_parallel_residual)
+            hm_backend_add_forward(be, ws->m, ws->m, ws->o, T * d); /* mlp + attn */
+        hm_backend_add_forward(be, ws->h, ws->m, ws->h, T * d);
+    }
+    hm_model_norm_forward(m, be, ws->hf, NULL, NULL, ws->h, m->lnf_w, m->lnf_b, T);
+    return hm_backend_sync(be, err);
+}
+
+enum hm_status hm_model_forward(const struct hm_model *m, const struct hm_backend *be,
+                               const int32_t *tokens, int64_t T, float *logits,
+                               struct hm_model_ws *ws, struct hm_error *err)
+{
+    enum hm_status st = hm_model_hidden(m, be, tokens, T, ws, NULL, err);
+    if (st != HM_OK)
+        return st;
+    hm_backend_matmul_forward(be, logits, ws->hf, m->embed_out, NULL, T, m->cfg.hidden_size,
+                              m->cfg.vocab_size);
+    return hm_backend_sync(be, err);
+}
+
+enum hm_status hm_model_nll(const struct hm_model *m, const struct hm_backend *be,
+                           const int32_t *tokens, const int32_t *targets, int64_t T,
+                           float *nll, struct hm_model_ws *ws, struct hm_error *err)
+{
+    int64_t d = m->cfg.hidden_size, V = m->cfg.vocab_size;
+    enum hm_status st = check_ids(targets, T, V, "target", err);
+    if (st == HM_OK)
+        st = hm_model_hidden(m, be, tokens, T, ws, NULL, err);
+    if (st != HM_OK)
+        return st;
+    for (int64_t t0 = 0; t0 < T; t0 += HM_MODEL_NLL_ROWS) {
+        int64_t n = T - t0 < HM_MODEL_NLL_ROWS ? T - t0 : HM_MODEL_NLL_ROWS;
+        hm_backend_matmul_forward(be, ws->logits, ws->hf + t0 * d, m->embed_out, NULL, n, d, V);
+        hm_backend_nll_forward(be, nll + t0, NULL, ws->logits, targets + t0, n, V);
+    }
+    return hm_backend_sync(be, err);
+}
+
+double hm_model_flops_per_token(const struct hm_config *c, int64_t T)
+{
+    double d = (double)c->hidden_size, I = (double)c->intermediate_size;
+    double V = (double)c->vocab_size, L = (double)c->num_hidden_layers;
+    double Q = (double)c->qkv_dim, Da = (double)c->attn_dim;
+    double mlp = (c->family == HM_FAMILY_LLAMA ? 3.0 : 2.0) * I * d;
+    double per_layer = 2.0 * (Q * d + Da * d + mlp) + 4.0 * (double)T * Da;
+    return L * per_layer + 2.0 * V * d;
+}

@@ -1,0 +1,236 @@
+/* model.h — one model for every family × mixer (SPEC §1, §1b, §2, §3), fp32.
+ *
+ * The family (cfg.family: neox, llama) fixes the skeleton around the mixer:
+ * its norm (LayerNorm / RMSNorm), MLP (GELU / SwiGLU), residual (parallel /
+ * sequential) and the layout of its q/k/v projection (NeoX: one fused
+ * interleaved [3d, d]; llama: q_proj, k_proj, v_proj stored back to back
+ * and run as one matmul giving [q | k | v], expanded per query head for
+ * grouped-query attention). The mixer (cfg.mixer: softmax, hedgehog,
+ * hedgemamba) is chosen independently; every mixer op reads the per-head
+ * interleaved layout [T, n_h, 3, p], so each exists for both families.
+ *
+ * Every tensor comes from the one table in params.c: the storage is carved
+ * in table order, the struct pointers below and the views are set from it,
+ * and loading/saving walk it.
+ *
+ * Weights are loaded from a struct hm_ckpt (F32, F16, BF16), converted to
+ * fp32 and owned by the model. Legacy buffers (attention.bias, masked_bias,
+ * rotary_emb.inv_freq) are ignored; inv_freq is recomputed in fp32 exactly
+ * as HF does (hm_model_inv_freq: the default plus llama3 scaling).
+ *
+ * Forward runs one sequence at a time (positions 0..T-1) on any backend
+ * (kernels/backend.h); a batch is a loop over sequences. All activations
+ * live in a caller-owned struct hm_model_ws that grows to the largest T seen
+ * and is reused, so steady-state calls do not allocate.
+ *
+ * Per layer l (d = hidden, p = head dim, r = rotary dims):
+ *   a = norm1(h); proj = a Wqkv^T + b; (hedgemamba: causal conv over proj);
+ *   heads = proj (neox) or expand(proj) (llama); rotary on q, k of heads;
+ *   att = mixer(heads); o = att Wdense^T + b;
+ *   parallel:   h = (mlp(norm2(h)) + o) + h
+ *   sequential: t = o + h; h = mlp(norm2(t)) + t
+ *   mlp(x) = gelu(x W1^T + b1) W2^T + b2 (neox) or
+ *            (silu(x Wg^T) ⊙ x W1^T) W2^T (llama SwiGLU).
+ * logits = normF(h) embed_out^T (llama tied: embed_out is embed_in).
+ */
+#ifndef HM_MODEL_H
+#define HM_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "checkpoint.h"
+#include "config.h"
+#include "hm_error.h"
+#include "params.h"
+
+/* One layer's weights; borrowed views into the model's storage (NULL when
+ * the family or mixer has no such tensor). Names per family in params.c. */
+struct hm_layer {
+    float *ln1_w, *ln1_b;     /* norm before the mixer      [d], [d] (llama: no bias) */
+    float *ln2_w, *ln2_b;     /* norm before the MLP        [d], [d] */
+    float *qkv_w, *qkv_b;     /* q/k/v projection           [qkv_dim, d], [qkv_dim] */
+    float *dense_w, *dense_b; /* attention.dense / o_proj   [d, n_h p], [d] */
+    /* Hedgehog feature maps (hedgehog and hedgemamba), SPEC §2:
+     * feature_map_{q,k}.weight [n_h, p, F], .bias [n_h, F] */
+    float *fq_w, *fq_b, *fk_w, *fk_b;
+    /* HedgeMamba mixer (hedgemamba), SPEC §3 */
+    float *conv_w, *conv_b;   /* conv1d       [qkv_dim, K], [qkv_dim] */
+    float *dt_w, *dt_b;       /* dt_proj      [n_h, d], [n_h] */
+    float *A, *D;             /* A, D         [n_h], [n_h] */
+    float *gate_w, *gate_b;   /* gate_proj    [n_h p, d], [n_h p] */
+    float *fcg_w, *fcg_b;     /* llama mlp.gate_proj [I, d], [I] */
+    float *fc1_w, *fc1_b;     /* dense_h_to_4h / up_proj   [I, d], [I] */
+    float *fc2_w, *fc2_b;     /* dense_4h_to_h / down_proj [d, I], [d] */
+};
+
+/* One tensor of a model: its table entry and its storage. */
+struct hm_tensor_view {
+    struct hm_param_spec spec; /* name, ndim, shape, group, layer, is_matrix, slot */
+    float *data;               /* borrowed from the model's storage */
+    int64_t numel;
+};
+
+/* Identity values of the mapping (SPEC §3): Δ = softplus(ln(e − 1)) = 1 and
+ * silu(1.2784645427610738) = 1. */
+#define HM_DT_BIAS_IDENTITY 0.5413248546129181
+#define HM_GATE_BIAS_IDENTITY 1.2784645427610738
+
+struct hm_model {
+    struct hm_config cfg;         /* finished */
+    float *embed_in;              /* [V, d] */
+    struct hm_layer *layers;      /* [num_hidden_layers] */
+    float *lnf_w, *lnf_b;         /* final norm [d], [d] (llama: no bias) */
+    float *embed_out;             /* [V, d]; tied llama: == embed_in */
+    float *inv_freq;              /* [r/2] rotary inverse frequencies (fp32, HF) */
+    float *storage;               /* the one allocation behind every tensor */
+    int64_t n_params;             /* floats in storage, inv_freq excluded */
+    struct hm_tensor_view *views; /* [n_views] every tensor, hm_param_specs order */
+    int64_t n_views;
+};
+
+/* A model with every weight zero (callers fill them: tests, benchmarks),
+ * except the mixer extras, which start at their identity values: feature
+ * maps W = eye(p, F), b = 0 (SPEC §2); conv last tap 1, dt_proj bias
+ * ln(e − 1), A = D = 0, gate_proj bias 1.2784645427610738 (SPEC §3).
+ * cfg must be finished. out: owned, free with hm_model_free(). */
+enum hm_status hm_model_new(const struct hm_config *cfg, struct hm_model **out,
+                           struct hm_error *err);
+
+/* Loads every tensor of cfg's family × mixer from ck. A missing
+ * or misshaped tensor fails with a message naming it. out: owned, free with
+ * hm_model_free(). */
+enum hm_status hm_model_load(const struct hm_ckpt *ck, struct hm_model **out,
+                            struct hm_error *err);
+
+void hm_model_free(struct hm_model *m); /* accepts NULL */
+
+/* Activation buffers of one sequence. Zero-initialize ({0}) or call
+ * hm_model_ws_init; buffers are allocated on first use and grow to the
+ * largest T; free with hm_model_ws_release(). One ws per thread of callers. */
+struct hm_model_ws {
+    int64_t T_cap;      /* rows the buffers hold */
+    int64_t d, I, V;    /* sizes they were made for */
+    float *h;           /* [T, d] residual stream */
+    float *a;           /* [T, d] LN1 output (attention input) */
+    float *proj;        /* [T, qkv_dim] projection output (after the conv) */
+    float *qkv;         /* [T, 3 n_h p] per-head q, k, v (neox: == proj) */
+    float *att;         /* [T, n_h p] merged heads */
+    float *o;           /* [T, d] attention output after dense */
+    float *a2;          /* [T, d] LN2 output */
+    float *mh;          /* [T, I] MLP hidden */
+    float *mg;          /* [T, I] SwiGLU gate pre-activation (llama) */
+    float *m;           /* [T, d] MLP output */
+    float *hf;          /* [T, d] final LayerNorm output */
+    float *logits;      /* [HM_MODEL_NLL_ROWS, V] chunk used by hm_model_nll */
+    float *phiq, *phik; /* [T, n_h, 2F] feature maps (hedgehog, hedgemamba) */
+    float *xraw;        /* [T, qkv_dim] projection before the conv (hedgemamba) */
+    float *dt;          /* [T, n_h] Δ (hedgemamba) */
+    float *z;           /* [T, n_h p] gate pre-activation (hedgemamba) */
+    float *y;           /* [T, n_h p] scan output before the gate (hedgemamba) */
+    void *att_ws;       /* attention / linear-attention workspace */
+    size_t att_ws_size;
+};
+
+/* Chunk length of the chunked linear attention (0 = the backend's default,
+ * HM_LINATTN_CHUNK_DEFAULT). */
+#define HM_LINATTN_CHUNK 0
+/* ε of the linear-attention normalizer (SPEC §2). */
+#define HM_LINATTN_EPS 1e-6f
+
+/* Rows of logits hm_model_nll materializes at a time. */
+#define HM_MODEL_NLL_ROWS 64
+
+void hm_model_ws_init(struct hm_model_ws *ws);
+/* Makes ws ready for sequences of up to T tokens on backend be
+ * (optional: forward calls it). */
+enum hm_status hm_model_ws_reserve(struct hm_model_ws *ws, const struct hm_model *m,
+                                  const struct hm_backend *be, int64_t T,
+                                  struct hm_error *err);
+void hm_model_ws_release(struct hm_model_ws *ws); /* frees the buffers; NULL ok */
+
+/* Bytes of workspace the forward of cfg's mixer needs for T tokens. */
+size_t hm_model_mixer_ws_size(const struct hm_config *cfg, const struct hm_backend *be,
+                              int64_t T);
+
+/* Called after each layer's attention (stage 1 reads the teacher here):
+ *   a_in: [T, d] the layer's norm1 output; qkv: [T, n_h, 3, p] its per-head
+ *   q, k, v after rotary (row stride 3 n_h p, head stride 3p); attn_out:
+ *   [T, d] attention output after dense, before the residual add. All
+ *   borrowed for the call only.
+ * A non-HM_OK return stops the forward pass with that status (the hook fills
+ * err). */
+typedef enum hm_status (*hm_model_layer_fn)(void *ctx, int64_t layer, const float *a_in,
+                                           const float *qkv, const float *attn_out, int64_t T,
+                                           int64_t d, struct hm_error *err);
+
+/* The attention/mixer block of one layer for m's arch: ws->a [T, d] (the
+ * LN1 output) → ws->qkv (rotated, after the conv for hedgemamba), ws->att
+ * (dense input) and ws->o [T, d] (after dense). ws must be reserved for T. */
+void hm_model_mixer_block(const struct hm_model *m, const struct hm_backend *be, int64_t layer,
+                         int64_t T, struct hm_model_ws *ws);
+
+/* Set a layer's mixer extras to their identity values (see hm_model_new). */
+void hm_model_mixer_identity(struct hm_model *m, int64_t layer);
+
+struct hm_model_hooks {
+    hm_model_layer_fn on_layer; /* may be NULL */
+    void *ctx;
+    /* 1: stop right after the last layer's hook (its MLP and the final
+     * LayerNorm are skipped; ws->hf is not computed) — stage 1 needs only
+     * the attention blocks. */
+    int stop_after_last_hook;
+};
+
+/* Family pieces of the skeleton, shared by inference, training and decoding
+ * (model.c). y: [T, d] = norm(x) with the family's norm kind; mean, rstd:
+ * [T] saved statistics (mean unused by RMSNorm; both may be NULL). */
+void hm_model_norm_forward(const struct hm_model *m, const struct hm_backend *be, float *y,
+                           float *mean, float *rstd, const float *x, const float *w,
+                           const float *b, int64_t T);
+/* out: [T, d] = mlp(x: [T, d]); hid: [T, I] the up projection (GELU input /
+ * SwiGLU up, kept for backward); gate: [T, I] the SwiGLU gate
+ * pre-activation (llama; unused by neox); act: [T, I] the activated hidden. */
+void hm_model_mlp_forward(const struct hm_model *m, const struct hm_backend *be,
+                          const struct hm_layer *ly, float *out, float *hid, float *gate,
+                          float *act, const float *x, int64_t T);
+/* The q/k/v projection to per-head layout for B sequences of T rows:
+ * proj [B·T, qkv_dim] = a Wqkv^T + b (hedgemamba: into xraw, then the
+ * causal conv per sequence into proj), then (llama) the GQA expansion into
+ * heads [B·T, 3 n_h p]; neox: heads == proj (pass the same pointer). No
+ * rotary. a: [B·T, d] */
+void hm_model_qkv_forward(const struct hm_model *m, const struct hm_backend *be,
+                          const struct hm_layer *ly, float *xraw, float *proj, float *heads,
+                          const float *a, int64_t B, int64_t T);
+
+/* Rotary inverse frequencies of cfg [r/2]: HF's fp32 default, with the llama3
+ * rope_scaling applied when configured (HF _compute_llama3_parameters). */
+void hm_model_inv_freq(const struct hm_config *cfg, float *inv_freq);
+
+/* Runs the layers and the final norm on tokens: [T] (each < V).
+ * The result is ws->hf: [T, d] (borrowed until the next call on ws).
+ * hooks may be NULL. */
+enum hm_status hm_model_hidden(const struct hm_model *m, const struct hm_backend *be,
+                              const int32_t *tokens, int64_t T, struct hm_model_ws *ws,
+                              const struct hm_model_hooks *hooks, struct hm_error *err);
+
+/* logits: [T, V] for tokens: [T] at positions 0..T-1. */
+enum hm_status hm_model_forward(const struct hm_model *m, const struct hm_backend *be,
+                               const int32_t *tokens, int64_t T, float *logits,
+                               struct hm_model_ws *ws, struct hm_error *err);
+
+/* nll: [T], nll[t] = −log softmax(logits[t])[targets[t]] for tokens: [T] and
+ * targets: [T] (each < V). Logits are made HM_MODEL_NLL_ROWS rows at a time. */
+enum hm_status hm_model_nll(const struct hm_model *m, const struct hm_backend *be,
+                           const int32_t *tokens, const int32_t *targets, int64_t T,
+                           float *nll, struct hm_model_ws *ws, struct hm_error *err);
+
+/* Forward FLOPs per token at sequence length T, counted as BENCH.md: 2N per
+ * weight-matrix entry (qkv, dense, fc1, fc2 of every layer, embed_out;
+ * embed_in is a lookup and costs nothing) plus 4·T·d per layer for causal
+ * softmax attention (the full T×T square). Norms, activations, softmax,
+ * rotary and biases are not counted. */
+double hm_model_flops_per_token(const struct hm_config *cfg, int64_t T);
+
+#endif

@@ -1,0 +1,39 @@
+#include "model_views.h"
+
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckpt_write.h"
+
+int64_t hm_model_views(const struct hm_model *m, struct hm_tensor_view **out)
+{
+    *out = calloc((size_t)m->n_views + 1, sizeof **out);
+    if (!*out)
+        return -1;
+    memcpy(*out, m->views, sizeof **out * (size_t)m->n_views);
+    return m->n_views;
+}
+
+enum hm_status hm_model_save(const struct hm_model *m, const char *path, int flags,
+                            const char *provenance, enum hm_dtype dtype,
+                            const char *const *extra_meta, struct hm_error *err)
+{
+    struct hm_tensor_view *v = NULL;
+    int64_t n = hm_model_views(m, &v);
+    if (n < 0)
+        return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+    struct hm_named_tensor *t = calloc((size_t)n + 1, sizeof *t);
+    if (!t) {
+        free(v);
+        return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+    }
+    for (int64_t i = 0; i < n; i++)
+        t[i] = (struct hm_named_tensor){v[i].spec.name, v[i].spec.ndim, v[i].spec.shape,
+                                        v[i].data};
+    enum hm_status st = hm_ckpt_write(path, flags, &m->cfg, provenance, t, n, dtype,
+                                      extra_meta, err);
+    free(t);
+    free(v);
+    return st;
+}
