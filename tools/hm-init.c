@@ -1,4 +1,4 @@
-/* hm-init — a randomly initialized GPT-NeoX checkpoint from a preset or a
+/* hm-init — a randomly initialized teacher (GPT-NeoX or Llama) from a preset or a
  * config (HF config.json or hm.config JSON), seeded and reproducible. */
 #include <getopt.h>
 #include <math.h>
@@ -17,13 +17,15 @@
 static const char usage[] =
     "usage: hm-init (--preset NAME | --config FILE) -o OUT [OPTIONS]\n"
     "\n"
-    "Write a GPT-NeoX checkpoint with random weights (HF GPTNeoX init: linear\n"
-    "weights and embeddings N(0, 0.02^2), biases 0, LayerNorm 1/0).\n"
+    "Write a teacher checkpoint (gpt_neox or llama) with random weights (HF init:\n"
+    "linear weights and embeddings N(0, 0.02^2), biases 0, norm weights 1).\n"
     "\n"
     "Options:\n"
     "      --preset NAME      tiny (byte-level demo teacher), pythia-14m, pythia-31m,\n"
-    "                         pythia-70m, pythia-160m, pythia-410m, pythia-1b\n"
-    "      --config FILE      a config.json (GPT-NeoX fields) or hm.config JSON\n"
+    "                         pythia-70m, pythia-160m, pythia-410m, pythia-1b;\n"
+    "                         llama shapes: llama-tiny (stories260K), stories15m,\n"
+    "                         smollm-135m, tinyllama-1.1b, llama-3.2-1b\n"
+    "      --config FILE      a config.json (model_type gpt_neox or llama) or hm.config\n"
     "      --vocab-size N     override the vocabulary rows (e.g. 257 for bytes)\n"
     "      --seed S           random seed (default 0)\n"
     "      --init-std X       standard deviation of the normal init (default 0.02)\n"
@@ -104,7 +106,7 @@ int main(int argc, char **argv)
             hm_die_err("cannot read", config, &err);
         free(text);
         if (cfg.mixer != HM_MIXER_SOFTMAX)
-            hm_die("config '%s' is for arch '%s'; hm-init makes gpt_neox teachers", config,
+            hm_die("config '%s' is for arch '%s'; hm-init makes teachers (gpt_neox, llama)", config,
                    hm_arch_name(&cfg));
     }
     if (vocab) {

@@ -338,11 +338,22 @@ static void print_human(const struct hm_ckpt *ck, const struct report *r, int li
            "vocab %lld\n", (long long)c->num_hidden_layers, (long long)c->hidden_size,
            (long long)c->num_attention_heads, (long long)c->head_dim,
            (long long)c->intermediate_size, (long long)c->vocab_size);
-    printf("             rotary dims %lld (pct %g, base %g), %s residual, %s, ln eps %g, "
-           "max positions %lld\n", (long long)c->rotary_dims, c->rotary_pct, c->rotary_emb_base,
-           c->use_parallel_residual ? "parallel" : "sequential",
-           c->hidden_act == HM_ACT_GELU ? "gelu (erf)" : "gelu (tanh)", c->layer_norm_eps,
-           (long long)c->max_position_embeddings);
+    if (c->family == HM_FAMILY_LLAMA) {
+        printf("             family llama: kv heads %lld (GQA %lld:1), rope theta %g%s, "
+               "rmsnorm eps %g, swiglu, %s, %s%smax positions %lld\n",
+               (long long)c->num_key_value_heads,
+               (long long)(c->num_attention_heads / c->num_key_value_heads), c->rotary_emb_base,
+               c->rope_scaling.type == HM_ROPE_LLAMA3 ? " (llama3 scaling)" : "",
+               c->layer_norm_eps, c->tie_word_embeddings ? "tied embeddings" : "untied",
+               c->attention_bias ? "attention bias, " : "", c->mlp_bias ? "mlp bias, " : "",
+               (long long)c->max_position_embeddings);
+    } else {
+        printf("             family neox: rotary dims %lld (pct %g, base %g), %s residual, %s, "
+               "ln eps %g, max positions %lld\n", (long long)c->rotary_dims, c->rotary_pct,
+               c->rotary_emb_base, c->use_parallel_residual ? "parallel" : "sequential",
+               c->hidden_act == HM_ACT_GELU ? "gelu (erf)" : "gelu (tanh)", c->layer_norm_eps,
+               (long long)c->max_position_embeddings);
+    }
     if (c->mixer != HM_MIXER_SOFTMAX)
         printf("             feature dim %lld\n", (long long)c->feature_dim);
     if (c->mixer == HM_MIXER_HEDGEMAMBA) {

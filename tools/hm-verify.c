@@ -30,8 +30,9 @@ static const char usage[] =
     "reference: the hedgehog model, the chunked form, the stored logits).\n"
     "  mapping    a hedgehog checkpoint and the hedgemamba checkpoint hm-map-ssm made\n"
     "             from it: the logits and every layer's mixer output (after dense)\n"
-    "  recurrent  a hedgehog or hedgemamba model: chunked (training/prefill) form vs\n"
-    "             token-by-token recurrent form, logits at every position\n"
+    "  recurrent  any model: chunked (training/prefill) form vs the token-by-token\n"
+    "             decoding step (students: constant-size state; a softmax teacher:\n"
+    "             its KV cache), logits at every position\n"
     "  logits     a model's logits vs a safetensors file with tensor 'logits'\n"
     "             [windows, L, V] (as hm-eval --dump-logits writes) on the same\n"
     "             windows of TOKENS (window w = tokens [wL, wL+L))\n"
@@ -234,9 +235,10 @@ static enum hm_status run_seq(const struct hm_model *m, const int32_t *tok, int6
 
 static int same_skeleton(const struct hm_config *a, const struct hm_config *b)
 {
-    return a->vocab_size == b->vocab_size && a->hidden_size == b->hidden_size &&
-           a->num_hidden_layers == b->num_hidden_layers &&
+    return a->family == b->family && a->vocab_size == b->vocab_size &&
+           a->hidden_size == b->hidden_size && a->num_hidden_layers == b->num_hidden_layers &&
            a->num_attention_heads == b->num_attention_heads &&
+           a->num_key_value_heads == b->num_key_value_heads && a->head_dim == b->head_dim &&
            a->intermediate_size == b->intermediate_size;
 }
 
