@@ -1,6 +1,7 @@
 /* tokenizer.c — token arrays, added tokens, normalization, encode, decode,
  * the byte-level vocabulary. Loading tokenizer.json is in tokenizer_load.c;
- * the pre-tokenizer, BPE and the word cache are in tokenizer_bpe.c. */
+ * the pre-tokenizer, BPE and the word cache are in tokenizer_bpe.c; the
+ * llama2.c tokenizer.bin (load, encode, decode) in tokenizer_llama2c.c. */
 #include "tokenizer.h"
 
 #include <stdio.h>
@@ -217,9 +218,20 @@ static enum hm_status encode_piece(struct hm_tokenizer *tok, const uint8_t *p, s
 enum hm_status hm_tokenizer_encode(struct hm_tokenizer *tok, const char *text, size_t len,
                                    struct hm_ids *out, struct hm_error *err)
 {
+    return hm_tokenizer_encode_ex(tok, text, len, 0, out, err);
+}
+
+enum hm_status hm_tokenizer_encode_ex(struct hm_tokenizer *tok, const char *text, size_t len,
+                                      unsigned flags, struct hm_ids *out, struct hm_error *err)
+{
     const uint8_t *p = (const uint8_t *)text;
     int64_t n0 = out->n;
     enum hm_status st = HM_OK;
+    if (flags & ~(unsigned)HM_TOKENIZER_BOS)
+        return hm_error_set(err, HM_ERR_INVALID, "unknown encode flags 0x%x", flags);
+    if ((flags & HM_TOKENIZER_BOS) && hm_tokenizer_bos_id(tok) < 0)
+        return hm_error_set(err, HM_ERR_INVALID, "this tokenizer (%s) has no BOS token",
+                            hm_tokenizer_kind_name(tok->kind));
     if (tok->is_bytes) {
         if (len > (size_t)INT64_MAX)
             return hm_error_set(err, HM_ERR_NOMEM, "text too large");
@@ -234,6 +246,8 @@ enum hm_status hm_tokenizer_encode(struct hm_tokenizer *tok, const char *text, s
     if (bad != len)
         return hm_error_set_at(err, HM_ERR_FORMAT, (int64_t)bad,
                                "invalid UTF-8 at byte offset %zu (byte 0x%02x)", bad, p[bad]);
+    if (tok->kind == HM_TOKENIZER_KIND_LLAMA2C)
+        return hm_tok_l2c_encode(tok, p, len, (flags & HM_TOKENIZER_BOS) != 0, out, err);
     size_t pos = 0;
     while (pos < len) {
         size_t at;
@@ -268,6 +282,8 @@ enum hm_status hm_tokenizer_decode(const struct hm_tokenizer *tok, const int32_t
                                 "token %lld: id %d is not in the vocabulary", (long long)i, id);
         total += tok->doff[id + 1] - tok->doff[id];
     }
+    if (tok->kind == HM_TOKENIZER_KIND_LLAMA2C)
+        return hm_tok_l2c_decode(tok, ids, n, out, len, err);
     /* lossy replacement can grow a bad byte (1) into U+FFFD (3) */
     size_t cap;
     if (hm_mul_size(total, 3, &cap) != 0 || hm_add_size(cap, 1, &cap) != 0)
@@ -337,6 +353,7 @@ enum hm_status hm_tokenizer_bytes(struct hm_tokenizer **out, struct hm_error *er
     struct hm_tokenizer *tok = calloc(1, sizeof *tok);
     if (!tok)
         return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+    tok->kind = HM_TOKENIZER_KIND_BYTES;
     tok->is_bytes = 1;
     tok->vocab_size = 257;
     tok->eot = 256;
@@ -374,9 +391,31 @@ void hm_tokenizer_free(struct hm_tokenizer *tok)
     free(tok->dvalid);
     free(tok->scratch);
     hm_word_cache_free(&tok->cache);
+    hm_tok_l2c_free(tok->l2c);
     free(tok);
 }
 
 int64_t hm_tokenizer_vocab_size(const struct hm_tokenizer *tok) { return tok->vocab_size; }
 int32_t hm_tokenizer_eot_id(const struct hm_tokenizer *tok) { return tok->eot; }
 int hm_tokenizer_is_bytes(const struct hm_tokenizer *tok) { return tok->is_bytes; }
+enum hm_tokenizer_kind hm_tokenizer_kind(const struct hm_tokenizer *tok) { return tok->kind; }
+
+int32_t hm_tokenizer_bos_id(const struct hm_tokenizer *tok)
+{
+    return tok->kind == HM_TOKENIZER_KIND_LLAMA2C ? 1 : -1;
+}
+
+int32_t hm_tokenizer_eos_id(const struct hm_tokenizer *tok)
+{
+    return tok->kind == HM_TOKENIZER_KIND_LLAMA2C ? 2 : -1;
+}
+
+const char *hm_tokenizer_kind_name(enum hm_tokenizer_kind kind)
+{
+    switch (kind) {
+    case HM_TOKENIZER_KIND_HF_BPE: return "tokenizer.json";
+    case HM_TOKENIZER_KIND_BYTES: return "bytes";
+    case HM_TOKENIZER_KIND_LLAMA2C: return "llama2.c";
+    }
+    return "unknown";
+}

@@ -1,5 +1,6 @@
-/* tokenizer_internal.h — private layout shared by tokenizer.c (loading, the
- * public API, added tokens) and tokenizer_bpe.c (pre-tokenizer, BPE, cache).
+/* tokenizer_internal.h — private layout shared by tokenizer.c (the public
+ * API, added tokens), tokenizer_load.c (tokenizer.json), tokenizer_bpe.c
+ * (pre-tokenizer, BPE, cache) and tokenizer_llama2c.c (tokenizer.bin).
  * Not installed; only libconvert/tokenizer*.c include it. */
 #ifndef HM_TOKENIZER_INTERNAL_H
 #define HM_TOKENIZER_INTERNAL_H
@@ -38,8 +39,12 @@ struct hm_word_cache {
     size_t cap, used;
 };
 
+struct hm_l2c; /* llama2.c vocabulary and encode scratch (tokenizer_llama2c.c) */
+
 struct hm_tokenizer {
-    int is_bytes;
+    enum hm_tokenizer_kind kind;
+    int is_bytes;         /* kind == HM_TOKENIZER_KIND_BYTES */
+    struct hm_l2c *l2c;   /* owned; kind == HM_TOKENIZER_KIND_LLAMA2C only */
     int nfc;              /* normalizer NFC */
     int add_prefix_space; /* ByteLevel pre-tokenizer */
     int use_regex;
@@ -51,7 +56,8 @@ struct hm_tokenizer {
     uint32_t *mrank;
     int32_t *mnew;
     uint64_t mmask;
-    /* decoding: token id -> bytes dec + doff[id] .. doff[id + 1]; dvalid[id] */
+    /* decoding (every kind): token id -> bytes dec + doff[id] .. doff[id + 1];
+     * dvalid[id] */
     uint8_t *dec;
     uint64_t *doff;  /* [vocab_size + 1] */
     uint8_t *dvalid; /* [vocab_size] */
@@ -99,5 +105,24 @@ int hm_tok_utf8_valid_len(const uint8_t *p, size_t n);
 
 /* Sorts a set longest first and fills its lookup bitmaps. */
 void hm_tok_added_finish(struct hm_added_set *s);
+
+/* ---- llama2.c (tokenizer_llama2c.c) ---- */
+
+/* Reads a tokenizer.bin, data: [len]. sniffed = 1 when the kind was guessed
+ * from the content (header errors then also say it is no tokenizer.json). */
+enum hm_status hm_tok_l2c_load(const uint8_t *data, size_t len, int sniffed,
+                               struct hm_tokenizer **out, struct hm_error *err);
+
+/* run.c encode of text: [len] (valid UTF-8, checked by the caller); appends
+ * to out. bos: prepend BOS (id 1). */
+enum hm_status hm_tok_l2c_encode(struct hm_tokenizer *tok, const uint8_t *text, size_t len,
+                                 int bos, struct hm_ids *out, struct hm_error *err);
+
+/* run.c decode of ids: [n] (all already checked < vocab_size). *out: owned,
+ * free(); NUL-terminated, *len bytes. */
+enum hm_status hm_tok_l2c_decode(const struct hm_tokenizer *tok, const int32_t *ids, int64_t n,
+                                 char **out, size_t *len, struct hm_error *err);
+
+void hm_tok_l2c_free(struct hm_l2c *l); /* accepts NULL */
 
 #endif

@@ -1,5 +1,6 @@
 /* tokenizer_load.c — reading a HuggingFace tokenizer.json (cJSON) into
- * struct hm_tokenizer; see tokenizer.h for what is supported. */
+ * struct hm_tokenizer, and telling it from a llama2.c tokenizer.bin by
+ * content; see tokenizer.h for what is supported. */
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdio.h>
@@ -533,8 +534,31 @@ enum hm_status hm_tokenizer_load(const char *path, struct hm_tokenizer **out,
     }
     fclose(fp);
     if (st == HM_OK)
-        st = hm_tokenizer_load_json(buf, n, out, err);
+        st = hm_tokenizer_load_memory(buf, n, out, err);
     free(buf);
     return st;
+}
+
+/* A tokenizer.json starts with '{' after JSON whitespace. A tokenizer.bin
+ * starts with max_token_length <= HM_LLAMA2C_MAX_PIECE as int32 LE, so its
+ * bytes 2..3 are NUL, which JSON text never holds. */
+static int looks_like_json(const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n && i < 4; i++)
+        if (p[i] == 0)
+            return 0;
+    size_t i = 0;
+    while (i < n && (p[i] == ' ' || p[i] == '\t' || p[i] == '\n' || p[i] == '\r'))
+        i++;
+    return i < n && p[i] == '{';
+}
+
+enum hm_status hm_tokenizer_load_memory(const void *data, size_t len, struct hm_tokenizer **out,
+                                        struct hm_error *err)
+{
+    *out = NULL;
+    if (looks_like_json(data, len))
+        return hm_tokenizer_load_json(data, len, out, err);
+    return hm_tok_l2c_load(data, len, 1, out, err);
 }
 

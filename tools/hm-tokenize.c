@@ -15,17 +15,20 @@
 
 static const char usage[] =
     "usage: hm-tokenize [OPTIONS] (--tokenizer FILE | --bytes) INPUT... -o OUT\n"
-    "       hm-tokenize (--tokenizer FILE | --bytes) --print-ids INPUT...\n"
+    "       hm-tokenize (--tokenizer FILE | --bytes) --print-ids [--bos] INPUT...\n"
     "       hm-tokenize --ids-in [--vocab-size N] INPUT... -o OUT\n"
     "       hm-tokenize (--tokenizer FILE | --bytes) --decode TOKENS...\n"
     "\n"
     "Tokenizes documents into a token file (docs/token-file.md): the ids of each\n"
-    "document followed by the end-of-text id. INPUT is a text file (one document),\n"
+    "document followed by the end-of-text id, or, with a llama2.c tokenizer, BOS\n"
+    "followed by the ids of each document. INPUT is a text file (one document),\n"
     "a .jsonl file (the \"text\" of each line), an archive (tar, tar.gz, tar.xz, zip;\n"
     "each member a document, compressed members opened recursively) or '-' (stdin).\n"
     "\n"
     "Options:\n"
-    "  --tokenizer FILE     HuggingFace tokenizer.json (BPE, e.g. GPT-NeoX)\n"
+    "  --tokenizer FILE     HuggingFace tokenizer.json (BPE, e.g. GPT-NeoX) or llama2.c\n"
+    "                       tokenizer.bin (encodes like llama2.c run.c; BOS 1, EOS 2),\n"
+    "                       told apart by content\n"
     "  --bytes              byte-level vocabulary: ids 0-255 bytes, 256 end-of-text\n"
     "  -o, --output FILE    output token file ('-' = stdout)\n"
     "  --val-fraction F     send about a fraction F of whole documents to a second file;\n"
@@ -34,11 +37,16 @@ static const char usage[] =
     "  --seed S             seed of the split (default 0)\n"
     "  --print-ids          print the ids of the inputs (concatenated bytes, one text,\n"
     "                       no end-of-text) as a JSON array on stdout\n"
+    "  --bos                start with BOS: each document of a token file (implied, and\n"
+    "                       the only framing, for a llama2.c tokenizer), or the\n"
+    "                       --print-ids text; needs a tokenizer with a BOS\n"
     "  --ids-in             inputs are decimal ids (whitespace, commas or a JSON array)\n"
-    "  --decode             print the text of token files (or of --ids-in ids)\n"
+    "  --decode             print the text of token files (or of --ids-in ids); llama2.c:\n"
+    "                       BOS and EOS print nothing, the space after BOS is dropped\n"
     "  --vocab-size N       vocabulary size of the output header (>= the tokenizer's;\n"
     "                       Pythia pads to 50304); required by --ids-in without a tokenizer\n"
-    "  --eot-id N           end-of-text id (default: the tokenizer's, or 0)\n"
+    "  --eot-id N           end-of-text id (default: the tokenizer's, or 0; not with a\n"
+    "                       llama2.c tokenizer, whose files hold BOS there)\n"
     "  -f, --force          replace existing outputs\n"
     "  --json               print a summary object on stdout: documents, bytes, tokens,\n"
     "                       val_documents, val_tokens, seconds, mb_per_s\n"
@@ -50,13 +58,13 @@ static const char usage[] =
 
 enum {
     OPT_TOKENIZER = HM_OPT_FIRST_TOOL, OPT_BYTES, OPT_VAL_FRACTION, OPT_VAL_OUTPUT, OPT_SEED,
-    OPT_PRINT_IDS, OPT_IDS_IN, OPT_DECODE, OPT_VOCAB_SIZE, OPT_EOT_ID,
+    OPT_PRINT_IDS, OPT_IDS_IN, OPT_DECODE, OPT_VOCAB_SIZE, OPT_EOT_ID, OPT_BOS,
 };
 
 struct opts {
     struct hm_cli_common common;
     const char *tokenizer, *output, *val_output;
-    int bytes, print_ids, ids_in, decode, force;
+    int bytes, print_ids, ids_in, decode, force, bos;
     double val_fraction;
     uint64_t seed;
     int64_t vocab_size, eot_id;
@@ -184,8 +192,11 @@ static int run_decode(const struct opts *o, struct hm_tokenizer *tok)
         write_decoded(tok, ids.v, ids.n, out, o->inputs[0]);
         hm_ids_release(&ids);
     } else {
-        /* chunks end after an end-of-text id, so no character is cut */
+        /* chunks end after an end-of-text id, or before a BOS where documents
+         * start with one (so the space after it is still dropped): no
+         * character is cut */
         const int64_t chunk = 1 << 20;
+        int32_t bos = hm_tokenizer_bos_id(tok);
         int32_t *buf = malloc((size_t)chunk * sizeof *buf); /* [chunk] */
         if (!buf)
             hm_die("out of memory");
@@ -200,7 +211,13 @@ static int run_decode(const struct opts *o, struct hm_tokenizer *tok)
                 if (hm_tok_read(f, start, m, buf, &err) != HM_OK)
                     hm_die_err("cannot read", o->inputs[i], &err);
                 int64_t cut = m;
-                if (start + m < n) {
+                if (start + m < n && bos >= 0) {
+                    cut = m - 1;
+                    while (cut > 0 && buf[cut] != bos)
+                        cut--;
+                    if (cut == 0)
+                        cut = m; /* a document longer than a chunk */
+                } else if (start + m < n) {
                     while (cut > 0 && buf[cut - 1] != eot)
                         cut--;
                     if (cut == 0)
@@ -235,7 +252,8 @@ static int run_print_ids(const struct opts *o, struct hm_tokenizer *tok)
     }
     struct hm_ids ids = {0};
     struct hm_error err;
-    if (hm_tokenizer_encode(tok, all ? all : "", total, &ids, &err) != HM_OK)
+    if (hm_tokenizer_encode_ex(tok, all ? all : "", total, o->bos ? HM_TOKENIZER_BOS : 0, &ids,
+                               &err) != HM_OK)
         hm_die_err("cannot read", o->ninputs == 1 ? o->inputs[0] : "input", &err);
     putchar('[');
     for (int64_t i = 0; i < ids.n; i++)
@@ -298,8 +316,14 @@ static int run_encode(const struct opts *o, struct hm_tokenizer *tok)
     uint64_t vocab = (uint64_t)(o->vocab_size > 0 ? o->vocab_size : tv);
     if (vocab == 0)
         hm_usage_error("--ids-in needs --vocab-size N (or --tokenizer/--bytes)");
-    int64_t eot = o->eot_id >= 0 ? o->eot_id : tok && hm_tokenizer_eot_id(tok) >= 0
-                                                   ? hm_tokenizer_eot_id(tok) : -1;
+    /* a tokenizer with a BOS (llama2.c) starts every document with it, and the
+     * header's separator field holds BOS; the others end documents with eot */
+    int32_t bos = tok ? hm_tokenizer_bos_id(tok) : -1;
+    if (bos >= 0 && o->eot_id >= 0)
+        hm_usage_error("--eot-id does not apply to a llama2.c tokenizer: its documents start "
+                       "with BOS (id %d)", bos);
+    int64_t eot = bos >= 0 ? bos : o->eot_id >= 0 ? o->eot_id
+                : tok && hm_tokenizer_eot_id(tok) >= 0 ? hm_tokenizer_eot_id(tok) : -1;
     if (eot < 0 && !o->ids_in)
         hm_usage_error("the tokenizer has no <|endoftext|>; give --eot-id N");
     if (eot < 0)
@@ -344,8 +368,9 @@ static int run_encode(const struct opts *o, struct hm_tokenizer *tok)
         int r;
         while ((r = hm_text_source_next(src, &doc, &len, &name, &err)) == 1) {
             ids.n = 0;
-            if (hm_tokenizer_encode(tok, doc, len, &ids, &err) != HM_OK ||
-                hm_ids_append(&ids, &eot32, 1, &err) != HM_OK) {
+            if (hm_tokenizer_encode_ex(tok, doc, len, bos >= 0 ? HM_TOKENIZER_BOS : 0, &ids,
+                                       &err) != HM_OK ||
+                (bos < 0 && hm_ids_append(&ids, &eot32, 1, &err) != HM_OK)) {
                 hm_error_prefix(&err, "document '%s': ", name);
                 hm_die_err("cannot read", path, &err);
             }
@@ -409,6 +434,7 @@ int main(int argc, char **argv)
         {"decode", no_argument, NULL, OPT_DECODE},
         {"vocab-size", required_argument, NULL, OPT_VOCAB_SIZE},
         {"eot-id", required_argument, NULL, OPT_EOT_ID},
+        {"bos", no_argument, NULL, OPT_BOS},
         {NULL, 0, NULL, 0},
     };
     struct opts o = {.common = {.progress = -1}, .eot_id = -1};
@@ -437,6 +463,7 @@ int main(int argc, char **argv)
         case OPT_EOT_ID:
             o.eot_id = hm_parse_i64(optarg, "--eot-id", 0, INT32_MAX);
             break;
+        case OPT_BOS: o.bos = 1; break;
         }
     }
     o.inputs = argv + optind;
@@ -457,6 +484,8 @@ int main(int argc, char **argv)
         hm_usage_error("'-' (stdin) can be given only once");
     if ((o.val_fraction > 0 || o.val_output) && (o.print_ids || o.decode || o.ids_in))
         hm_usage_error("--val-fraction/--val-output only apply when tokenizing text");
+    if (o.bos && (o.decode || o.ids_in))
+        hm_usage_error("--bos only applies when tokenizing text");
     if (o.val_output && o.val_fraction <= 0)
         hm_usage_error("--val-output needs --val-fraction F > 0");
     if (!o.print_ids && !o.decode && !o.output)
@@ -468,6 +497,9 @@ int main(int argc, char **argv)
             if (hm_same_file(o.output, o.inputs[i]))
                 hm_die("cannot write '%s': it is also an input", o.output);
     struct hm_tokenizer *tok = load_tokenizer(&o);
+    if (o.bos && hm_tokenizer_bos_id(tok) < 0)
+        hm_usage_error("--bos needs a tokenizer with a BOS token (a llama2.c tokenizer.bin), "
+                       "not %s", o.bytes ? "--bytes" : "a tokenizer.json");
     int rc = o.print_ids ? run_print_ids(&o, tok)
            : o.decode    ? run_decode(&o, tok)
                          : run_encode(&o, tok);
