@@ -15,12 +15,10 @@
 #include <string.h>
 
 #include "ckpt_write.h"
+#include "mixer.h"
 #include "model_views.h"
 #include "params.h"
 
-struct fm_grads {
-    float *qw, *qb, *kw, *kb; /* [n_h, p, F], [n_h, F] each */
-};
 
 struct hm_linearizer {
     const struct hm_ckpt *ck;     /* borrowed */
@@ -37,7 +35,7 @@ struct hm_linearizer {
     void *ws;
     size_t ws_size;          /* max of the forward and backward workspaces */
     float *gstore;                /* owned: feature-map gradients */
-    struct fm_grads *g;           /* [L] */
+    struct hm_layer *g;           /* [L] feature-map gradients (fq_*, fk_* set) */
     struct hm_opt_param *params;  /* [4L] */
     char *names;                  /* [4L][HM_PARAM_NAME_MAX] */
     double *layer_loss;           /* [L] sums over tokens of this call */
@@ -161,14 +159,14 @@ enum hm_status hm_linearizer_new(const struct hm_ckpt *ck, int64_t feature_dim,
     float *gp = lz->gstore;
     for (int64_t l = 0; l < L; l++) {
         struct hm_layer *ly = &lz->student->layers[l];
-        struct fm_grads *g = &lz->g[l];
-        g->qw = gp, gp += nh * p * F;
-        g->qb = gp, gp += nh * F;
-        g->kw = gp, gp += nh * p * F;
-        g->kb = gp, gp += nh * F;
+        struct hm_layer *g = &lz->g[l];
+        g->fq_w = gp, gp += nh * p * F;
+        g->fq_b = gp, gp += nh * F;
+        g->fk_w = gp, gp += nh * p * F;
+        g->fk_b = gp, gp += nh * F;
         const enum hm_slot slot[4] = {HM_SLOT_FQ_W, HM_SLOT_FQ_B, HM_SLOT_FK_W, HM_SLOT_FK_B};
         float *w[4] = {ly->fq_w, ly->fq_b, ly->fk_w, ly->fk_b};
-        float *gg[4] = {g->qw, g->qb, g->kw, g->kb};
+        float *gg[4] = {g->fq_w, g->fq_b, g->fk_w, g->fk_b};
         int64_t n[4] = {nh * p * F, nh * F, nh * p * F, nh * F};
         for (int k = 0; k < 4; k++) {
             char *name = lz->names + (4 * l + k) * HM_PARAM_NAME_MAX;
@@ -183,38 +181,33 @@ fail:
     return st;
 }
 
-/* The teacher's hook: run the student version of layer l on this sequence. */
+/* The teacher's hook: run the student's mixer unit (hedgehog) on the
+ * teacher's own rotated q, k, v of layer l, then the frozen dense, and the
+ * cosine objective against the teacher's attention output. */
 static enum hm_status on_layer(void *ctx, int64_t l, const float *a_in, const float *qkv,
                                const float *o_t, int64_t T, int64_t d, struct hm_error *err)
 {
     struct hm_linearizer *lz = ctx;
     const struct hm_backend *be = lz->be;
-    const struct hm_config *c = &lz->student->cfg;
-    const struct hm_layer *ly = &lz->student->layers[l];
-    const int64_t nh = c->num_attention_heads, p = c->head_dim, F = c->feature_dim;
-    const int64_t Da = c->attn_dim, rs = 3 * Da; /* per-head layout [T, n_h, 3, p] */
-    (void)a_in;
-    (void)err;
-    hm_backend_featuremap_forward(be, lz->phiq, qkv, ly->fq_w, ly->fq_b, T, nh, p, F, rs, 3 * p);
-    hm_backend_featuremap_forward(be, lz->phik, qkv + p, ly->fk_w, ly->fk_b, T, nh, p, F, rs,
-                                  3 * p);
-    hm_backend_linattn_forward(be, lz->y, lz->den, lz->phiq, lz->phik, qkv + 2 * p, T, nh, 2 * F,
-                               p, rs, 3 * p, HM_LINATTN_EPS, HM_LINATTN_CHUNK, lz->ws,
-                               lz->ws_size);
+    const struct hm_model *sm = lz->student;
+    const struct hm_layer *ly = &sm->layers[l];
+    const int64_t Da = sm->cfg.attn_dim;
+    struct hm_layer_acts a = {.a = (float *)a_in, .qkv = (float *)qkv, .att = lz->y,
+                              .lse = lz->den, .phiq = lz->phiq, .phik = lz->phik};
+    const struct hm_mix x = {sm, be, l, 1, T, 0, &a, lz->ws, lz->ws_size, NULL};
+    enum hm_status st = hm_mixer_hedgehog.forward(&x, err);
+    if (st != HM_OK)
+        return st;
     hm_backend_matmul_forward(be, lz->os, lz->y, ly->dense_w, ly->dense_b, T, Da, d);
     lz->layer_loss[l] += hm_backend_cosine_loss(be, lz->want_grad ? lz->dos : NULL, lz->os, o_t,
                                                 T, d, (float)lz->scale);
     if (!lz->want_grad)
         return HM_OK;
-    struct fm_grads *g = &lz->g[l];
     hm_backend_matmul_backward(be, lz->dy, NULL, NULL, lz->dos, lz->y, ly->dense_w, T, Da, d);
-    hm_backend_linattn_backward(be, lz->dphiq, lz->dphik, NULL, lz->dy, lz->y, lz->den,
-                                lz->phiq, lz->phik, qkv + 2 * p, T, nh, 2 * F, p, rs, 3 * p,
-                                HM_LINATTN_CHUNK, lz->ws, lz->ws_size);
-    hm_backend_featuremap_backward(be, NULL, g->qw, g->qb, lz->dphiq, qkv, lz->phiq, ly->fq_w, T,
-                                   nh, p, F, rs, 3 * p);
-    hm_backend_featuremap_backward(be, NULL, g->kw, g->kb, lz->dphik, qkv + p, lz->phik,
-                                   ly->fk_w, T, nh, p, F, rs, 3 * p);
+    /* only the feature maps train: no input gradients */
+    const struct hm_mix_grads g = {.g = &lz->g[l], .datt = lz->dy, .dphiq = lz->dphiq,
+                                   .dphik = lz->dphik};
+    hm_mixer_hedgehog.backward(&x, &g);
     return HM_OK;
 }
 

@@ -8,6 +8,8 @@
  *  - positions restart at 0 for every sequence (rotary pos0 = 0). */
 #include "model.h"
 
+#include "forward.h"
+
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -146,8 +148,9 @@ enum hm_status hm_model_new(const struct hm_config *cfg, struct hm_model **out,
     }
     if (cfg->tie_word_embeddings)
         m->embed_out = m->embed_in; /* one tensor, stored once (SPEC §1b) */
-    for (int64_t l = 0; l < L; l++)
-        hm_model_mixer_identity(m, l);
+    const struct hm_mixer_unit *u = hm_mixer_unit(cfg->mixer);
+    for (int64_t l = 0; u->identity && l < L; l++)
+        u->identity(m, l); /* the mixer's own tensors start at their identity values */
     hm_model_inv_freq(cfg, m->inv_freq);
     *out = m;
     return HM_OK;
@@ -162,39 +165,6 @@ void hm_model_free(struct hm_model *m)
     free(m->inv_freq);
     free(m->views);
     free(m);
-}
-
-void hm_model_mixer_identity(struct hm_model *m, int64_t l)
-{
-    const struct hm_config *c = &m->cfg;
-    const int64_t n_h = c->num_attention_heads, p = c->head_dim, F = c->feature_dim;
-    const int64_t d = c->hidden_size, K = c->conv_width, Q = c->qkv_dim, Da = c->attn_dim;
-    struct hm_layer *ly = &m->layers[l];
-    if (!ly->fq_w)
-        return;
-    if (ly->conv_w) {
-        memset(ly->conv_w, 0, sizeof(float) * (size_t)(Q * K));
-        memset(ly->conv_b, 0, sizeof(float) * (size_t)Q);
-        for (int64_t ch = 0; ch < Q; ch++)
-            ly->conv_w[ch * K + K - 1] = 1.0f; /* the last tap is the current token */
-        memset(ly->dt_w, 0, sizeof(float) * (size_t)(n_h * d));
-        memset(ly->gate_w, 0, sizeof(float) * (size_t)(Da * d));
-        for (int64_t h = 0; h < n_h; h++) {
-            ly->dt_b[h] = (float)HM_DT_BIAS_IDENTITY;
-            ly->A[h] = 0.0f;
-            ly->D[h] = 0.0f;
-        }
-        for (int64_t i = 0; i < Da; i++)
-            ly->gate_b[i] = (float)HM_GATE_BIAS_IDENTITY;
-    }
-    float *w[2] = {ly->fq_w, ly->fk_w}, *b[2] = {ly->fq_b, ly->fk_b};
-    for (int k = 0; k < 2; k++) {
-        memset(w[k], 0, sizeof(float) * (size_t)(n_h * p * F));
-        memset(b[k], 0, sizeof(float) * (size_t)(n_h * F));
-        for (int64_t h = 0; h < n_h; h++)
-            for (int64_t i = 0; i < p && i < F; i++)
-                w[k][(h * p + i) * F + i] = 1.0f; /* eye(p, F) */
-    }
 }
 
 enum hm_status hm_model_load(const struct hm_ckpt *ck, struct hm_model **out,
@@ -247,13 +217,7 @@ static enum hm_status grow(float **buf, int64_t n, struct hm_error *err)
 
 size_t hm_model_mixer_ws_size(const struct hm_config *c, const struct hm_backend *be, int64_t T)
 {
-    const int64_t nh = c->num_attention_heads, p = c->head_dim, F2 = 2 * c->feature_dim;
-    switch (c->mixer) {
-    case HM_MIXER_SOFTMAX: return hm_backend_attention_ws_size(be, T, nh, p);
-    case HM_MIXER_HEDGEHOG:
-        return hm_backend_linattn_ws_size(be, T, nh, F2, p, HM_LINATTN_CHUNK);
-    default: return hm_backend_ssm_ws_size(be, T, nh, F2, p, HM_LINATTN_CHUNK);
-    }
+    return hm_mixer_unit(c->mixer)->ws_size(c, be, T);
 }
 
 enum hm_status hm_model_ws_reserve(struct hm_model_ws *ws, const struct hm_model *m,
@@ -296,6 +260,12 @@ enum hm_status hm_model_ws_reserve(struct hm_model_ws *ws, const struct hm_model
         ws->d = d;
         ws->I = I;
         ws->V = V;
+        /* the skeleton's layer: every layer reuses it; no saved statistics */
+        ws->acts = (struct hm_layer_acts){.h = ws->h, .a = ws->a, .xraw = ws->xraw,
+                                          .proj = ws->proj, .qkv = ws->qkv, .att = ws->att,
+                                          .phiq = ws->phiq, .phik = ws->phik, .dtz = ws->dt,
+                                          .dt = ws->dt, .z = ws->z, .y = ws->y, .t = ws->h,
+                                          .a2 = ws->a2, .mh = ws->mh, .mg = ws->mg};
     }
     size_t need = hm_model_mixer_ws_size(c, be, T);
     if (need > ws->att_ws_size) {
@@ -352,102 +322,23 @@ void hm_model_mlp_forward(const struct hm_model *m, const struct hm_backend *be,
     hm_backend_matmul_forward(be, out, act, ly->fc2_w, ly->fc2_b, T, I, d);
 }
 
-void hm_model_qkv_forward(const struct hm_model *m, const struct hm_backend *be,
-                          const struct hm_layer *ly, float *xraw, float *proj, float *heads,
-                          const float *a, int64_t B, int64_t T)
-{
-    const struct hm_config *c = &m->cfg;
-    const int64_t d = c->hidden_size, Q = c->qkv_dim, N = B * T;
-    if (c->mixer == HM_MIXER_HEDGEMAMBA) {
-        /* SPEC §3: causal depthwise conv over the projection outputs (no
-         * activation), per sequence: it must not cross sequences */
-        hm_backend_matmul_forward(be, xraw, a, ly->qkv_w, ly->qkv_b, N, d, Q);
-        for (int64_t b = 0; b < B; b++)
-            hm_backend_conv1d_forward(be, proj + b * T * Q, xraw + b * T * Q, ly->conv_w,
-                                      ly->conv_b, T, Q, c->conv_width);
-    } else {
-        hm_backend_matmul_forward(be, proj, a, ly->qkv_w, ly->qkv_b, N, d, Q);
-    }
-    if (c->family == HM_FAMILY_LLAMA)
-        hm_backend_qkv_expand_forward(be, heads, proj, N, c->num_attention_heads,
-                                      c->num_key_value_heads, c->head_dim);
-}
-
-void hm_model_mixer_block(const struct hm_model *m, const struct hm_backend *be, int64_t l,
-                          int64_t T, struct hm_model_ws *ws)
-{
-    const struct hm_config *c = &m->cfg;
-    const struct hm_layer *ly = &m->layers[l];
-    const int64_t n_h = c->num_attention_heads, p = c->head_dim, d = c->hidden_size;
-    const int64_t r = c->rotary_dims, F = c->feature_dim, Da = c->attn_dim, rs = 3 * Da;
-    hm_model_qkv_forward(m, be, ly, ws->xraw, ws->proj, ws->qkv, ws->a, 1, T);
-    if (r > 0) {
-        hm_backend_rotary_forward(be, ws->qkv, T, n_h, r, rs, 3 * p, 0, m->inv_freq);
-        hm_backend_rotary_forward(be, ws->qkv + p, T, n_h, r, rs, 3 * p, 0, m->inv_freq);
-    }
-    if (c->mixer == HM_MIXER_SOFTMAX) {
-        hm_backend_attention_forward(be, ws->att, NULL, ws->qkv, T, n_h, p, ws->att_ws,
-                                     ws->att_ws_size);
-    } else {
-        /* φq = C, φk = B on the rotated q, k (SPEC §2, §3 step 4) */
-        hm_backend_featuremap_forward(be, ws->phiq, ws->qkv, ly->fq_w, ly->fq_b, T, n_h, p, F,
-                                      rs, 3 * p);
-        hm_backend_featuremap_forward(be, ws->phik, ws->qkv + p, ly->fk_w, ly->fk_b, T, n_h, p,
-                                      F, rs, 3 * p);
-    }
-    if (c->mixer == HM_MIXER_HEDGEHOG) {
-        hm_backend_linattn_forward(be, ws->att, NULL, ws->phiq, ws->phik, ws->qkv + 2 * p, T,
-                                   n_h, 2 * F, p, rs, 3 * p, HM_LINATTN_EPS, HM_LINATTN_CHUNK,
-                                   ws->att_ws, ws->att_ws_size);
-    } else if (c->mixer == HM_MIXER_HEDGEMAMBA) {
-        /* Δ = softplus(a Wdt^T + bdt); scan; y ⊙ silu(a Wg^T + bg) */
-        hm_backend_matmul_forward(be, ws->dt, ws->a, ly->dt_w, ly->dt_b, T, d, n_h);
-        hm_backend_softplus_forward(be, ws->dt, ws->dt, T * n_h);
-        hm_backend_ssm_forward(be, ws->y, NULL, ws->phiq, ws->phik, ws->qkv + 2 * p, ws->dt, ly->A,
-                               ly->D, T, n_h, 2 * F, p, rs, 3 * p, HM_LINATTN_EPS,
-                               HM_LINATTN_CHUNK, ws->att_ws, ws->att_ws_size);
-        hm_backend_matmul_forward(be, ws->z, ws->a, ly->gate_w, ly->gate_b, T, d, Da);
-        hm_backend_silu_gate_forward(be, ws->att, ws->y, ws->z, T * Da);
-    }
-    hm_backend_matmul_forward(be, ws->o, ws->att, ly->dense_w, ly->dense_b, T, Da, d);
-}
-
 enum hm_status hm_model_hidden(const struct hm_model *m, const struct hm_backend *be,
                                const int32_t *tokens, int64_t T, struct hm_model_ws *ws,
                                const struct hm_model_hooks *hooks, struct hm_error *err)
 {
     const struct hm_config *c = &m->cfg;
-    const int64_t d = c->hidden_size;
     enum hm_status st = check_ids(tokens, T, c->vocab_size, "token", err);
     if (st == HM_OK)
         st = hm_model_ws_reserve(ws, m, be, T, err);
     if (st != HM_OK)
         return st;
-
-    hm_backend_embedding_forward(be, ws->h, tokens, m->embed_in, T, d);
-    for (int64_t l = 0; l < c->num_hidden_layers; l++) {
-        const struct hm_layer *ly = &m->layers[l];
-        /* attention */
-        hm_model_norm_forward(m, be, ws->a, NULL, NULL, ws->h, ly->ln1_w, ly->ln1_b, T);
-        hm_model_mixer_block(m, be, l, T, ws);
-        if (hooks && hooks->on_layer) {
-            if ((st = hm_backend_sync(be, err)) != HM_OK)
-                return st;
-            st = hooks->on_layer(hooks->ctx, l, ws->a, ws->qkv, ws->o, T, d, err);
-            if (st != HM_OK)
-                return st;
-            if (hooks->stop_after_last_hook && l == c->num_hidden_layers - 1)
-                return hm_backend_sync(be, err);
-        }
-        /* MLP */
-        if (!c->use_parallel_residual)
-            hm_backend_add_forward(be, ws->h, ws->o, ws->h, T * d); /* t = attn + h */
-        hm_model_norm_forward(m, be, ws->a2, NULL, NULL, ws->h, ly->ln2_w, ly->ln2_b, T);
-        hm_model_mlp_forward(m, be, ly, ws->m, ws->mh, ws->mg, ws->mh, ws->a2, T);
-        if (c->use_parallel_residual)
-            hm_backend_add_forward(be, ws->m, ws->m, ws->o, T * d); /* mlp + attn */
-        hm_backend_add_forward(be, ws->h, ws->m, ws->h, T * d);
-    }
+    const struct hm_fwd f = {.B = 1, .T = T, .la = &ws->acts, .shared = 1, .h_out = ws->h,
+                             .o = ws->o, .m = ws->m, .act = ws->mh, .ws = ws->att_ws,
+                             .ws_size = ws->att_ws_size, .hooks = hooks};
+    if ((st = hm_model_layers_forward(m, be, tokens, &f, err)) != HM_OK)
+        return st;
+    if (hooks && hooks->stop_after_last_hook)
+        return HM_OK; /* stage 1 needs only the attention blocks */
     hm_model_norm_forward(m, be, ws->hf, NULL, NULL, ws->h, m->lnf_w, m->lnf_b, T);
     return hm_backend_sync(be, err);
 }

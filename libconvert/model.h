@@ -72,6 +72,27 @@ struct hm_tensor_view {
     int64_t numel;
 };
 
+/* One layer's activations for N = B·T rows. Training keeps one per layer
+ * (what backward reads); inference points every layer at the same one and
+ * leaves the statistics NULL. Shapes: d hidden, Da = n_h p, Q = qkv_dim. */
+struct hm_layer_acts {
+    float *h;             /* [N, d] residual stream entering the layer */
+    float *mean1, *rstd1; /* [N] norm1 statistics (or NULL) */
+    float *a;             /* [N, d] norm1 output: the mixer input */
+    float *xraw;          /* [N, Q] projection before the conv (hedgemamba) */
+    float *proj;          /* [N, Q] projection (after the conv); neox: == qkv */
+    float *qkv;           /* [N, 3 Da] per-head q, k, v, rotated */
+    float *att;           /* [N, Da] merged heads: the dense input */
+    float *lse;           /* [B, n_h, T] softmax log-sum-exp / linear denominators (or NULL) */
+    float *phiq, *phik;   /* [N, n_h, 2F] feature maps (hedgehog, hedgemamba) */
+    float *dtz, *dt;      /* [N, n_h] Δ before / after softplus (hedgemamba; may alias) */
+    float *z, *y;         /* [N, Da] gate pre-activation, scan output (hedgemamba) */
+    float *t;             /* [N, d] sequential residual h + o (inference: == h) */
+    float *mean2, *rstd2; /* [N] norm2 statistics (or NULL) */
+    float *a2;            /* [N, d] norm2 output */
+    float *mh, *mg;       /* [N, I] MLP up / SwiGLU gate pre-activations */
+};
+
 /* Identity values of the mapping (SPEC §3): Δ = softplus(ln(e − 1)) = 1 and
  * silu(1.2784645427610738) = 1. */
 #define HM_DT_BIAS_IDENTITY 0.5413248546129181
@@ -131,6 +152,7 @@ struct hm_model_ws {
     float *y;           /* [T, n_h p] scan output before the gate (hedgemamba) */
     void *att_ws;       /* attention / linear-attention workspace */
     size_t att_ws_size;
+    struct hm_layer_acts acts; /* the buffers above as the skeleton's (shared) layer */
 };
 
 /* Chunk length of the chunked linear attention (0 = the backend's default,
@@ -165,15 +187,6 @@ typedef enum hm_status (*hm_model_layer_fn)(void *ctx, int64_t layer, const floa
                                            const float *qkv, const float *attn_out, int64_t T,
                                            int64_t d, struct hm_error *err);
 
-/* The attention/mixer block of one layer for m's arch: ws->a [T, d] (the
- * LN1 output) → ws->qkv (rotated, after the conv for hedgemamba), ws->att
- * (dense input) and ws->o [T, d] (after dense). ws must be reserved for T. */
-void hm_model_mixer_block(const struct hm_model *m, const struct hm_backend *be, int64_t layer,
-                         int64_t T, struct hm_model_ws *ws);
-
-/* Set a layer's mixer extras to their identity values (see hm_model_new). */
-void hm_model_mixer_identity(struct hm_model *m, int64_t layer);
-
 struct hm_model_hooks {
     hm_model_layer_fn on_layer; /* may be NULL */
     void *ctx;
@@ -195,15 +208,6 @@ void hm_model_norm_forward(const struct hm_model *m, const struct hm_backend *be
 void hm_model_mlp_forward(const struct hm_model *m, const struct hm_backend *be,
                           const struct hm_layer *ly, float *out, float *hid, float *gate,
                           float *act, const float *x, int64_t T);
-/* The q/k/v projection to per-head layout for B sequences of T rows:
- * proj [B·T, qkv_dim] = a Wqkv^T + b (hedgemamba: into xraw, then the
- * causal conv per sequence into proj), then (llama) the GQA expansion into
- * heads [B·T, 3 n_h p]; neox: heads == proj (pass the same pointer). No
- * rotary. a: [B·T, d] */
-void hm_model_qkv_forward(const struct hm_model *m, const struct hm_backend *be,
-                          const struct hm_layer *ly, float *xraw, float *proj, float *heads,
-                          const float *a, int64_t B, int64_t T);
-
 /* Rotary inverse frequencies of cfg [r/2]: HF's fp32 default, with the llama3
  * rope_scaling applied when configured (HF _compute_llama3_parameters). */
 void hm_model_inv_freq(const struct hm_config *cfg, float *inv_freq);

@@ -55,13 +55,9 @@ static int frozen(const struct hm_trainer *tr, const struct hm_param_spec *s)
 
 void hm_trainer_post_update(struct hm_trainer *tr)
 {
-    /* A ≤ 0 (SPEC §3 step 6): clamp after every update */
-    if (tr->m->cfg.mixer != HM_MIXER_HEDGEMAMBA)
-        return;
-    for (int64_t l = 0; l < tr->m->cfg.num_hidden_layers; l++)
-        for (int64_t h = 0; h < tr->m->cfg.num_attention_heads; h++)
-            if (tr->m->layers[l].A[h] > 0)
-                tr->m->layers[l].A[h] = 0;
+    const struct hm_mixer_unit *u = hm_mixer_unit(tr->m->cfg.mixer);
+    if (u->post_update)
+        u->post_update(tr->m);
 }
 
 /* The arena hm_trainer_new carves: one list of (pointer, floats) so the
@@ -87,14 +83,15 @@ static int64_t carve(struct hm_trainer *tr, const struct hm_config *c,
             total += (n);                                                                     \
         }                                                                                     \
     } while (0)
-    struct layer_acts dummy = {0};
+    struct hm_layer_acts dummy = {0};
     for (int64_t l = 0; l < L; l++) {
-        struct layer_acts *a = tr ? &tr->la[l] : &dummy;
+        struct hm_layer_acts *a = tr ? &tr->la[l] : &dummy;
         TAKE(a->h, N * d, 1);
         TAKE(a->mean1, N, 1);
         TAKE(a->rstd1, N, 1);
         TAKE(a->a, N * d, 1);
         TAKE(a->qkv, N * H3, 1);
+        TAKE(a->proj, N * Q, 0); /* per-layer: no; the shared tr->proj below */
         TAKE(a->att, N * Da, 1);
         TAKE(a->lse, B * nh * T, 1);
         TAKE(a->phiq, N * nh * F2, F2);
@@ -118,6 +115,7 @@ static int64_t carve(struct hm_trainer *tr, const struct hm_config *c,
     TAKE(t->rstdf, N, 1);
     TAKE(t->hf, N * d, 1);
     TAKE(t->o, N * d, 1);
+    TAKE(t->mo, N * d, 1);
     TAKE(t->gbuf, N * I, 1);
     TAKE(t->dmh, N * I, 1);
     TAKE(t->dmg, N * I, llama);
@@ -176,8 +174,6 @@ enum hm_status hm_trainer_new(struct hm_model *model, const struct hm_backend *b
     tr->opt = *opts;
     hm_model_ws_init(&tr->tws);
     const int64_t B = opts->B, T = opts->T, N = B * T, L = c->num_hidden_layers;
-    const int64_t nh = c->num_attention_heads;
-    const int64_t F2 = c->mixer == HM_MIXER_SOFTMAX ? 0 : 2 * c->feature_dim;
     tr->N = N;
     enum hm_status st = hm_model_new(c, &tr->g, err);
     if (st != HM_OK)
@@ -195,23 +191,13 @@ enum hm_status hm_trainer_new(struct hm_model *model, const struct hm_backend *b
         goto fail;
     }
     carve(tr, c, opts, tr->arena);
-    if (c->family != HM_FAMILY_LLAMA) {
-        tr->proj = NULL; /* per sequence: the fused layout is the per-head one */
+    for (int64_t l = 0; l < L; l++) /* neox: the fused projection is the per-head layout */
+        tr->la[l].proj = c->family == HM_FAMILY_LLAMA ? tr->proj : tr->la[l].qkv;
+    if (c->family != HM_FAMILY_LLAMA)
         tr->dproj = tr->dqkv;
-    }
     tr->active = c->mixer == HM_MIXER_HEDGEMAMBA ? c->components : HM_COMP_ALL;
-    const int64_t hp = c->head_dim;
-    size_t fws, bws;
-    if (c->mixer == HM_MIXER_HEDGEMAMBA) {
-        fws = hm_backend_ssm_ws_size(be, T, nh, F2, hp, HM_LINATTN_CHUNK);
-        bws = hm_backend_ssm_backward_ws_size(be, T, nh, F2, hp, HM_LINATTN_CHUNK);
-    } else if (F2) {
-        fws = hm_backend_linattn_ws_size(be, T, nh, F2, hp, HM_LINATTN_CHUNK);
-        bws = hm_backend_linattn_backward_ws_size(be, T, nh, F2, hp, HM_LINATTN_CHUNK);
-    } else {
-        fws = hm_backend_attention_ws_size(be, T, nh, hp);
-        bws = hm_backend_attention_backward_ws_size(be, T, nh, hp);
-    }
+    const struct hm_mixer_unit *u = hm_mixer_unit(c->mixer);
+    const size_t fws = u->ws_size(c, be, T), bws = u->backward_ws_size(c, be, T);
     tr->att_ws_size = fws > bws ? fws : bws;
     tr->attb_ws_size = bws;
     tr->att_ws = malloc(tr->att_ws_size ? tr->att_ws_size : 1);
@@ -241,35 +227,13 @@ fail:
 
 static void forward_layers(struct hm_trainer *tr)
 {
-    const struct hm_backend *be = tr->be;
-    const struct hm_model *m = tr->m;
-    const struct hm_config *c = &m->cfg;
-    const int64_t N = tr->N, L = c->num_hidden_layers;
-    const int64_t d = c->hidden_size;
-
-    hm_backend_embedding_forward(be, tr->la[0].h, tr->in, m->embed_in, N, d);
-    for (int64_t l = 0; l < L; l++) {
-        const struct hm_layer *w = &m->layers[l];
-        struct layer_acts *a = &tr->la[l];
-        float *hn = l + 1 < L ? tr->la[l + 1].h : tr->hL;
-        hm_model_norm_forward(m, be, a->a, a->mean1, a->rstd1, a->h, w->ln1_w, w->ln1_b, N);
-        hm_train_mixer_forward(tr, l);
-        hm_backend_matmul_forward(be, tr->o, a->att, w->dense_w, w->dense_b, N, c->attn_dim, d);
-        const float *mlp_in = a->h;
-        if (a->t) {
-            hm_backend_add_forward(be, a->t, tr->o, a->h, N * d);
-            mlp_in = a->t;
-        }
-        hm_model_norm_forward(m, be, a->a2, a->mean2, a->rstd2, mlp_in, w->ln2_w, w->ln2_b, N);
-        hm_model_mlp_forward(m, be, w, hn, a->mh, a->mg, tr->gbuf, a->a2, N);
-        if (a->t) {
-            hm_backend_add_forward(be, hn, hn, a->t, N * d);
-        } else {
-            hm_backend_add_forward(be, hn, hn, tr->o, N * d);
-            hm_backend_add_forward(be, hn, hn, a->h, N * d);
-        }
-    }
-    hm_model_norm_forward(m, be, tr->hf, tr->meanf, tr->rstdf, tr->hL, m->lnf_w, m->lnf_b, N);
+    const struct hm_fwd f = {.B = tr->opt.B, .T = tr->opt.T, .la = tr->la, .h_out = tr->hL,
+                             .o = tr->o, .m = tr->mo, .act = tr->gbuf, .ws = tr->att_ws,
+                             .ws_size = tr->att_ws_size};
+    /* no hooks, no decoding state: the mixers cannot fail here */
+    (void)hm_model_layers_forward(tr->m, tr->be, tr->in, &f, NULL);
+    hm_model_norm_forward(tr->m, tr->be, tr->hf, tr->meanf, tr->rstdf, tr->hL, tr->m->lnf_w,
+                          tr->m->lnf_b, tr->N);
 }
 
 /* KL(p_t ‖ p_s) of one row and its gradient w·scale·(p_s − p_t) added to g. */
@@ -341,7 +305,7 @@ static void norm_backward(const struct hm_trainer *tr, float *dx, float *dw, flo
 /* MLP backward: dy [N, d] (its output grad) → tr->dt1 [N, d] (its input
  * grad); parameter grads accumulate into gw. Uses gbuf, dmh, dmg, dt3. */
 static void mlp_backward(struct hm_trainer *tr, const struct hm_layer *w, struct hm_layer *gw,
-                         const struct layer_acts *a, const float *dy)
+                         const struct hm_layer_acts *a, const float *dy)
 {
     const struct hm_backend *be = tr->be;
     const struct hm_config *c = &tr->m->cfg;
@@ -368,6 +332,41 @@ static void mlp_backward(struct hm_trainer *tr, const struct hm_layer *w, struct
                                I);
 }
 
+/* The mixer of layer l backward: tr->datt [N, n_h p] → tr->dt1 [N, d], the
+ * gradient of its input (norm1's output), all mixer inputs summed. Order:
+ * the unit's backward (to per-head q, k, v), rotary, the GQA expansion
+ * (llama), the unit's projection backward (hedgemamba: the conv), the
+ * projection matmul, then the unit's other input terms (Δ, gate). */
+static void mixer_backward(struct hm_trainer *tr, int64_t l)
+{
+    const struct hm_backend *be = tr->be;
+    const struct hm_model *m = tr->m;
+    const struct hm_config *c = &m->cfg;
+    const struct hm_mixer_unit *u = hm_mixer_unit(c->mixer);
+    struct hm_layer_acts *a = &tr->la[l];
+    struct hm_layer *gw = &tr->g->layers[l];
+    const int64_t B = tr->opt.B, T = tr->opt.T, N = tr->N;
+    const int64_t d = c->hidden_size, nh = c->num_attention_heads, p = c->head_dim;
+    const int64_t r = c->rotary_dims, H3 = 3 * c->attn_dim, Q = c->qkv_dim;
+    const struct hm_mix x = {m, be, l, B, T, 0, a, tr->att_ws, tr->attb_ws_size, NULL};
+    const struct hm_mix_grads g = {gw, tr->active, tr->datt, tr->dqkv, tr->dys, tr->dz,
+                                   tr->ddt, tr->ddtz, tr->dphiq, tr->dphik, tr->dt3};
+    u->backward(&x, &g);
+    for (int64_t b = 0; b < B; b++) {
+        float *dq = tr->dqkv + b * T * H3;
+        hm_backend_rotary_backward(be, dq, T, nh, r, H3, 3 * p, 0, m->inv_freq);
+        hm_backend_rotary_backward(be, dq + p, T, nh, r, H3, 3 * p, 0, m->inv_freq);
+    }
+    if (c->family == HM_FAMILY_LLAMA)
+        hm_backend_qkv_expand_backward(be, tr->dproj, tr->dqkv, N, nh, c->num_key_value_heads, p);
+    const float *dp = u->proj_backward ? u->proj_backward(&x, &g, tr->dproj, tr->dxraw)
+                                       : tr->dproj;
+    hm_backend_matmul_backward(be, tr->dt1, gw->qkv_w, gw->qkv_b, dp, a->a, m->layers[l].qkv_w, N,
+                               d, Q);
+    if (u->backward_tail)
+        u->backward_tail(&x, &g, tr->dt1);
+}
+
 static void backward_layers(struct hm_trainer *tr)
 {
     const struct hm_backend *be = tr->be;
@@ -382,7 +381,7 @@ static void backward_layers(struct hm_trainer *tr)
     for (int64_t l = L - 1; l >= 0; l--) {
         const struct hm_layer *w = &m->layers[l];
         struct hm_layer *gw = &g->layers[l];
-        struct layer_acts *a = &tr->la[l];
+        struct hm_layer_acts *a = &tr->la[l];
         const float *mlp_in = a->t ? a->t : a->h;
         /* MLP branch: dh is the gradient of its output */
         mlp_backward(tr, w, gw, a, tr->dh);
@@ -394,7 +393,7 @@ static void backward_layers(struct hm_trainer *tr)
         /* attention branch */
         hm_backend_matmul_backward(be, tr->datt, gw->dense_w, gw->dense_b, tr->dh, a->att,
                                    w->dense_w, N, c->attn_dim, d);
-        hm_train_mixer_backward(tr, l);
+        mixer_backward(tr, l);
         norm_backward(tr, tr->dt3, gw->ln1_w, gw->ln1_b, tr->dt1, a->h, a->mean1, a->rstd1,
                       w->ln1_w);
         hm_backend_add_forward(be, tr->dh, tr->dh, tr->dt3, N * d);

@@ -1,28 +1,11 @@
-/* neox_train_internal.h — private: the trainer's state, shared by
- * neox_train.c (skeleton, loss, bookkeeping) and train_mixer.c (the
- * attention / linear attention / HedgeMamba mixer forward and backward). */
+/* trainer_internal.h — private: the trainer's state (trainer.c). The
+ * forward is the one skeleton (forward.h); the mixers' forward and
+ * backward are their units (mixer.h). */
 #ifndef HM_MODEL_TRAIN_INTERNAL_H
 #define HM_MODEL_TRAIN_INTERNAL_H
 
+#include "forward.h"
 #include "trainer.h"
-
-struct layer_acts {
-    float *h;              /* [N, d] residual stream entering the layer */
-    float *mean1, *rstd1;  /* [N] */
-    float *a;              /* [N, d] norm1 output */
-    float *qkv;            /* [N, 3 n_h p] per-head q, k, v after rotary */
-    float *att;            /* [N, n_h p] merged heads */
-    float *lse;            /* [B, n_h, T] softmax log-sum-exp; linear/SSM: denominators */
-    float *phiq, *phik;    /* [N, n_h, 2F] feature maps of q, k (hedgehog, hedgemamba) */
-    float *xraw;           /* [N, qkv_dim] projection before the conv (hedgemamba) */
-    float *dtz, *dt;       /* [N, n_h] Δ before / after softplus (hedgemamba) */
-    float *z, *y;          /* [N, n_h p] gate pre-activation, scan output (hedgemamba) */
-    float *t;              /* [N, d] sequential residual only: attn + h */
-    float *mean2, *rstd2;  /* [N] */
-    float *a2;             /* [N, d] LN2 output */
-    float *mh;             /* [N, I] MLP pre-activation (llama: the up projection) */
-    float *mg;             /* [N, I] llama: SwiGLU gate pre-activation */
-};
 
 struct hm_trainer {
     struct hm_model *m;              /* borrowed */
@@ -30,10 +13,11 @@ struct hm_trainer {
     struct hm_train_opts opt;
     int64_t N;                      /* B·T rows */
     struct hm_model *g;              /* owned: gradients */
-    struct layer_acts *la;          /* [L] */
+    struct hm_layer_acts *la;       /* [L] saved activations */
     float *arena;                   /* owned: every activation buffer */
     float *hL, *meanf, *rstdf, *hf; /* final residual, LNf stats, LNf output */
-    float *o, *gbuf, *dmh, *dmg;    /* [N, d], [N, I], [N, I], [N, I] (dmg: llama) */
+    float *o, *mo;                  /* [N, d] attention output, MLP output */
+    float *gbuf, *dmh, *dmg;        /* [N, I] (dmg: llama) */
     float *dh, *dt1, *dt2, *dt3;    /* [N, d] */
     float *datt;                    /* [N, n_h p] gradient of the merged heads */
     float *dqkv;                    /* [N, 3 n_h p] per-head q, k, v grads */
@@ -55,13 +39,5 @@ struct hm_trainer {
     struct hm_opt_param *params;
     int64_t np;
 };
-
-/* Mixer of layer l on all B sequences: a->a → a->att (dense input), saving
- * what its backward needs. */
-void hm_train_mixer_forward(struct hm_trainer *tr, int64_t l);
-/* Mixer backward: tr->datt holds d(att) [N, n_h p]; on return tr->dt1 holds
- * d(a) [N, d], the gradient of the LN1 output (all mixer inputs summed).
- * Parameter gradients accumulate into tr->g's layer l. */
-void hm_train_mixer_backward(struct hm_trainer *tr, int64_t l);
 
 #endif

@@ -1,0 +1,74 @@
+/* forward.c — the forward skeleton (forward.h) and the mixer registry. */
+#include "forward.h"
+
+const struct hm_mixer_unit *hm_mixer_unit(enum hm_mixer mixer)
+{
+    switch (mixer) {
+    case HM_MIXER_SOFTMAX: return &hm_mixer_softmax;
+    case HM_MIXER_HEDGEHOG: return &hm_mixer_hedgehog;
+    case HM_MIXER_HEDGEMAMBA: return &hm_mixer_hedgemamba;
+    default: return NULL;
+    }
+}
+
+enum hm_status hm_model_layers_forward(const struct hm_model *m, const struct hm_backend *be,
+                                       const int32_t *tokens, const struct hm_fwd *f,
+                                       struct hm_error *err)
+{
+    const struct hm_config *c = &m->cfg;
+    const struct hm_mixer_unit *u = hm_mixer_unit(c->mixer);
+    const int64_t L = c->num_hidden_layers, B = f->B, T = f->T, N = B * T;
+    const int64_t d = c->hidden_size, nh = c->num_attention_heads, p = c->head_dim;
+    const int64_t r = c->rotary_dims, Da = c->attn_dim, H3 = 3 * Da, Q = c->qkv_dim;
+    const struct hm_model_hooks *hooks = f->hooks;
+    enum hm_status st = HM_OK;
+
+    hm_backend_embedding_forward(be, f->la[0].h, tokens, m->embed_in, N, d);
+    for (int64_t l = 0; l < L; l++) {
+        const struct hm_layer *ly = &m->layers[l];
+        struct hm_layer_acts *a = &f->la[f->shared ? 0 : l];
+        float *hn = l + 1 < L ? f->la[f->shared ? 0 : l + 1].h : f->h_out;
+        /* mixer */
+        hm_model_norm_forward(m, be, a->a, a->mean1, a->rstd1, a->h, ly->ln1_w, ly->ln1_b, N);
+        const struct hm_mix x = {m, be, l, B, T, f->pos0, a, f->ws, f->ws_size,
+                                 f->st ? &f->st[l] : NULL};
+        if (u->proj_forward)
+            u->proj_forward(&x);
+        else
+            hm_backend_matmul_forward(be, a->proj, a->a, ly->qkv_w, ly->qkv_b, N, d, Q);
+        if (c->family == HM_FAMILY_LLAMA)
+            hm_backend_qkv_expand_forward(be, a->qkv, a->proj, N, nh, c->num_key_value_heads, p);
+        for (int64_t b = 0; r > 0 && b < B; b++) {
+            float *q = a->qkv + b * T * H3;
+            hm_backend_rotary_forward(be, q, T, nh, r, H3, 3 * p, f->pos0, m->inv_freq);
+            hm_backend_rotary_forward(be, q + p, T, nh, r, H3, 3 * p, f->pos0, m->inv_freq);
+        }
+        if ((st = u->forward(&x, err)) != HM_OK)
+            return st;
+        hm_backend_matmul_forward(be, f->o, a->att, ly->dense_w, ly->dense_b, N, Da, d);
+        if (hooks && hooks->on_layer) {
+            if ((st = hm_backend_sync(be, err)) != HM_OK)
+                return st;
+            st = hooks->on_layer(hooks->ctx, l, a->a, a->qkv, f->o, T, d, err);
+            if (st != HM_OK)
+                return st;
+            if (hooks->stop_after_last_hook && l == L - 1)
+                return hm_backend_sync(be, err);
+        }
+        /* MLP and residuals */
+        const float *mlp_in = a->h;
+        if (!c->use_parallel_residual) {
+            hm_backend_add_forward(be, a->t, f->o, a->h, N * d); /* t = o + h */
+            mlp_in = a->t;
+        }
+        hm_model_norm_forward(m, be, a->a2, a->mean2, a->rstd2, mlp_in, ly->ln2_w, ly->ln2_b, N);
+        hm_model_mlp_forward(m, be, ly, f->m, a->mh, a->mg, f->act, a->a2, N);
+        if (c->use_parallel_residual) {
+            hm_backend_add_forward(be, f->m, f->m, f->o, N * d); /* mlp + o */
+            hm_backend_add_forward(be, hn, f->m, a->h, N * d);
+        } else {
+            hm_backend_add_forward(be, hn, f->m, a->t, N * d);
+        }
+    }
+    return HM_OK;
+}

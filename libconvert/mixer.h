@@ -1,0 +1,106 @@
+/* mixer.h — the token mixers (SPEC §1–§3), one unit per file:
+ * mixer_softmax.c (the teacher's causal softmax attention, KV cache),
+ * mixer_hedgehog.c (SPEC §2 feature maps + causal linear attention),
+ * mixer_hedgemamba.c (SPEC §3 conv, feature maps, selective scan, gate).
+ *
+ * A unit holds everything that differs between mixers: its forward (used by
+ * inference, training, stage 1 and decoding through the one skeleton in
+ * forward.c), its backward, its one-token step and state, its identity
+ * init, its post-update hook and its workspace/state sizes. The family
+ * skeleton around it (norms, the q/k/v projection, rotary, dense, MLP,
+ * residuals) is shared; units read and write the per-head layout
+ * [N, n_h, 3, p] (row stride 3 n_h p, head stride 3p), so every mixer
+ * exists for every family.
+ *
+ * Conventions (kernels/backend.h): parameter gradients accumulate (+=),
+ * activation gradients are written, NULL skips. */
+#ifndef HM_MIXER_H
+#define HM_MIXER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model.h"
+
+/* The per-layer recurrent state of decoding. recurrent.c allocates the
+ * constant-size part (win, S; state_floats) and the vectors; the softmax
+ * unit grows its KV cache itself (kc, vc, scores are owned by the state
+ * and freed by recurrent.c). */
+struct hm_mixer_state {
+    float *win;              /* [K−1, Q] conv window (hedgemamba) */
+    float *S;                /* [n_h, 2F, p + 1] (hedgehog, hedgemamba) */
+    float *kc, *vc;          /* [kv_cap, n_kv, p] KV cache (softmax) */
+    float *scores;           /* [kv_cap] */
+    int64_t kv_cap;
+    float *q, *v;            /* [n_h p] gathered per-head q, v of the token */
+    const float *one, *zero; /* [n_h] 1s and 0s (hedgehog as HedgeMamba at Λ = I) */
+};
+
+/* A mixer call: layer l of m on B sequences of T rows, positions pos0.. */
+struct hm_mix {
+    const struct hm_model *m;
+    const struct hm_backend *be;
+    int64_t l, B, T, pos0;
+    struct hm_layer_acts *a;
+    void *ws;                    /* forward/backward workspace (ws_size bytes) */
+    size_t ws_size;
+    struct hm_mixer_state *st;   /* decoding (B = T = 1) or NULL */
+};
+
+/* Gradients of one mixer call (all [N, ...] like the activations). */
+struct hm_mix_grads {
+    struct hm_layer *g;          /* parameter grads of layer l (+=); NULL members skip */
+    unsigned active;             /* HM_COMP_* that train (hedgemamba) */
+    const float *datt;           /* [N, Da] gradient of att */
+    float *dqkv;                 /* [N, 3 Da] written: per-head q, k, v grads; NULL: none */
+    float *dys, *dz;             /* [N, Da] scratch (hedgemamba) */
+    float *ddt, *ddtz;           /* [N, n_h] scratch (hedgemamba) */
+    float *dphiq, *dphik;        /* [T, n_h, 2F] scratch, one sequence */
+    float *da_tmp;               /* [N, d] scratch */
+};
+
+struct hm_mixer_unit {
+    const char *name;
+    /* bytes of forward / backward workspace for sequences of T */
+    size_t (*ws_size)(const struct hm_config *c, const struct hm_backend *be, int64_t T);
+    size_t (*backward_ws_size)(const struct hm_config *c, const struct hm_backend *be,
+                               int64_t T);
+    /* (optional) a->a → a->proj through the projection (default: the
+     * family's matmul); hedgemamba runs its conv here */
+    void (*proj_forward)(const struct hm_mix *x);
+    /* a->qkv (rotated) → a->att, saving a->lse etc. when non-NULL; with
+     * x->st, one decoding step against the state */
+    enum hm_status (*forward)(const struct hm_mix *x, struct hm_error *err);
+    /* d(att) → d(qkv) (per head, before the rotary backward) */
+    void (*backward)(const struct hm_mix *x, const struct hm_mix_grads *g);
+    /* (optional) d(proj) [N, Q] → d(projection output) in place of the
+     * conv (hedgemamba: d(xraw) into dxraw); returns the gradient the
+     * projection matmul reads */
+    const float *(*proj_backward)(const struct hm_mix *x, const struct hm_mix_grads *g,
+                                  const float *dproj, float *dxraw);
+    /* (optional) input-gradient terms besides the projection, added to da
+     * [N, d] (hedgemamba: Δ and gate) */
+    void (*backward_tail)(const struct hm_mix *x, const struct hm_mix_grads *g, float *da);
+    /* (optional) identity values of the mixer's own tensors (SPEC §2, §3) */
+    void (*identity)(struct hm_model *m, int64_t l);
+    /* (optional) after every optimizer update (hedgemamba: A ≤ 0) */
+    void (*post_update)(struct hm_model *m);
+    /* floats of one layer's constant-size state (0 for the KV cache) */
+    int64_t (*state_floats)(const struct hm_config *c);
+};
+
+const struct hm_mixer_unit *hm_mixer_unit(enum hm_mixer mixer);
+
+extern const struct hm_mixer_unit hm_mixer_softmax, hm_mixer_hedgehog, hm_mixer_hedgemamba;
+
+/* Shared by the hedgehog and hedgemamba units (mixer_hedgehog.c): the
+ * feature maps φq = C, φk = B of one sequence's rotated heads, and their
+ * backward (into dqkv's q and k slots, W/b grads +=). */
+void hm_mixer_featuremaps_forward(const struct hm_mix *x, const float *qkv, float *phiq,
+                                  float *phik, int64_t T);
+void hm_mixer_featuremaps_backward(const struct hm_mix *x, const struct hm_mix_grads *g,
+                                   const float *qkv, const float *phiq, const float *phik,
+                                   float *dq, int64_t T);
+void hm_mixer_featuremaps_identity(struct hm_model *m, int64_t l);
+
+#endif

@@ -1,0 +1,104 @@
+/* mixer_softmax.c — the teacher's mixer: causal softmax attention per head,
+ * softmax(q k^T / sqrt(p) + mask) v (SPEC §1, §1b with GQA through the
+ * per-head layout), and its decoding step against a KV cache of rotated
+ * keys and values per key/value head. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "mixer.h"
+
+static size_t sm_ws(const struct hm_config *c, const struct hm_backend *be, int64_t T)
+{
+    return hm_backend_attention_ws_size(be, T, c->num_attention_heads, c->head_dim);
+}
+
+static size_t sm_bws(const struct hm_config *c, const struct hm_backend *be, int64_t T)
+{
+    return hm_backend_attention_backward_ws_size(be, T, c->num_attention_heads, c->head_dim);
+}
+
+/* Room for position pos in the KV cache (doubling). */
+static enum hm_status kv_reserve(struct hm_mixer_state *st, const struct hm_config *c,
+                                 int64_t pos, struct hm_error *err)
+{
+    if (pos < st->kv_cap)
+        return HM_OK;
+    const int64_t row = c->num_key_value_heads * c->head_dim;
+    const int64_t cap = st->kv_cap ? 2 * st->kv_cap : 64;
+    if (cap > ((int64_t)1 << 40) / row)
+        return hm_error_set(err, HM_ERR_NOMEM, "KV cache too large");
+    float *k = realloc(st->kc, sizeof(float) * (size_t)(cap * row));
+    if (k)
+        st->kc = k;
+    float *v = realloc(st->vc, sizeof(float) * (size_t)(cap * row));
+    if (v)
+        st->vc = v;
+    float *sc = realloc(st->scores, sizeof(float) * (size_t)cap);
+    if (sc)
+        st->scores = sc;
+    if (!k || !v || !sc)
+        return hm_error_set(err, HM_ERR_NOMEM, "out of memory for the KV cache");
+    st->kv_cap = cap;
+    return HM_OK;
+}
+
+static enum hm_status sm_step(const struct hm_mix *x, struct hm_error *err)
+{
+    const struct hm_config *c = &x->m->cfg;
+    const int64_t nh = c->num_attention_heads, nkv = c->num_key_value_heads, p = c->head_dim;
+    struct hm_mixer_state *st = x->st;
+    enum hm_status s = kv_reserve(st, c, x->pos0, err);
+    if (s != HM_OK)
+        return s;
+    const float *heads = x->a->qkv;
+    const int64_t grp = nh / nkv;
+    for (int64_t g = 0; g < nkv; g++) {
+        const float *src = heads + g * grp * 3 * p; /* the group's first query head */
+        memcpy(st->kc + (x->pos0 * nkv + g) * p, src + p, sizeof(float) * (size_t)p);
+        memcpy(st->vc + (x->pos0 * nkv + g) * p, src + 2 * p, sizeof(float) * (size_t)p);
+    }
+    for (int64_t h = 0; h < nh; h++)
+        memcpy(st->q + h * p, heads + h * 3 * p, sizeof(float) * (size_t)p);
+    hm_backend_attention_decode(x->be, x->a->att, st->q, st->kc, st->vc, x->pos0 + 1, nh, nkv, p,
+                                st->scores);
+    return HM_OK;
+}
+
+static enum hm_status sm_forward(const struct hm_mix *x, struct hm_error *err)
+{
+    if (x->st)
+        return sm_step(x, err);
+    const struct hm_config *c = &x->m->cfg;
+    const int64_t T = x->T, nh = c->num_attention_heads, p = c->head_dim, Da = c->attn_dim;
+    const struct hm_layer_acts *a = x->a;
+    for (int64_t b = 0; b < x->B; b++)
+        hm_backend_attention_forward(x->be, a->att + b * T * Da, a->lse ? a->lse + b * nh * T : NULL,
+                                     a->qkv + b * T * 3 * Da, T, nh, p, x->ws, x->ws_size);
+    return HM_OK;
+}
+
+static void sm_backward(const struct hm_mix *x, const struct hm_mix_grads *g)
+{
+    const struct hm_config *c = &x->m->cfg;
+    const int64_t T = x->T, nh = c->num_attention_heads, p = c->head_dim, Da = c->attn_dim;
+    const struct hm_layer_acts *a = x->a;
+    for (int64_t b = 0; b < x->B; b++)
+        hm_backend_attention_backward(x->be, g->dqkv + b * T * 3 * Da, g->datt + b * T * Da,
+                                      a->qkv + b * T * 3 * Da, a->att + b * T * Da,
+                                      a->lse + b * nh * T, T, nh, p, x->ws, x->ws_size);
+}
+
+static int64_t sm_state_floats(const struct hm_config *c)
+{
+    (void)c;
+    return 0; /* the KV cache grows with the context */
+}
+
+const struct hm_mixer_unit hm_mixer_softmax = {
+    .name = "softmax",
+    .ws_size = sm_ws,
+    .backward_ws_size = sm_bws,
+    .forward = sm_forward,
+    .backward = sm_backward,
+    .state_floats = sm_state_floats,
+};
