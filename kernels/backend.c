@@ -117,12 +117,12 @@ int hm_backend_supports(const struct hm_backend *be, enum hm_op op, int64_t nume
 {
     if ((int)op < 0 || op >= HM_OP_COUNT)
         return 0;
-    return be->ops.supports ? be->ops.supports(op, numel) : 1;
+    return be->ops.supports ? be->ops.supports(be->ctx, op, numel) : 1;
 }
 
 enum hm_status hm_backend_sync(const struct hm_backend *be, struct hm_error *err)
 {
-    return be->ops.sync ? be->ops.sync(err) : HM_OK;
+    return be->ops.sync ? be->ops.sync(be->ctx, err) : HM_OK;
 }
 
 void hm_rotary_inv_freq(float *inv_freq, int64_t r, double base)
@@ -135,33 +135,35 @@ void hm_rotary_inv_freq(float *inv_freq, int64_t r, double base)
 }
 
 /* Wrappers: the backend's member, or ref when it is NULL. */
-#define HM_PICK(be, member) ((be)->ops.member ? (be)->ops.member : g_ref.ops.member)
+#define HM_CALL(be, member, ...)                                                         \
+    ((be)->ops.member ? (be)->ops.member((be)->ctx, __VA_ARGS__)                            \
+                      : g_ref.ops.member(g_ref.ctx, __VA_ARGS__))
 
 void hm_backend_matmul_forward(const struct hm_backend *be, float *y, const float *x,
                                const float *w, const float *b, int64_t T, int64_t in,
                                int64_t out)
 {
-    HM_PICK(be, matmul_forward)(y, x, w, b, T, in, out);
+    HM_CALL(be, matmul_forward, y, x, w, b, T, in, out);
 }
 
 void hm_backend_layernorm_forward(const struct hm_backend *be, float *y, float *mean,
                                   float *rstd, const float *x, const float *w, const float *b,
                                   int64_t T, int64_t d, float eps)
 {
-    HM_PICK(be, layernorm_forward)(y, mean, rstd, x, w, b, T, d, eps);
+    HM_CALL(be, layernorm_forward, y, mean, rstd, x, w, b, T, d, eps);
 }
 
 void hm_backend_gelu_forward(const struct hm_backend *be, float *y, const float *x, int64_t n,
                              enum hm_gelu_kind kind)
 {
-    HM_PICK(be, gelu_forward)(y, x, n, kind);
+    HM_CALL(be, gelu_forward, y, x, n, kind);
 }
 
 void hm_backend_rotary_forward(const struct hm_backend *be, float *x, int64_t T, int64_t n_h,
                                int64_t r, int64_t row_stride, int64_t head_stride,
                                int64_t pos0, const float *inv_freq)
 {
-    HM_PICK(be, rotary_forward)(x, T, n_h, r, row_stride, head_stride, pos0, inv_freq);
+    HM_CALL(be, rotary_forward, x, T, n_h, r, row_stride, head_stride, pos0, inv_freq);
 }
 
 size_t hm_backend_attention_ws_size(const struct hm_backend *be, int64_t T, int64_t n_h,
@@ -169,33 +171,33 @@ size_t hm_backend_attention_ws_size(const struct hm_backend *be, int64_t T, int6
 {
     /* the workspace size and the kernel must come from the same backend */
     if (be->ops.attention_forward)
-        return be->ops.attention_ws_size ? be->ops.attention_ws_size(T, n_h, p) : 0;
-    return g_ref.ops.attention_ws_size(T, n_h, p);
+        return be->ops.attention_ws_size ? be->ops.attention_ws_size(be->ctx, T, n_h, p) : 0;
+    return g_ref.ops.attention_ws_size(g_ref.ctx, T, n_h, p);
 }
 
 void hm_backend_attention_forward(const struct hm_backend *be, float *out, float *lse,
                                   const float *qkv, int64_t T, int64_t n_h, int64_t p,
                                   void *ws, size_t ws_size)
 {
-    HM_PICK(be, attention_forward)(out, lse, qkv, T, n_h, p, ws, ws_size);
+    HM_CALL(be, attention_forward, out, lse, qkv, T, n_h, p, ws, ws_size);
 }
 
 void hm_backend_add_forward(const struct hm_backend *be, float *y, const float *a,
                             const float *b, int64_t n)
 {
-    HM_PICK(be, add_forward)(y, a, b, n);
+    HM_CALL(be, add_forward, y, a, b, n);
 }
 
 void hm_backend_embedding_forward(const struct hm_backend *be, float *y, const int32_t *ids,
                                   const float *table, int64_t T, int64_t d)
 {
-    HM_PICK(be, embedding_forward)(y, ids, table, T, d);
+    HM_CALL(be, embedding_forward, y, ids, table, T, d);
 }
 
 void hm_backend_nll_forward(const struct hm_backend *be, float *nll, float *lse,
                             const float *logits, const int32_t *targets, int64_t T, int64_t V)
 {
-    HM_PICK(be, nll_forward)(nll, lse, logits, targets, T, V);
+    HM_CALL(be, nll_forward, nll, lse, logits, targets, T, V);
 }
 
 /* ---- backward wrappers ---------------------------------------------------- */
@@ -204,27 +206,27 @@ void hm_backend_matmul_backward(const struct hm_backend *be, float *dx, float *d
                                 const float *dy, const float *x, const float *w, int64_t T,
                                 int64_t in, int64_t out)
 {
-    HM_PICK(be, matmul_backward)(dx, dw, db, dy, x, w, T, in, out);
+    HM_CALL(be, matmul_backward, dx, dw, db, dy, x, w, T, in, out);
 }
 
 void hm_backend_layernorm_backward(const struct hm_backend *be, float *dx, float *dw, float *db,
                                    const float *dy, const float *x, const float *mean,
                                    const float *rstd, const float *w, int64_t T, int64_t d)
 {
-    HM_PICK(be, layernorm_backward)(dx, dw, db, dy, x, mean, rstd, w, T, d);
+    HM_CALL(be, layernorm_backward, dx, dw, db, dy, x, mean, rstd, w, T, d);
 }
 
 void hm_backend_gelu_backward(const struct hm_backend *be, float *dx, const float *dy,
                               const float *x, int64_t n, enum hm_gelu_kind kind)
 {
-    HM_PICK(be, gelu_backward)(dx, dy, x, n, kind);
+    HM_CALL(be, gelu_backward, dx, dy, x, n, kind);
 }
 
 void hm_backend_rotary_backward(const struct hm_backend *be, float *dx, int64_t T, int64_t n_h,
                                 int64_t r, int64_t row_stride, int64_t head_stride,
                                 int64_t pos0, const float *inv_freq)
 {
-    HM_PICK(be, rotary_backward)(dx, T, n_h, r, row_stride, head_stride, pos0, inv_freq);
+    HM_CALL(be, rotary_backward, dx, T, n_h, r, row_stride, head_stride, pos0, inv_freq);
 }
 
 size_t hm_backend_attention_backward_ws_size(const struct hm_backend *be, int64_t T,
@@ -232,28 +234,28 @@ size_t hm_backend_attention_backward_ws_size(const struct hm_backend *be, int64_
 {
     /* the workspace must match the member that will run */
     if (be->ops.attention_backward)
-        return be->ops.attention_backward_ws_size(T, n_h, p);
-    return g_ref.ops.attention_backward_ws_size(T, n_h, p);
+        return be->ops.attention_backward_ws_size(be->ctx, T, n_h, p);
+    return g_ref.ops.attention_backward_ws_size(g_ref.ctx, T, n_h, p);
 }
 
 void hm_backend_attention_backward(const struct hm_backend *be, float *dqkv, const float *dout,
                                    const float *qkv, const float *out, const float *lse,
                                    int64_t T, int64_t n_h, int64_t p, void *ws, size_t ws_size)
 {
-    HM_PICK(be, attention_backward)(dqkv, dout, qkv, out, lse, T, n_h, p, ws, ws_size);
+    HM_CALL(be, attention_backward, dqkv, dout, qkv, out, lse, T, n_h, p, ws, ws_size);
 }
 
 void hm_backend_embedding_backward(const struct hm_backend *be, float *dtable, const float *dy,
                                    const int32_t *ids, int64_t T, int64_t d)
 {
-    HM_PICK(be, embedding_backward)(dtable, dy, ids, T, d);
+    HM_CALL(be, embedding_backward, dtable, dy, ids, T, d);
 }
 
 double hm_backend_cross_entropy_backward(const struct hm_backend *be, float *dlogits,
                                          const float *logits, const int32_t *targets,
                                          int64_t T, int64_t V, float scale)
 {
-    return HM_PICK(be, cross_entropy_backward)(dlogits, logits, targets, T, V, scale);
+    return HM_CALL(be, cross_entropy_backward, dlogits, logits, targets, T, V, scale);
 }
 
 /* ---- Hedgehog linear attention wrappers (SPEC §2) ------------------------- */
@@ -263,7 +265,7 @@ void hm_backend_featuremap_forward(const struct hm_backend *be, float *phi, cons
                                    int64_t p, int64_t F, int64_t row_stride,
                                    int64_t head_stride)
 {
-    HM_PICK(be, featuremap_forward)(phi, x, W, b, T, n_h, p, F, row_stride, head_stride);
+    HM_CALL(be, featuremap_forward, phi, x, W, b, T, n_h, p, F, row_stride, head_stride);
 }
 
 void hm_backend_featuremap_backward(const struct hm_backend *be, float *dx, float *dW,
@@ -272,7 +274,7 @@ void hm_backend_featuremap_backward(const struct hm_backend *be, float *dx, floa
                                     int64_t p, int64_t F, int64_t row_stride,
                                     int64_t head_stride)
 {
-    HM_PICK(be, featuremap_backward)(dx, dW, db, dphi, x, phi, W, T, n_h, p, F, row_stride,
+    HM_CALL(be, featuremap_backward, dx, dW, db, dphi, x, phi, W, T, n_h, p, F, row_stride,
                                      head_stride);
 }
 
@@ -281,8 +283,8 @@ size_t hm_backend_linattn_ws_size(const struct hm_backend *be, int64_t T, int64_
 {
     /* the workspace must match the member that will run */
     if (be->ops.linattn_forward)
-        return be->ops.linattn_ws_size ? be->ops.linattn_ws_size(T, n_h, F2, p, chunk) : 0;
-    return g_ref.ops.linattn_ws_size(T, n_h, F2, p, chunk);
+        return be->ops.linattn_ws_size ? be->ops.linattn_ws_size(be->ctx, T, n_h, F2, p, chunk) : 0;
+    return g_ref.ops.linattn_ws_size(g_ref.ctx, T, n_h, F2, p, chunk);
 }
 
 size_t hm_backend_linattn_backward_ws_size(const struct hm_backend *be, int64_t T, int64_t n_h,
@@ -290,9 +292,9 @@ size_t hm_backend_linattn_backward_ws_size(const struct hm_backend *be, int64_t 
 {
     if (be->ops.linattn_backward)
         return be->ops.linattn_backward_ws_size
-                   ? be->ops.linattn_backward_ws_size(T, n_h, F2, p, chunk)
+                   ? be->ops.linattn_backward_ws_size(be->ctx, T, n_h, F2, p, chunk)
                    : 0;
-    return g_ref.ops.linattn_backward_ws_size(T, n_h, F2, p, chunk);
+    return g_ref.ops.linattn_backward_ws_size(g_ref.ctx, T, n_h, F2, p, chunk);
 }
 
 void hm_backend_linattn_forward(const struct hm_backend *be, float *y, float *den,
@@ -301,7 +303,7 @@ void hm_backend_linattn_forward(const struct hm_backend *be, float *y, float *de
                                 int64_t v_row_stride, int64_t v_head_stride, float eps,
                                 int64_t chunk, void *ws, size_t ws_size)
 {
-    HM_PICK(be, linattn_forward)(y, den, phiq, phik, v, T, n_h, F2, p, v_row_stride,
+    HM_CALL(be, linattn_forward, y, den, phiq, phik, v, T, n_h, F2, p, v_row_stride,
                                  v_head_stride, eps, chunk, ws, ws_size);
 }
 
@@ -312,14 +314,14 @@ void hm_backend_linattn_backward(const struct hm_backend *be, float *dphiq, floa
                                  int64_t v_row_stride, int64_t v_head_stride, int64_t chunk,
                                  void *ws, size_t ws_size)
 {
-    HM_PICK(be, linattn_backward)(dphiq, dphik, dv, dy, y, den, phiq, phik, v, T, n_h, F2, p,
+    HM_CALL(be, linattn_backward, dphiq, dphik, dv, dy, y, den, phiq, phik, v, T, n_h, F2, p,
                                   v_row_stride, v_head_stride, chunk, ws, ws_size);
 }
 
 double hm_backend_cosine_loss(const struct hm_backend *be, float *da, const float *a,
                               const float *b, int64_t N, int64_t d, float scale)
 {
-    return HM_PICK(be, cosine_loss)(da, a, b, N, d, scale);
+    return HM_CALL(be, cosine_loss, da, a, b, N, d, scale);
 }
 
 /* ---- HedgeMamba mixer wrappers (SPEC §3) ---------------------------------- */
@@ -328,45 +330,45 @@ void hm_backend_conv1d_forward(const struct hm_backend *be, float *c, const floa
                                const float *w, const float *bias, int64_t T, int64_t C,
                                int64_t K)
 {
-    HM_PICK(be, conv1d_forward)(c, x, w, bias, T, C, K);
+    HM_CALL(be, conv1d_forward, c, x, w, bias, T, C, K);
 }
 
 void hm_backend_conv1d_backward(const struct hm_backend *be, float *dx, float *dw,
                                 float *dbias, const float *dc, const float *x, const float *w,
                                 int64_t T, int64_t C, int64_t K)
 {
-    HM_PICK(be, conv1d_backward)(dx, dw, dbias, dc, x, w, T, C, K);
+    HM_CALL(be, conv1d_backward, dx, dw, dbias, dc, x, w, T, C, K);
 }
 
 void hm_backend_conv1d_step(const struct hm_backend *be, float *c_t, const float *x_t,
                             float *window, const float *w, const float *bias, int64_t C,
                             int64_t K)
 {
-    HM_PICK(be, conv1d_step)(c_t, x_t, window, w, bias, C, K);
+    HM_CALL(be, conv1d_step, c_t, x_t, window, w, bias, C, K);
 }
 
 void hm_backend_softplus_forward(const struct hm_backend *be, float *y, const float *z,
                                  int64_t n)
 {
-    HM_PICK(be, softplus_forward)(y, z, n);
+    HM_CALL(be, softplus_forward, y, z, n);
 }
 
 void hm_backend_softplus_backward(const struct hm_backend *be, float *dz, const float *dy,
                                   const float *z, int64_t n)
 {
-    HM_PICK(be, softplus_backward)(dz, dy, z, n);
+    HM_CALL(be, softplus_backward, dz, dy, z, n);
 }
 
 void hm_backend_silu_gate_forward(const struct hm_backend *be, float *out, const float *y,
                                   const float *z, int64_t n)
 {
-    HM_PICK(be, silu_gate_forward)(out, y, z, n);
+    HM_CALL(be, silu_gate_forward, out, y, z, n);
 }
 
 void hm_backend_silu_gate_backward(const struct hm_backend *be, float *dy, float *dz,
                                    const float *dout, const float *y, const float *z, int64_t n)
 {
-    HM_PICK(be, silu_gate_backward)(dy, dz, dout, y, z, n);
+    HM_CALL(be, silu_gate_backward, dy, dz, dout, y, z, n);
 }
 
 size_t hm_backend_ssm_ws_size(const struct hm_backend *be, int64_t T, int64_t n_h, int64_t F2,
@@ -374,8 +376,8 @@ size_t hm_backend_ssm_ws_size(const struct hm_backend *be, int64_t T, int64_t n_
 {
     /* the workspace must match the member that will run */
     if (be->ops.ssm_forward)
-        return be->ops.ssm_ws_size ? be->ops.ssm_ws_size(T, n_h, F2, p, chunk) : 0;
-    return g_ref.ops.ssm_ws_size(T, n_h, F2, p, chunk);
+        return be->ops.ssm_ws_size ? be->ops.ssm_ws_size(be->ctx, T, n_h, F2, p, chunk) : 0;
+    return g_ref.ops.ssm_ws_size(g_ref.ctx, T, n_h, F2, p, chunk);
 }
 
 size_t hm_backend_ssm_backward_ws_size(const struct hm_backend *be, int64_t T, int64_t n_h,
@@ -383,9 +385,9 @@ size_t hm_backend_ssm_backward_ws_size(const struct hm_backend *be, int64_t T, i
 {
     if (be->ops.ssm_backward)
         return be->ops.ssm_backward_ws_size
-                   ? be->ops.ssm_backward_ws_size(T, n_h, F2, p, chunk)
+                   ? be->ops.ssm_backward_ws_size(be->ctx, T, n_h, F2, p, chunk)
                    : 0;
-    return g_ref.ops.ssm_backward_ws_size(T, n_h, F2, p, chunk);
+    return g_ref.ops.ssm_backward_ws_size(g_ref.ctx, T, n_h, F2, p, chunk);
 }
 
 void hm_backend_ssm_forward(const struct hm_backend *be, float *y, float *den, const float *C,
@@ -394,7 +396,7 @@ void hm_backend_ssm_forward(const struct hm_backend *be, float *y, float *den, c
                             int64_t v_row_stride, int64_t v_head_stride, float eps,
                             int64_t chunk, void *ws, size_t ws_size)
 {
-    HM_PICK(be, ssm_forward)(y, den, C, B, v, dt, A, D, T, n_h, F2, p, v_row_stride,
+    HM_CALL(be, ssm_forward, y, den, C, B, v, dt, A, D, T, n_h, F2, p, v_row_stride,
                              v_head_stride, eps, chunk, ws, ws_size);
 }
 
@@ -405,7 +407,7 @@ void hm_backend_ssm_backward(const struct hm_backend *be, float *dC, float *dB, 
                              int64_t n_h, int64_t F2, int64_t p, int64_t v_row_stride,
                              int64_t v_head_stride, int64_t chunk, void *ws, size_t ws_size)
 {
-    HM_PICK(be, ssm_backward)(dC, dB, dv, ddt, dA, dD, dy, y, den, C, B, v, dt, A, D, T, n_h, F2,
+    HM_CALL(be, ssm_backward, dC, dB, dv, ddt, dA, dD, dy, y, den, C, B, v, dt, A, D, T, n_h, F2,
                               p, v_row_stride, v_head_stride, chunk, ws, ws_size);
 }
 
@@ -413,37 +415,37 @@ void hm_backend_ssm_step(const struct hm_backend *be, float *y_t, float *S, cons
                          const float *B_t, const float *v_t, const float *dt_t, const float *A,
                          const float *D, int64_t n_h, int64_t F2, int64_t p, float eps)
 {
-    HM_PICK(be, ssm_step)(y_t, S, C_t, B_t, v_t, dt_t, A, D, n_h, F2, p, eps);
+    HM_CALL(be, ssm_step, y_t, S, C_t, B_t, v_t, dt_t, A, D, n_h, F2, p, eps);
 }
 
 void hm_backend_rmsnorm_forward(const struct hm_backend *be, float *y, float *rstd,
                                 const float *x, const float *w, int64_t T, int64_t d, float eps)
 {
-    HM_PICK(be, rmsnorm_forward)(y, rstd, x, w, T, d, eps);
+    HM_CALL(be, rmsnorm_forward, y, rstd, x, w, T, d, eps);
 }
 
 void hm_backend_rmsnorm_backward(const struct hm_backend *be, float *dx, float *dw,
                                  const float *dy, const float *x, const float *rstd,
                                  const float *w, int64_t T, int64_t d)
 {
-    HM_PICK(be, rmsnorm_backward)(dx, dw, dy, x, rstd, w, T, d);
+    HM_CALL(be, rmsnorm_backward, dx, dw, dy, x, rstd, w, T, d);
 }
 
 void hm_backend_qkv_expand_forward(const struct hm_backend *be, float *y, const float *x,
                                    int64_t T, int64_t n_h, int64_t n_kv, int64_t p)
 {
-    HM_PICK(be, qkv_expand_forward)(y, x, T, n_h, n_kv, p);
+    HM_CALL(be, qkv_expand_forward, y, x, T, n_h, n_kv, p);
 }
 
 void hm_backend_qkv_expand_backward(const struct hm_backend *be, float *dx, const float *dy,
                                     int64_t T, int64_t n_h, int64_t n_kv, int64_t p)
 {
-    HM_PICK(be, qkv_expand_backward)(dx, dy, T, n_h, n_kv, p);
+    HM_CALL(be, qkv_expand_backward, dx, dy, T, n_h, n_kv, p);
 }
 
 void hm_backend_attention_decode(const struct hm_backend *be, float *out, const float *q,
                                  const float *kc, const float *vc, int64_t T, int64_t n_h,
                                  int64_t n_kv, int64_t p, float *scratch)
 {
-    HM_PICK(be, attention_decode)(out, q, kc, vc, T, n_h, n_kv, p, scratch);
+    HM_CALL(be, attention_decode, out, q, kc, vc, T, n_h, n_kv, p, scratch);
 }

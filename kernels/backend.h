@@ -58,115 +58,120 @@ enum hm_gelu_kind {
 struct hm_backend_ops {
     /* (optional) 1 if this backend runs op with the given element count
      * hint (0 = unknown); a NULL member means "supports everything". */
-    int (*supports)(enum hm_op op, int64_t numel);
+    int (*supports)(void *ctx, enum hm_op op, int64_t numel);
     /* (optional) report and clear the first failure since the last call;
      * CPU backends never fail and leave this NULL. */
-    enum hm_status (*sync)(struct hm_error *err);
+    enum hm_status (*sync)(void *ctx, struct hm_error *err);
 
-    void (*matmul_forward)(float *y, const float *x, const float *w, const float *b,
+    void (*matmul_forward)(void *ctx, float *y, const float *x, const float *w, const float *b,
                            int64_t T, int64_t in, int64_t out);
-    void (*layernorm_forward)(float *y, float *mean, float *rstd, const float *x,
+    void (*layernorm_forward)(void *ctx, float *y, float *mean, float *rstd, const float *x,
                               const float *w, const float *b, int64_t T, int64_t d,
                               float eps);
-    void (*gelu_forward)(float *y, const float *x, int64_t n, enum hm_gelu_kind kind);
-    void (*rotary_forward)(float *x, int64_t T, int64_t n_h, int64_t r, int64_t row_stride,
+    void (*gelu_forward)(void *ctx, float *y, const float *x, int64_t n, enum hm_gelu_kind kind);
+    void (*rotary_forward)(void *ctx, float *x, int64_t T, int64_t n_h, int64_t r, int64_t row_stride,
                            int64_t head_stride, int64_t pos0, const float *inv_freq);
-    size_t (*attention_ws_size)(int64_t T, int64_t n_h, int64_t p);
-    void (*attention_forward)(float *out, float *lse, const float *qkv, int64_t T,
+    size_t (*attention_ws_size)(void *ctx, int64_t T, int64_t n_h, int64_t p);
+    void (*attention_forward)(void *ctx, float *out, float *lse, const float *qkv, int64_t T,
                               int64_t n_h, int64_t p, void *ws, size_t ws_size);
-    void (*add_forward)(float *y, const float *a, const float *b, int64_t n);
-    void (*embedding_forward)(float *y, const int32_t *ids, const float *table, int64_t T,
+    void (*add_forward)(void *ctx, float *y, const float *a, const float *b, int64_t n);
+    void (*embedding_forward)(void *ctx, float *y, const int32_t *ids, const float *table, int64_t T,
                               int64_t d);
-    void (*nll_forward)(float *nll, float *lse, const float *logits, const int32_t *targets,
+    void (*nll_forward)(void *ctx, float *nll, float *lse, const float *logits, const int32_t *targets,
                         int64_t T, int64_t V);
 
     /* backward ops (kernels/backend.h, second part) */
-    void (*matmul_backward)(float *dx, float *dw, float *db, const float *dy, const float *x,
+    void (*matmul_backward)(void *ctx, float *dx, float *dw, float *db, const float *dy, const float *x,
                             const float *w, int64_t T, int64_t in, int64_t out);
-    void (*layernorm_backward)(float *dx, float *dw, float *db, const float *dy, const float *x,
+    void (*layernorm_backward)(void *ctx, float *dx, float *dw, float *db, const float *dy, const float *x,
                                const float *mean, const float *rstd, const float *w, int64_t T,
                                int64_t d);
-    void (*gelu_backward)(float *dx, const float *dy, const float *x, int64_t n,
+    void (*gelu_backward)(void *ctx, float *dx, const float *dy, const float *x, int64_t n,
                           enum hm_gelu_kind kind);
-    void (*rotary_backward)(float *dx, int64_t T, int64_t n_h, int64_t r, int64_t row_stride,
+    void (*rotary_backward)(void *ctx, float *dx, int64_t T, int64_t n_h, int64_t r, int64_t row_stride,
                             int64_t head_stride, int64_t pos0, const float *inv_freq);
-    size_t (*attention_backward_ws_size)(int64_t T, int64_t n_h, int64_t p);
-    void (*attention_backward)(float *dqkv, const float *dout, const float *qkv,
+    size_t (*attention_backward_ws_size)(void *ctx, int64_t T, int64_t n_h, int64_t p);
+    void (*attention_backward)(void *ctx, float *dqkv, const float *dout, const float *qkv,
                                const float *out, const float *lse, int64_t T, int64_t n_h,
                                int64_t p, void *ws, size_t ws_size);
-    void (*embedding_backward)(float *dtable, const float *dy, const int32_t *ids, int64_t T,
+    void (*embedding_backward)(void *ctx, float *dtable, const float *dy, const int32_t *ids, int64_t T,
                                int64_t d);
-    double (*cross_entropy_backward)(float *dlogits, const float *logits,
+    double (*cross_entropy_backward)(void *ctx, float *dlogits, const float *logits,
                                      const int32_t *targets, int64_t T, int64_t V, float scale);
 
     /* Hedgehog linear attention (SPEC §2; wrappers at the end of this file) */
-    void (*featuremap_forward)(float *phi, const float *x, const float *W, const float *b,
+    void (*featuremap_forward)(void *ctx, float *phi, const float *x, const float *W, const float *b,
                                int64_t T, int64_t n_h, int64_t p, int64_t F,
                                int64_t row_stride, int64_t head_stride);
-    void (*featuremap_backward)(float *dx, float *dW, float *db, const float *dphi,
+    void (*featuremap_backward)(void *ctx, float *dx, float *dW, float *db, const float *dphi,
                                 const float *x, const float *phi, const float *W, int64_t T,
                                 int64_t n_h, int64_t p, int64_t F, int64_t row_stride,
                                 int64_t head_stride);
-    size_t (*linattn_ws_size)(int64_t T, int64_t n_h, int64_t F2, int64_t p, int64_t chunk);
-    void (*linattn_forward)(float *y, float *den, const float *phiq, const float *phik,
+    size_t (*linattn_ws_size)(void *ctx, int64_t T, int64_t n_h, int64_t F2, int64_t p, int64_t chunk);
+    void (*linattn_forward)(void *ctx, float *y, float *den, const float *phiq, const float *phik,
                             const float *v, int64_t T, int64_t n_h, int64_t F2, int64_t p,
                             int64_t v_row_stride, int64_t v_head_stride, float eps,
                             int64_t chunk, void *ws, size_t ws_size);
-    size_t (*linattn_backward_ws_size)(int64_t T, int64_t n_h, int64_t F2, int64_t p,
+    size_t (*linattn_backward_ws_size)(void *ctx, int64_t T, int64_t n_h, int64_t F2, int64_t p,
                                        int64_t chunk);
-    void (*linattn_backward)(float *dphiq, float *dphik, float *dv, const float *dy,
+    void (*linattn_backward)(void *ctx, float *dphiq, float *dphik, float *dv, const float *dy,
                              const float *y, const float *den, const float *phiq,
                              const float *phik, const float *v, int64_t T, int64_t n_h,
                              int64_t F2, int64_t p, int64_t v_row_stride, int64_t v_head_stride,
                              int64_t chunk, void *ws, size_t ws_size);
-    double (*cosine_loss)(float *da, const float *a, const float *b, int64_t N, int64_t d,
+    double (*cosine_loss)(void *ctx, float *da, const float *a, const float *b, int64_t N, int64_t d,
                           float scale);
 
     /* HedgeMamba mixer (SPEC §3; wrappers at the end of this file) */
-    void (*conv1d_forward)(float *c, const float *x, const float *w, const float *bias,
+    void (*conv1d_forward)(void *ctx, float *c, const float *x, const float *w, const float *bias,
                            int64_t T, int64_t C, int64_t K);
-    void (*conv1d_backward)(float *dx, float *dw, float *dbias, const float *dc, const float *x,
+    void (*conv1d_backward)(void *ctx, float *dx, float *dw, float *dbias, const float *dc, const float *x,
                             const float *w, int64_t T, int64_t C, int64_t K);
-    void (*conv1d_step)(float *c_t, const float *x_t, float *window, const float *w,
+    void (*conv1d_step)(void *ctx, float *c_t, const float *x_t, float *window, const float *w,
                         const float *bias, int64_t C, int64_t K);
-    void (*softplus_forward)(float *y, const float *z, int64_t n);
-    void (*softplus_backward)(float *dz, const float *dy, const float *z, int64_t n);
-    void (*silu_gate_forward)(float *out, const float *y, const float *z, int64_t n);
-    void (*silu_gate_backward)(float *dy, float *dz, const float *dout, const float *y,
+    void (*softplus_forward)(void *ctx, float *y, const float *z, int64_t n);
+    void (*softplus_backward)(void *ctx, float *dz, const float *dy, const float *z, int64_t n);
+    void (*silu_gate_forward)(void *ctx, float *out, const float *y, const float *z, int64_t n);
+    void (*silu_gate_backward)(void *ctx, float *dy, float *dz, const float *dout, const float *y,
                                const float *z, int64_t n);
-    size_t (*ssm_ws_size)(int64_t T, int64_t n_h, int64_t F2, int64_t p, int64_t chunk);
-    void (*ssm_forward)(float *y, float *den, const float *C, const float *B, const float *v,
+    size_t (*ssm_ws_size)(void *ctx, int64_t T, int64_t n_h, int64_t F2, int64_t p, int64_t chunk);
+    void (*ssm_forward)(void *ctx, float *y, float *den, const float *C, const float *B, const float *v,
                         const float *dt, const float *A, const float *D, int64_t T, int64_t n_h,
                         int64_t F2, int64_t p, int64_t v_row_stride, int64_t v_head_stride,
                         float eps, int64_t chunk, void *ws, size_t ws_size);
-    size_t (*ssm_backward_ws_size)(int64_t T, int64_t n_h, int64_t F2, int64_t p, int64_t chunk);
-    void (*ssm_backward)(float *dC, float *dB, float *dv, float *ddt, float *dA, float *dD,
+    size_t (*ssm_backward_ws_size)(void *ctx, int64_t T, int64_t n_h, int64_t F2, int64_t p, int64_t chunk);
+    void (*ssm_backward)(void *ctx, float *dC, float *dB, float *dv, float *ddt, float *dA, float *dD,
                          const float *dy, const float *y, const float *den, const float *C,
                          const float *B, const float *v, const float *dt, const float *A,
                          const float *D, int64_t T, int64_t n_h, int64_t F2, int64_t p,
                          int64_t v_row_stride, int64_t v_head_stride, int64_t chunk, void *ws,
                          size_t ws_size);
-    void (*ssm_step)(float *y_t, float *S, const float *C_t, const float *B_t, const float *v_t,
+    void (*ssm_step)(void *ctx, float *y_t, float *S, const float *C_t, const float *B_t, const float *v_t,
                      const float *dt_t, const float *A, const float *D, int64_t n_h, int64_t F2,
                      int64_t p, float eps);
 
     /* llama family and decoding (wrappers at the end of this file) */
-    void (*rmsnorm_forward)(float *y, float *rstd, const float *x, const float *w, int64_t T,
+    void (*rmsnorm_forward)(void *ctx, float *y, float *rstd, const float *x, const float *w, int64_t T,
                             int64_t d, float eps);
-    void (*rmsnorm_backward)(float *dx, float *dw, const float *dy, const float *x,
+    void (*rmsnorm_backward)(void *ctx, float *dx, float *dw, const float *dy, const float *x,
                              const float *rstd, const float *w, int64_t T, int64_t d);
-    void (*qkv_expand_forward)(float *y, const float *x, int64_t T, int64_t n_h, int64_t n_kv,
+    void (*qkv_expand_forward)(void *ctx, float *y, const float *x, int64_t T, int64_t n_h, int64_t n_kv,
                                int64_t p);
-    void (*qkv_expand_backward)(float *dx, const float *dy, int64_t T, int64_t n_h,
+    void (*qkv_expand_backward)(void *ctx, float *dx, const float *dy, int64_t T, int64_t n_h,
                                 int64_t n_kv, int64_t p);
-    void (*attention_decode)(float *out, const float *q, const float *kc, const float *vc,
+    void (*attention_decode)(void *ctx, float *out, const float *q, const float *kc, const float *vc,
                              int64_t T, int64_t n_h, int64_t n_kv, int64_t p, float *scratch);
 };
 
 struct hm_backend {
     const char *name;            /* "ref", "fast", later "cuda" */
     struct hm_backend_ops ops;
+    void *ctx;                   /* the backend's context (device, streams, handles),
+                                  * passed first to every op; NULL for the CPU */
 };
+
+/* First parameter of every CPU op implementation: the context it ignores. */
+#define HM_CPU_CTX __attribute__((unused)) void *ctx
 
 /* Borrowed: a static backend ("ref", "fast" or its alias "cpu"), valid for
  * the whole program; NULL for an unknown name. */

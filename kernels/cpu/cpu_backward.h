@@ -8,37 +8,37 @@
 
 #include "backend.h"
 
-void hm_ref_matmul_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
+void hm_ref_matmul_backward(HM_CPU_CTX, float *dx, float *dw, float *db, const float *dy, const float *x,
                             const float *w, int64_t T, int64_t in, int64_t out);
-void hm_ref_layernorm_backward(float *dx, float *dw, float *db, const float *dy,
+void hm_ref_layernorm_backward(HM_CPU_CTX, float *dx, float *dw, float *db, const float *dy,
                                const float *x, const float *mean, const float *rstd,
                                const float *w, int64_t T, int64_t d);
-void hm_ref_gelu_backward(float *dx, const float *dy, const float *x, int64_t n,
+void hm_ref_gelu_backward(HM_CPU_CTX, float *dx, const float *dy, const float *x, int64_t n,
                           enum hm_gelu_kind kind);
-void hm_ref_rotary_backward(float *dx, int64_t T, int64_t n_h, int64_t r, int64_t row_stride,
+void hm_ref_rotary_backward(HM_CPU_CTX, float *dx, int64_t T, int64_t n_h, int64_t r, int64_t row_stride,
                             int64_t head_stride, int64_t pos0, const float *inv_freq);
-void hm_ref_attention_backward(float *dqkv, const float *dout, const float *qkv,
+void hm_ref_attention_backward(HM_CPU_CTX, float *dqkv, const float *dout, const float *qkv,
                                const float *out, const float *lse, int64_t T, int64_t n_h,
                                int64_t p, void *ws, size_t ws_size);
-size_t hm_ref_attention_backward_ws_size(int64_t T, int64_t n_h, int64_t p);
-void hm_ref_embedding_backward(float *dtable, const float *dy, const int32_t *ids, int64_t T,
+size_t hm_ref_attention_backward_ws_size(HM_CPU_CTX, int64_t T, int64_t n_h, int64_t p);
+void hm_ref_embedding_backward(HM_CPU_CTX, float *dtable, const float *dy, const int32_t *ids, int64_t T,
                                int64_t d);
-double hm_ref_cross_entropy_backward(float *dlogits, const float *logits,
+double hm_ref_cross_entropy_backward(HM_CPU_CTX, float *dlogits, const float *logits,
                                      const int32_t *targets, int64_t T, int64_t V,
                                      float scale);
 
-void hm_fast_matmul_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
+void hm_fast_matmul_backward(HM_CPU_CTX, float *dx, float *dw, float *db, const float *dy, const float *x,
                              const float *w, int64_t T, int64_t in, int64_t out);
-void hm_fast_layernorm_backward(float *dx, float *dw, float *db, const float *dy,
+void hm_fast_layernorm_backward(HM_CPU_CTX, float *dx, float *dw, float *db, const float *dy,
                                 const float *x, const float *mean, const float *rstd,
                                 const float *w, int64_t T, int64_t d);
-void hm_fast_gelu_backward(float *dx, const float *dy, const float *x, int64_t n,
+void hm_fast_gelu_backward(HM_CPU_CTX, float *dx, const float *dy, const float *x, int64_t n,
                            enum hm_gelu_kind kind);
-void hm_fast_attention_backward(float *dqkv, const float *dout, const float *qkv,
+void hm_fast_attention_backward(HM_CPU_CTX, float *dqkv, const float *dout, const float *qkv,
                                 const float *out, const float *lse, int64_t T, int64_t n_h,
                                 int64_t p, void *ws, size_t ws_size);
-size_t hm_fast_attention_backward_ws_size(int64_t T, int64_t n_h, int64_t p);
-double hm_fast_cross_entropy_backward(float *dlogits, const float *logits,
+size_t hm_fast_attention_backward_ws_size(HM_CPU_CTX, int64_t T, int64_t n_h, int64_t p);
+double hm_fast_cross_entropy_backward(HM_CPU_CTX, float *dlogits, const float *logits,
                                       const int32_t *targets, int64_t T, int64_t V,
                                       float scale);
 

@@ -7,24 +7,24 @@
 
 #include "backend.h"
 
-void hm_ref_rmsnorm_forward(float *y, float *rstd, const float *x, const float *w, int64_t T,
+void hm_ref_rmsnorm_forward(HM_CPU_CTX, float *y, float *rstd, const float *x, const float *w, int64_t T,
                             int64_t d, float eps);
-void hm_ref_rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x,
+void hm_ref_rmsnorm_backward(HM_CPU_CTX, float *dx, float *dw, const float *dy, const float *x,
                              const float *rstd, const float *w, int64_t T, int64_t d);
-void hm_ref_qkv_expand_forward(float *y, const float *x, int64_t T, int64_t n_h, int64_t n_kv,
+void hm_ref_qkv_expand_forward(HM_CPU_CTX, float *y, const float *x, int64_t T, int64_t n_h, int64_t n_kv,
                                int64_t p);
-void hm_ref_qkv_expand_backward(float *dx, const float *dy, int64_t T, int64_t n_h,
+void hm_ref_qkv_expand_backward(HM_CPU_CTX, float *dx, const float *dy, int64_t T, int64_t n_h,
                                 int64_t n_kv, int64_t p);
-void hm_ref_attention_decode(float *out, const float *q, const float *kc, const float *vc,
+void hm_ref_attention_decode(HM_CPU_CTX, float *out, const float *q, const float *kc, const float *vc,
                              int64_t T, int64_t n_h, int64_t n_kv, int64_t p, float *scratch);
 
-void hm_fast_rmsnorm_forward(float *y, float *rstd, const float *x, const float *w, int64_t T,
+void hm_fast_rmsnorm_forward(HM_CPU_CTX, float *y, float *rstd, const float *x, const float *w, int64_t T,
                              int64_t d, float eps);
-void hm_fast_rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x,
+void hm_fast_rmsnorm_backward(HM_CPU_CTX, float *dx, float *dw, const float *dy, const float *x,
                               const float *rstd, const float *w, int64_t T, int64_t d);
-void hm_fast_qkv_expand_forward(float *y, const float *x, int64_t T, int64_t n_h, int64_t n_kv,
+void hm_fast_qkv_expand_forward(HM_CPU_CTX, float *y, const float *x, int64_t T, int64_t n_h, int64_t n_kv,
                                 int64_t p);
-void hm_fast_qkv_expand_backward(float *dx, const float *dy, int64_t T, int64_t n_h,
+void hm_fast_qkv_expand_backward(HM_CPU_CTX, float *dx, const float *dy, int64_t T, int64_t n_h,
                                  int64_t n_kv, int64_t p);
 
 #endif

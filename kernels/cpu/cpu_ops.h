@@ -7,36 +7,36 @@
 
 #include "backend.h"
 
-void hm_ref_matmul_forward(float *y, const float *x, const float *w, const float *b,
+void hm_ref_matmul_forward(HM_CPU_CTX, float *y, const float *x, const float *w, const float *b,
                            int64_t T, int64_t in, int64_t out);
-void hm_ref_layernorm_forward(float *y, float *mean, float *rstd, const float *x,
+void hm_ref_layernorm_forward(HM_CPU_CTX, float *y, float *mean, float *rstd, const float *x,
                               const float *w, const float *b, int64_t T, int64_t d, float eps);
-void hm_ref_gelu_forward(float *y, const float *x, int64_t n, enum hm_gelu_kind kind);
-void hm_ref_rotary_forward(float *x, int64_t T, int64_t n_h, int64_t r, int64_t row_stride,
+void hm_ref_gelu_forward(HM_CPU_CTX, float *y, const float *x, int64_t n, enum hm_gelu_kind kind);
+void hm_ref_rotary_forward(HM_CPU_CTX, float *x, int64_t T, int64_t n_h, int64_t r, int64_t row_stride,
                            int64_t head_stride, int64_t pos0, const float *inv_freq);
-size_t hm_ref_attention_ws_size(int64_t T, int64_t n_h, int64_t p);
-void hm_ref_attention_forward(float *out, float *lse, const float *qkv, int64_t T, int64_t n_h,
+size_t hm_ref_attention_ws_size(HM_CPU_CTX, int64_t T, int64_t n_h, int64_t p);
+void hm_ref_attention_forward(HM_CPU_CTX, float *out, float *lse, const float *qkv, int64_t T, int64_t n_h,
                               int64_t p, void *ws, size_t ws_size);
-void hm_ref_add_forward(float *y, const float *a, const float *b, int64_t n);
-void hm_ref_embedding_forward(float *y, const int32_t *ids, const float *table, int64_t T,
+void hm_ref_add_forward(HM_CPU_CTX, float *y, const float *a, const float *b, int64_t n);
+void hm_ref_embedding_forward(HM_CPU_CTX, float *y, const int32_t *ids, const float *table, int64_t T,
                               int64_t d);
-void hm_ref_nll_forward(float *nll, float *lse, const float *logits, const int32_t *targets,
+void hm_ref_nll_forward(HM_CPU_CTX, float *nll, float *lse, const float *logits, const int32_t *targets,
                         int64_t T, int64_t V);
 
-void hm_fast_matmul_forward(float *y, const float *x, const float *w, const float *b,
+void hm_fast_matmul_forward(HM_CPU_CTX, float *y, const float *x, const float *w, const float *b,
                             int64_t T, int64_t in, int64_t out);
-void hm_fast_layernorm_forward(float *y, float *mean, float *rstd, const float *x,
+void hm_fast_layernorm_forward(HM_CPU_CTX, float *y, float *mean, float *rstd, const float *x,
                                const float *w, const float *b, int64_t T, int64_t d, float eps);
-void hm_fast_gelu_forward(float *y, const float *x, int64_t n, enum hm_gelu_kind kind);
-void hm_fast_rotary_forward(float *x, int64_t T, int64_t n_h, int64_t r, int64_t row_stride,
+void hm_fast_gelu_forward(HM_CPU_CTX, float *y, const float *x, int64_t n, enum hm_gelu_kind kind);
+void hm_fast_rotary_forward(HM_CPU_CTX, float *x, int64_t T, int64_t n_h, int64_t r, int64_t row_stride,
                             int64_t head_stride, int64_t pos0, const float *inv_freq);
-size_t hm_fast_attention_ws_size(int64_t T, int64_t n_h, int64_t p);
-void hm_fast_attention_forward(float *out, float *lse, const float *qkv, int64_t T,
+size_t hm_fast_attention_ws_size(HM_CPU_CTX, int64_t T, int64_t n_h, int64_t p);
+void hm_fast_attention_forward(HM_CPU_CTX, float *out, float *lse, const float *qkv, int64_t T,
                                int64_t n_h, int64_t p, void *ws, size_t ws_size);
-void hm_fast_add_forward(float *y, const float *a, const float *b, int64_t n);
-void hm_fast_embedding_forward(float *y, const int32_t *ids, const float *table, int64_t T,
+void hm_fast_add_forward(HM_CPU_CTX, float *y, const float *a, const float *b, int64_t n);
+void hm_fast_embedding_forward(HM_CPU_CTX, float *y, const int32_t *ids, const float *table, int64_t T,
                                int64_t d);
-void hm_fast_nll_forward(float *nll, float *lse, const float *logits, const int32_t *targets,
+void hm_fast_nll_forward(HM_CPU_CTX, float *nll, float *lse, const float *logits, const int32_t *targets,
                          int64_t T, int64_t V);
 
 #endif

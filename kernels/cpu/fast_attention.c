@@ -27,7 +27,7 @@
 
 #define HM_ATT_BQ 64
 
-void hm_fast_rotary_forward(float *x, int64_t T, int64_t n_h, int64_t r, int64_t row_stride,
+void hm_fast_rotary_forward(HM_CPU_CTX, float *x, int64_t T, int64_t n_h, int64_t r, int64_t row_stride,
                             int64_t head_stride, int64_t pos0, const float *inv_freq)
 {
     int64_t half = r / 2;
@@ -56,7 +56,7 @@ static int64_t per_thread_floats(int64_t T, int64_t p)
     return (n + 15) / 16 * 16;
 }
 
-size_t hm_fast_attention_ws_size(int64_t T, int64_t n_h, int64_t p)
+size_t hm_fast_attention_ws_size(HM_CPU_CTX, int64_t T, int64_t n_h, int64_t p)
 {
     (void)n_h;
     int nt = omp_get_max_threads();
@@ -142,7 +142,7 @@ HM_CLONES static void att_block(float *out, float *lse, const float *qkv, int64_
     }
 }
 
-void hm_fast_attention_forward(float *out, float *lse, const float *qkv, int64_t T,
+void hm_fast_attention_forward(HM_CPU_CTX, float *out, float *lse, const float *qkv, int64_t T,
                                int64_t n_h, int64_t p, void *ws, size_t ws_size)
 {
     if (T <= 0 || n_h <= 0 || p <= 0)

@@ -19,7 +19,7 @@ static int fits_int(int64_t a, int64_t b, int64_t c)
     return a > 0 && b > 0 && c > 0 && a <= INT32_MAX && b <= INT32_MAX && c <= INT32_MAX;
 }
 
-void hm_fast_matmul_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
+void hm_fast_matmul_backward(HM_CPU_CTX, float *dx, float *dw, float *db, const float *dy, const float *x,
                              const float *w, int64_t T, int64_t in, int64_t out)
 {
 #ifdef HM_HAVE_BLAS
@@ -50,10 +50,10 @@ void hm_fast_matmul_backward(float *dx, float *dw, float *db, const float *dy, c
         return;
     }
 #endif
-    hm_ref_matmul_backward(dx, dw, db, dy, x, w, T, in, out);
+    hm_ref_matmul_backward(ctx, dx, dw, db, dy, x, w, T, in, out);
 }
 
-void hm_fast_layernorm_backward(float *dx, float *dw, float *db, const float *dy,
+void hm_fast_layernorm_backward(HM_CPU_CTX, float *dx, float *dw, float *db, const float *dy,
                                 const float *x, const float *mean, const float *rstd,
                                 const float *w, int64_t T, int64_t d)
 {
@@ -102,7 +102,7 @@ void hm_fast_layernorm_backward(float *dx, float *dw, float *db, const float *dy
     }
 }
 
-void hm_fast_gelu_backward(float *dx, const float *dy, const float *x, int64_t n,
+void hm_fast_gelu_backward(HM_CPU_CTX, float *dx, const float *dy, const float *x, int64_t n,
                            enum hm_gelu_kind kind)
 {
     const float inv_sqrt2 = 0.70710678118654752f, inv_sqrt2pi = 0.39894228040143268f;
@@ -126,14 +126,14 @@ void hm_fast_gelu_backward(float *dx, const float *dy, const float *x, int64_t n
     }
 }
 
-size_t hm_fast_attention_backward_ws_size(int64_t T, int64_t n_h, int64_t p)
+size_t hm_fast_attention_backward_ws_size(HM_CPU_CTX, int64_t T, int64_t n_h, int64_t p)
 {
 #ifdef HM_HAVE_BLAS
     (void)n_h;
     (void)p;
     return sizeof(float) * (size_t)(2 * T * T + T);
 #else
-    return hm_ref_attention_backward_ws_size(T, n_h, p);
+    return hm_ref_attention_backward_ws_size(ctx, T, n_h, p);
 #endif
 }
 
@@ -142,7 +142,7 @@ size_t hm_fast_attention_backward_ws_size(int64_t T, int64_t n_h, int64_t p)
  *   dP = dO V^T; D_i = dO_i · O_i; dS = P ⊙ (dP − D) / sqrt(p);
  *   dQ = dS K; dK = dS^T Q; dV = P^T dO.
  * ws: S/P [T,T], dP/dS [T,T], D [T]. */
-void hm_fast_attention_backward(float *dqkv, const float *dout, const float *qkv,
+void hm_fast_attention_backward(HM_CPU_CTX, float *dqkv, const float *dout, const float *qkv,
                                 const float *out, const float *lse, int64_t T, int64_t n_h,
                                 int64_t p, void *ws, size_t ws_size)
 {
@@ -188,10 +188,10 @@ void hm_fast_attention_backward(float *dqkv, const float *dout, const float *qkv
         return;
     }
 #endif
-    hm_ref_attention_backward(dqkv, dout, qkv, out, lse, T, n_h, p, ws, ws_size);
+    hm_ref_attention_backward(ctx, dqkv, dout, qkv, out, lse, T, n_h, p, ws, ws_size);
 }
 
-double hm_fast_cross_entropy_backward(float *dlogits, const float *logits,
+double hm_fast_cross_entropy_backward(HM_CPU_CTX, float *dlogits, const float *logits,
                                       const int32_t *targets, int64_t T, int64_t V, float scale)
 {
     double total = 0;

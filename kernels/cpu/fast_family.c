@@ -7,7 +7,7 @@
 
 #define HM_PAR_MIN 32768
 
-void hm_fast_rmsnorm_forward(float *y, float *rstd, const float *x, const float *w, int64_t T,
+void hm_fast_rmsnorm_forward(HM_CPU_CTX, float *y, float *rstd, const float *x, const float *w, int64_t T,
                              int64_t d, float eps)
 {
 #pragma omp parallel for schedule(static) if (T * d >= HM_PAR_MIN)
@@ -26,7 +26,7 @@ void hm_fast_rmsnorm_forward(float *y, float *rstd, const float *x, const float 
     }
 }
 
-void hm_fast_rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x,
+void hm_fast_rmsnorm_backward(HM_CPU_CTX, float *dx, float *dw, const float *dy, const float *x,
                               const float *rstd, const float *w, int64_t T, int64_t d)
 {
     if (dx) {
@@ -54,7 +54,7 @@ void hm_fast_rmsnorm_backward(float *dx, float *dw, const float *dy, const float
     }
 }
 
-void hm_fast_qkv_expand_forward(float *y, const float *x, int64_t T, int64_t n_h, int64_t n_kv,
+void hm_fast_qkv_expand_forward(HM_CPU_CTX, float *y, const float *x, int64_t T, int64_t n_h, int64_t n_kv,
                                 int64_t p)
 {
     const int64_t in = (n_h + 2 * n_kv) * p, grp = n_h / n_kv;
@@ -70,7 +70,7 @@ void hm_fast_qkv_expand_forward(float *y, const float *x, int64_t T, int64_t n_h
         }
 }
 
-void hm_fast_qkv_expand_backward(float *dx, const float *dy, int64_t T, int64_t n_h,
+void hm_fast_qkv_expand_backward(HM_CPU_CTX, float *dx, const float *dy, int64_t T, int64_t n_h,
                                  int64_t n_kv, int64_t p)
 {
     const int64_t in = (n_h + 2 * n_kv) * p, grp = n_h / n_kv;

@@ -48,7 +48,7 @@ static int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
 
 /* ---- feature map ----------------------------------------------------------- */
 
-void hm_fast_featuremap_forward(float *phi, const float *x, const float *W, const float *b,
+void hm_fast_featuremap_forward(HM_CPU_CTX, float *phi, const float *x, const float *W, const float *b,
                                 int64_t T, int64_t n_h, int64_t p, int64_t F,
                                 int64_t row_stride, int64_t head_stride)
 {
@@ -104,13 +104,13 @@ static void fm_du(float *du, const float *ph, const float *g, int64_t F)
 
 /* One task per head (it owns dW_h and db_h, so no reduction is needed);
  * du of a row lives in a stack buffer of HM_FM_FMAX floats. */
-void hm_fast_featuremap_backward(float *dx, float *dW, float *db, const float *dphi,
+void hm_fast_featuremap_backward(HM_CPU_CTX, float *dx, float *dW, float *db, const float *dphi,
                                  const float *x, const float *phi, const float *W, int64_t T,
                                  int64_t n_h, int64_t p, int64_t F, int64_t row_stride,
                                  int64_t head_stride)
 {
     if (F > HM_FM_FMAX) {
-        hm_ref_featuremap_backward(dx, dW, db, dphi, x, phi, W, T, n_h, p, F, row_stride,
+        hm_ref_featuremap_backward(ctx, dx, dW, db, dphi, x, phi, W, T, n_h, p, F, row_stride,
                                    head_stride);
         return;
     }
@@ -223,12 +223,12 @@ static size_t ws_bytes(int64_t T, int64_t n_h, int64_t F2, int64_t p, int64_t ch
                                     scratch_floats(F2, p, C, back) * (nt > 0 ? nt : 1));
 }
 
-size_t hm_fast_linattn_ws_size(int64_t T, int64_t n_h, int64_t F2, int64_t p, int64_t chunk)
+size_t hm_fast_linattn_ws_size(HM_CPU_CTX, int64_t T, int64_t n_h, int64_t F2, int64_t p, int64_t chunk)
 {
     return ws_bytes(T, n_h, F2, p, chunk, 0);
 }
 
-size_t hm_fast_linattn_backward_ws_size(int64_t T, int64_t n_h, int64_t F2, int64_t p,
+size_t hm_fast_linattn_backward_ws_size(HM_CPU_CTX, int64_t T, int64_t n_h, int64_t F2, int64_t p,
                                         int64_t chunk)
 {
     return ws_bytes(T, n_h, F2, p, chunk, 1);
@@ -314,7 +314,7 @@ static void fwd_chunk(float *y, float *den, const float *phiq, const float *phik
     }
 }
 
-void hm_fast_linattn_forward(float *y, float *den, const float *phiq, const float *phik,
+void hm_fast_linattn_forward(HM_CPU_CTX, float *y, float *den, const float *phiq, const float *phik,
                              const float *v, int64_t T, int64_t n_h, int64_t F2, int64_t p,
                              int64_t v_row_stride, int64_t v_head_stride, float eps,
                              int64_t chunk, void *ws, size_t ws_size)
@@ -424,7 +424,7 @@ static void bwd_chunk(float *dphiq, float *dphik, float *dv, const float *dy, co
     }
 }
 
-void hm_fast_linattn_backward(float *dphiq, float *dphik, float *dv, const float *dy,
+void hm_fast_linattn_backward(HM_CPU_CTX, float *dphiq, float *dphik, float *dv, const float *dy,
                               const float *y, const float *den, const float *phiq,
                               const float *phik, const float *v, int64_t T, int64_t n_h,
                               int64_t F2, int64_t p, int64_t v_row_stride,
@@ -473,7 +473,7 @@ void hm_fast_linattn_backward(float *dphiq, float *dphik, float *dv, const float
 /* ---- cosine loss ------------------------------------------------------------
  * As hm_ref_cosine_loss (zero-norm rows: loss 1, gradient 0), rows in
  * parallel, per-row sums in double. */
-double hm_fast_cosine_loss(float *da, const float *a, const float *b, int64_t N, int64_t d,
+double hm_fast_cosine_loss(HM_CPU_CTX, float *da, const float *a, const float *b, int64_t N, int64_t d,
                            float scale)
 {
     double total = 0;

@@ -19,7 +19,7 @@
 /* Below this many elements an elementwise op runs on one thread. */
 #define HM_PAR_MIN 32768
 
-void hm_fast_matmul_forward(float *y, const float *x, const float *w, const float *b,
+void hm_fast_matmul_forward(HM_CPU_CTX, float *y, const float *x, const float *w, const float *b,
                             int64_t T, int64_t in, int64_t out)
 {
 #ifdef HM_HAVE_BLAS
@@ -48,7 +48,7 @@ void hm_fast_matmul_forward(float *y, const float *x, const float *w, const floa
         }
 }
 
-void hm_fast_layernorm_forward(float *y, float *mean, float *rstd, const float *x,
+void hm_fast_layernorm_forward(HM_CPU_CTX, float *y, float *mean, float *rstd, const float *x,
                                const float *w, const float *b, int64_t T, int64_t d, float eps)
 {
 #pragma omp parallel for schedule(static) if (T * d >= HM_PAR_MIN)
@@ -105,7 +105,7 @@ HM_CLONES static void gelu_erf_span(float *y, const float *x, int64_t n)
     }
 }
 
-void hm_fast_gelu_forward(float *y, const float *x, int64_t n, enum hm_gelu_kind kind)
+void hm_fast_gelu_forward(HM_CPU_CTX, float *y, const float *x, int64_t n, enum hm_gelu_kind kind)
 {
     if (kind == HM_GELU_TANH) {
         const float c = 0.7978845608028654f; /* sqrt(2/pi) */
@@ -124,14 +124,14 @@ void hm_fast_gelu_forward(float *y, const float *x, int64_t n, enum hm_gelu_kind
     }
 }
 
-void hm_fast_add_forward(float *y, const float *a, const float *b, int64_t n)
+void hm_fast_add_forward(HM_CPU_CTX, float *y, const float *a, const float *b, int64_t n)
 {
 #pragma omp parallel for simd schedule(static) if (n >= HM_PAR_MIN)
     for (int64_t i = 0; i < n; i++)
         y[i] = a[i] + b[i];
 }
 
-void hm_fast_embedding_forward(float *y, const int32_t *ids, const float *table, int64_t T,
+void hm_fast_embedding_forward(HM_CPU_CTX, float *y, const int32_t *ids, const float *table, int64_t T,
                                int64_t d)
 {
 #pragma omp parallel for schedule(static) if (T * d >= HM_PAR_MIN)
@@ -139,7 +139,7 @@ void hm_fast_embedding_forward(float *y, const int32_t *ids, const float *table,
         memcpy(y + t * d, table + (int64_t)ids[t] * d, sizeof(float) * (size_t)d);
 }
 
-void hm_fast_nll_forward(float *nll, float *lse, const float *logits, const int32_t *targets,
+void hm_fast_nll_forward(HM_CPU_CTX, float *nll, float *lse, const float *logits, const int32_t *targets,
                          int64_t T, int64_t V)
 {
 #pragma omp parallel for schedule(static) if (T * V >= HM_PAR_MIN)

@@ -109,12 +109,12 @@ static size_t ssm_ws(int64_t T, int64_t n_h, int64_t F2, int64_t p, int64_t chun
     return g.fixed + g.per * (size_t)(nt > 0 ? nt : 1);
 }
 
-size_t hm_fast_ssm_ws_size(int64_t T, int64_t n_h, int64_t F2, int64_t p, int64_t chunk)
+size_t hm_fast_ssm_ws_size(HM_CPU_CTX, int64_t T, int64_t n_h, int64_t F2, int64_t p, int64_t chunk)
 {
     return ssm_ws(T, n_h, F2, p, chunk, 0);
 }
 
-size_t hm_fast_ssm_backward_ws_size(int64_t T, int64_t n_h, int64_t F2, int64_t p,
+size_t hm_fast_ssm_backward_ws_size(HM_CPU_CTX, int64_t T, int64_t n_h, int64_t F2, int64_t p,
                                     int64_t chunk)
 {
     return ssm_ws(T, n_h, F2, p, chunk, 1);
@@ -345,7 +345,7 @@ static void fwd_chunk(float *y, float *den, const float *C, const float *B, cons
     }
 }
 
-void hm_fast_ssm_forward(float *y, float *den, const float *C, const float *B, const float *v,
+void hm_fast_ssm_forward(HM_CPU_CTX, float *y, float *den, const float *C, const float *B, const float *v,
                          const float *dt, const float *A, const float *D, int64_t T,
                          int64_t n_h, int64_t F2, int64_t p, int64_t v_row_stride,
                          int64_t v_head_stride, float eps, int64_t chunk, void *ws,
@@ -499,7 +499,7 @@ static void bwd_chunk(float *dC, float *dB, float *dv, float *ddt, double *pA, d
     *pD = dd;
 }
 
-void hm_fast_ssm_backward(float *dC, float *dB, float *dv, float *ddt, float *dA, float *dD,
+void hm_fast_ssm_backward(HM_CPU_CTX, float *dC, float *dB, float *dv, float *ddt, float *dA, float *dD,
                           const float *dy, const float *y, const float *den, const float *C,
                           const float *B, const float *v, const float *dt, const float *A,
                           const float *D, int64_t T, int64_t n_h, int64_t F2, int64_t p,

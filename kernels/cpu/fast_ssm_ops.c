@@ -22,11 +22,11 @@ static int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
 
 /* ---- causal depthwise conv ------------------------------------------------ */
 
-void hm_fast_conv1d_forward(float *c, const float *x, const float *w, const float *bias,
+void hm_fast_conv1d_forward(HM_CPU_CTX, float *c, const float *x, const float *w, const float *bias,
                             int64_t T, int64_t C, int64_t K)
 {
     if (K > CONV_KMAX || K < 1) {
-        hm_ref_conv1d_forward(c, x, w, bias, T, C, K);
+        hm_ref_conv1d_forward(ctx, c, x, w, bias, T, C, K);
         return;
     }
     const int64_t nb = (C + CONV_CB - 1) / CONV_CB;
@@ -56,11 +56,11 @@ void hm_fast_conv1d_forward(float *c, const float *x, const float *w, const floa
 
 /* Per channel block (it owns dw and dbias of its channels: no reduction):
  * dx[s] = Σ_k w[k] dc[s + K − 1 − k], dw[k] += Σ_t dc[t] x[t − K + 1 + k]. */
-void hm_fast_conv1d_backward(float *dx, float *dw, float *dbias, const float *dc,
+void hm_fast_conv1d_backward(HM_CPU_CTX, float *dx, float *dw, float *dbias, const float *dc,
                              const float *x, const float *w, int64_t T, int64_t C, int64_t K)
 {
     if (K > CONV_KMAX || K < 1) {
-        hm_ref_conv1d_backward(dx, dw, dbias, dc, x, w, T, C, K);
+        hm_ref_conv1d_backward(ctx, dx, dw, dbias, dc, x, w, T, C, K);
         return;
     }
     const int64_t nb = (C + CONV_CB - 1) / CONV_CB;
@@ -119,7 +119,7 @@ void hm_fast_conv1d_backward(float *dx, float *dw, float *dbias, const float *dc
 
 /* ---- pointwise ----------------------------------------------------------------- */
 
-void hm_fast_softplus_forward(float *y, const float *z, int64_t n)
+void hm_fast_softplus_forward(HM_CPU_CTX, float *y, const float *z, int64_t n)
 {
 #pragma omp parallel for simd schedule(static) if (n >= HM_PAR_MIN)
     for (int64_t i = 0; i < n; i++) {
@@ -135,21 +135,21 @@ static inline float sigmoid_f(float x)
     return x >= 0 ? 1 / (1 + e) : e / (1 + e);
 }
 
-void hm_fast_softplus_backward(float *dz, const float *dy, const float *z, int64_t n)
+void hm_fast_softplus_backward(HM_CPU_CTX, float *dz, const float *dy, const float *z, int64_t n)
 {
 #pragma omp parallel for simd schedule(static) if (n >= HM_PAR_MIN)
     for (int64_t i = 0; i < n; i++)
         dz[i] = dy[i] * sigmoid_f(z[i]);
 }
 
-void hm_fast_silu_gate_forward(float *out, const float *y, const float *z, int64_t n)
+void hm_fast_silu_gate_forward(HM_CPU_CTX, float *out, const float *y, const float *z, int64_t n)
 {
 #pragma omp parallel for simd schedule(static) if (n >= HM_PAR_MIN)
     for (int64_t i = 0; i < n; i++)
         out[i] = y[i] * (z[i] * sigmoid_f(z[i]));
 }
 
-void hm_fast_silu_gate_backward(float *dy, float *dz, const float *dout, const float *y,
+void hm_fast_silu_gate_backward(HM_CPU_CTX, float *dy, float *dz, const float *dout, const float *y,
                                 const float *z, int64_t n)
 {
 #pragma omp parallel for schedule(static) if (n >= HM_PAR_MIN)

@@ -12,7 +12,7 @@
 
 #include "cpu_ops.h"
 
-void hm_ref_rotary_forward(float *x, int64_t T, int64_t n_h, int64_t r, int64_t row_stride,
+void hm_ref_rotary_forward(HM_CPU_CTX, float *x, int64_t T, int64_t n_h, int64_t r, int64_t row_stride,
                            int64_t head_stride, int64_t pos0, const float *inv_freq)
 {
     int64_t half = r / 2;
@@ -29,14 +29,14 @@ void hm_ref_rotary_forward(float *x, int64_t T, int64_t n_h, int64_t r, int64_t 
         }
 }
 
-size_t hm_ref_attention_ws_size(int64_t T, int64_t n_h, int64_t p)
+size_t hm_ref_attention_ws_size(HM_CPU_CTX, int64_t T, int64_t n_h, int64_t p)
 {
     (void)n_h;
     (void)p;
     return sizeof(double) * (size_t)(T > 0 ? T : 1);
 }
 
-void hm_ref_attention_forward(float *out, float *lse, const float *qkv, int64_t T, int64_t n_h,
+void hm_ref_attention_forward(HM_CPU_CTX, float *out, float *lse, const float *qkv, int64_t T, int64_t n_h,
                               int64_t p, void *ws, size_t ws_size)
 {
     (void)ws_size;

@@ -7,7 +7,7 @@
 #include "cpu_backward.h"
 
 /* y = x W^T + b: dx = dy W, dW += dy^T x, db += Σ_t dy. */
-void hm_ref_matmul_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
+void hm_ref_matmul_backward(HM_CPU_CTX, float *dx, float *dw, float *db, const float *dy, const float *x,
                             const float *w, int64_t T, int64_t in, int64_t out)
 {
     if (dx) {
@@ -40,7 +40,7 @@ void hm_ref_matmul_backward(float *dx, float *dw, float *db, const float *dy, co
 
 /* y = xhat·w + b, xhat = (x − mean)·rstd.
  * dx = rstd · (g − mean(g) − xhat · mean(g · xhat)), g = dy · w. */
-void hm_ref_layernorm_backward(float *dx, float *dw, float *db, const float *dy,
+void hm_ref_layernorm_backward(HM_CPU_CTX, float *dx, float *dw, float *db, const float *dy,
                                const float *x, const float *mean, const float *rstd,
                                const float *w, int64_t T, int64_t d)
 {
@@ -82,7 +82,7 @@ static double gelu_grad(double x, enum hm_gelu_kind kind)
     return 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * du;
 }
 
-void hm_ref_gelu_backward(float *dx, const float *dy, const float *x, int64_t n,
+void hm_ref_gelu_backward(HM_CPU_CTX, float *dx, const float *dy, const float *x, int64_t n,
                           enum hm_gelu_kind kind)
 {
     for (int64_t i = 0; i < n; i++)
@@ -91,7 +91,7 @@ void hm_ref_gelu_backward(float *dx, const float *dy, const float *x, int64_t n,
 
 /* The forward rotation R(θ) is orthogonal, so the gradient goes back
  * through R(θ)^T = R(−θ): same angles, same fp32 rounding. In place. */
-void hm_ref_rotary_backward(float *dx, int64_t T, int64_t n_h, int64_t r, int64_t row_stride,
+void hm_ref_rotary_backward(HM_CPU_CTX, float *dx, int64_t T, int64_t n_h, int64_t r, int64_t row_stride,
                             int64_t head_stride, int64_t pos0, const float *inv_freq)
 {
     int64_t half = r / 2;
@@ -108,7 +108,7 @@ void hm_ref_rotary_backward(float *dx, int64_t T, int64_t n_h, int64_t r, int64_
         }
 }
 
-size_t hm_ref_attention_backward_ws_size(int64_t T, int64_t n_h, int64_t p)
+size_t hm_ref_attention_backward_ws_size(HM_CPU_CTX, int64_t T, int64_t n_h, int64_t p)
 {
     (void)n_h;
     (void)p;
@@ -118,7 +118,7 @@ size_t hm_ref_attention_backward_ws_size(int64_t T, int64_t n_h, int64_t p)
 /* Per head: P = exp(S − lse) with S = q k^T / sqrt(p) (causal);
  * dV = P^T dO; dP = dO V^T; dS = P ⊙ (dP − rowsum(dO ⊙ O));
  * dQ = dS K / sqrt(p); dK = dS^T Q / sqrt(p). dqkv is written. */
-void hm_ref_attention_backward(float *dqkv, const float *dout, const float *qkv,
+void hm_ref_attention_backward(HM_CPU_CTX, float *dqkv, const float *dout, const float *qkv,
                                const float *out, const float *lse, int64_t T, int64_t n_h,
                                int64_t p, void *ws, size_t ws_size)
 {
@@ -156,7 +156,7 @@ void hm_ref_attention_backward(float *dqkv, const float *dout, const float *qkv,
     }
 }
 
-void hm_ref_embedding_backward(float *dtable, const float *dy, const int32_t *ids, int64_t T,
+void hm_ref_embedding_backward(HM_CPU_CTX, float *dtable, const float *dy, const int32_t *ids, int64_t T,
                                int64_t d)
 {
     for (int64_t t = 0; t < T; t++)
@@ -167,7 +167,7 @@ void hm_ref_embedding_backward(float *dtable, const float *dy, const int32_t *id
 /* Mean-free form: returns Σ_t nll_t (double); dlogits[t] = scale ·
  * (softmax(logits[t]) − onehot(targets[t])) — written. Targets < 0 are
  * ignored (no loss, zero gradient). */
-double hm_ref_cross_entropy_backward(float *dlogits, const float *logits,
+double hm_ref_cross_entropy_backward(HM_CPU_CTX, float *dlogits, const float *logits,
                                      const int32_t *targets, int64_t T, int64_t V, float scale)
 {
     double total = 0;

@@ -4,7 +4,7 @@
 
 #include "cpu_family.h"
 
-void hm_ref_rmsnorm_forward(float *y, float *rstd, const float *x, const float *w, int64_t T,
+void hm_ref_rmsnorm_forward(HM_CPU_CTX, float *y, float *rstd, const float *x, const float *w, int64_t T,
                             int64_t d, float eps)
 {
     for (int64_t t = 0; t < T; t++) {
@@ -22,7 +22,7 @@ void hm_ref_rmsnorm_forward(float *y, float *rstd, const float *x, const float *
 
 /* y_i = x_i r w_i with r = (mean(x²) + eps)^(-1/2):
  * dx_i = r (w_i dy_i) − x_i r³ / d · Σ_j w_j dy_j x_j,  dw_i += dy_i x_i r. */
-void hm_ref_rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x,
+void hm_ref_rmsnorm_backward(HM_CPU_CTX, float *dx, float *dw, const float *dy, const float *x,
                              const float *rstd, const float *w, int64_t T, int64_t d)
 {
     for (int64_t t = 0; t < T; t++) {
@@ -42,7 +42,7 @@ void hm_ref_rmsnorm_backward(float *dx, float *dw, const float *dy, const float 
 }
 
 /* x: [T, (n_h + 2 n_kv) p] as [q | k | v]; y: [T, n_h, 3, p]. */
-void hm_ref_qkv_expand_forward(float *y, const float *x, int64_t T, int64_t n_h, int64_t n_kv,
+void hm_ref_qkv_expand_forward(HM_CPU_CTX, float *y, const float *x, int64_t T, int64_t n_h, int64_t n_kv,
                                int64_t p)
 {
     const int64_t in = (n_h + 2 * n_kv) * p, grp = n_h / n_kv;
@@ -58,7 +58,7 @@ void hm_ref_qkv_expand_forward(float *y, const float *x, int64_t T, int64_t n_h,
 }
 
 /* The transpose: dx written; a key/value head sums the grads of its group. */
-void hm_ref_qkv_expand_backward(float *dx, const float *dy, int64_t T, int64_t n_h,
+void hm_ref_qkv_expand_backward(HM_CPU_CTX, float *dx, const float *dy, int64_t T, int64_t n_h,
                                 int64_t n_kv, int64_t p)
 {
     const int64_t in = (n_h + 2 * n_kv) * p, grp = n_h / n_kv;
@@ -78,7 +78,7 @@ void hm_ref_qkv_expand_backward(float *dx, const float *dy, int64_t T, int64_t n
 
 /* out_h = Σ_t softmax_t(q_h · k_{t,g(h)} / sqrt(p)) v_{t,g(h)}.
  * q: [n_h, p]; kc, vc: [T, n_kv, p]; out: [n_h, p]; scratch: [T]. */
-void hm_ref_attention_decode(float *out, const float *q, const float *kc, const float *vc,
+void hm_ref_attention_decode(HM_CPU_CTX, float *out, const float *q, const float *kc, const float *vc,
                              int64_t T, int64_t n_h, int64_t n_kv, int64_t p, float *scratch)
 {
     const int64_t grp = n_h / n_kv;

@@ -20,7 +20,7 @@
 /* ---- feature map ----------------------------------------------------------
  * u = x W_h + b_h, φ = [softmax(u), softmax(−u)], both softmaxes over F. */
 
-void hm_ref_featuremap_forward(float *phi, const float *x, const float *W, const float *b,
+void hm_ref_featuremap_forward(HM_CPU_CTX, float *phi, const float *x, const float *W, const float *b,
                                int64_t T, int64_t n_h, int64_t p, int64_t F,
                                int64_t row_stride, int64_t head_stride)
 {
@@ -60,7 +60,7 @@ void hm_ref_featuremap_forward(float *phi, const float *x, const float *W, const
 /* du_j = s_j (g_j − Σ s·g) − s'_j (g'_j − Σ s'·g')  with s = φ[0:F],
  * s' = φ[F:2F], g = dφ[0:F], g' = dφ[F:2F]; then dx = W du, dW += x du^T,
  * db += du. */
-void hm_ref_featuremap_backward(float *dx, float *dW, float *db, const float *dphi,
+void hm_ref_featuremap_backward(HM_CPU_CTX, float *dx, float *dW, float *db, const float *dphi,
                                 const float *x, const float *phi, const float *W, int64_t T,
                                 int64_t n_h, int64_t p, int64_t F, int64_t row_stride,
                                 int64_t head_stride)
@@ -100,7 +100,7 @@ void hm_ref_featuremap_backward(float *dx, float *dW, float *db, const float *dp
 /* ---- causal normalized linear attention ----------------------------------
  * a_ts = φq_t · φk_s (s ≤ t); y_t = Σ a_ts v_s / (Σ a_ts + eps). */
 
-size_t hm_ref_linattn_ws_size(int64_t T, int64_t n_h, int64_t F2, int64_t p, int64_t chunk)
+size_t hm_ref_linattn_ws_size(HM_CPU_CTX, int64_t T, int64_t n_h, int64_t F2, int64_t p, int64_t chunk)
 {
     (void)T, (void)n_h, (void)F2, (void)chunk;
     return sizeof(double) * (size_t)(p + 1); /* the numerator of one row */
@@ -114,7 +114,7 @@ static double dot_d(const float *a, const float *b, int64_t n)
     return s;
 }
 
-void hm_ref_linattn_forward(float *y, float *den, const float *phiq, const float *phik,
+void hm_ref_linattn_forward(HM_CPU_CTX, float *y, float *den, const float *phiq, const float *phik,
                             const float *v, int64_t T, int64_t n_h, int64_t F2, int64_t p,
                             int64_t v_row_stride, int64_t v_head_stride, float eps,
                             int64_t chunk, void *ws, size_t ws_size)
@@ -147,14 +147,14 @@ void hm_ref_linattn_forward(float *y, float *den, const float *phiq, const float
  *   dφq_t = Σ_{s≤t} da_ts φk_s,  dφk_s = Σ_{t≥s} da_ts φq_t,
  *   dv_s = Σ_{t≥s} a_ts gn_t.
  * ws (doubles): gn [T, p], gd [T], dφq [F2], dφk [T, F2], dv [T, p]. */
-size_t hm_ref_linattn_backward_ws_size(int64_t T, int64_t n_h, int64_t F2, int64_t p,
+size_t hm_ref_linattn_backward_ws_size(HM_CPU_CTX, int64_t T, int64_t n_h, int64_t F2, int64_t p,
                                        int64_t chunk)
 {
     (void)n_h, (void)chunk;
     return sizeof(double) * (size_t)(T * p + T + F2 + T * F2 + T * p);
 }
 
-void hm_ref_linattn_backward(float *dphiq, float *dphik, float *dv, const float *dy,
+void hm_ref_linattn_backward(HM_CPU_CTX, float *dphiq, float *dphik, float *dv, const float *dy,
                              const float *y, const float *den, const float *phiq,
                              const float *phik, const float *v, int64_t T, int64_t n_h,
                              int64_t F2, int64_t p, int64_t v_row_stride, int64_t v_head_stride,
@@ -209,7 +209,7 @@ void hm_ref_linattn_backward(float *dphiq, float *dphik, float *dv, const float 
  * Σ_t (1 − cos(a_t, b_t)); d/da_t = −(b_t / (|a||b|) − cos · a_t / |a|²).
  * A row where |a_t| = 0 or |b_t| = 0 has no defined cosine: its loss counts
  * as 1 (cos taken as 0) and its gradient is 0. */
-double hm_ref_cosine_loss(float *da, const float *a, const float *b, int64_t N, int64_t d,
+double hm_ref_cosine_loss(HM_CPU_CTX, float *da, const float *a, const float *b, int64_t N, int64_t d,
                           float scale)
 {
     double total = 0;

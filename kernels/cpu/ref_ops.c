@@ -6,7 +6,7 @@
 
 #include "cpu_ops.h"
 
-void hm_ref_matmul_forward(float *y, const float *x, const float *w, const float *b,
+void hm_ref_matmul_forward(HM_CPU_CTX, float *y, const float *x, const float *w, const float *b,
                            int64_t T, int64_t in, int64_t out)
 {
     for (int64_t t = 0; t < T; t++)
@@ -19,7 +19,7 @@ void hm_ref_matmul_forward(float *y, const float *x, const float *w, const float
         }
 }
 
-void hm_ref_layernorm_forward(float *y, float *mean, float *rstd, const float *x,
+void hm_ref_layernorm_forward(HM_CPU_CTX, float *y, float *mean, float *rstd, const float *x,
                               const float *w, const float *b, int64_t T, int64_t d, float eps)
 {
     for (int64_t t = 0; t < T; t++) {
@@ -41,7 +41,7 @@ void hm_ref_layernorm_forward(float *y, float *mean, float *rstd, const float *x
     }
 }
 
-void hm_ref_gelu_forward(float *y, const float *x, int64_t n, enum hm_gelu_kind kind)
+void hm_ref_gelu_forward(HM_CPU_CTX, float *y, const float *x, int64_t n, enum hm_gelu_kind kind)
 {
     for (int64_t i = 0; i < n; i++) {
         double v = x[i];
@@ -53,20 +53,20 @@ void hm_ref_gelu_forward(float *y, const float *x, int64_t n, enum hm_gelu_kind 
     }
 }
 
-void hm_ref_add_forward(float *y, const float *a, const float *b, int64_t n)
+void hm_ref_add_forward(HM_CPU_CTX, float *y, const float *a, const float *b, int64_t n)
 {
     for (int64_t i = 0; i < n; i++)
         y[i] = a[i] + b[i];
 }
 
-void hm_ref_embedding_forward(float *y, const int32_t *ids, const float *table, int64_t T,
+void hm_ref_embedding_forward(HM_CPU_CTX, float *y, const int32_t *ids, const float *table, int64_t T,
                               int64_t d)
 {
     for (int64_t t = 0; t < T; t++)
         memcpy(y + t * d, table + (int64_t)ids[t] * d, sizeof(float) * (size_t)d);
 }
 
-void hm_ref_nll_forward(float *nll, float *lse, const float *logits, const int32_t *targets,
+void hm_ref_nll_forward(HM_CPU_CTX, float *nll, float *lse, const float *logits, const int32_t *targets,
                         int64_t T, int64_t V)
 {
     for (int64_t t = 0; t < T; t++) {

@@ -26,7 +26,7 @@
 
 /* ---- causal depthwise conv ------------------------------------------------ */
 
-void hm_ref_conv1d_forward(float *c, const float *x, const float *w, const float *bias,
+void hm_ref_conv1d_forward(HM_CPU_CTX, float *c, const float *x, const float *w, const float *bias,
                            int64_t T, int64_t C, int64_t K)
 {
     for (int64_t t = 0; t < T; t++)
@@ -41,7 +41,7 @@ void hm_ref_conv1d_forward(float *c, const float *x, const float *w, const float
         }
 }
 
-void hm_ref_conv1d_backward(float *dx, float *dw, float *dbias, const float *dc, const float *x,
+void hm_ref_conv1d_backward(HM_CPU_CTX, float *dx, float *dw, float *dbias, const float *dc, const float *x,
                             const float *w, int64_t T, int64_t C, int64_t K)
 {
     for (int64_t ch = 0; ch < C; ch++) {
@@ -74,7 +74,7 @@ void hm_ref_conv1d_backward(float *dx, float *dw, float *dbias, const float *dc,
     }
 }
 
-void hm_ref_conv1d_step(float *c_t, const float *x_t, float *window, const float *w,
+void hm_ref_conv1d_step(HM_CPU_CTX, float *c_t, const float *x_t, float *window, const float *w,
                         const float *bias, int64_t C, int64_t K)
 {
     for (int64_t ch = 0; ch < C; ch++) {
@@ -100,7 +100,7 @@ static double sigmoid_d(double z)
     return e / (1 + e);
 }
 
-void hm_ref_softplus_forward(float *y, const float *z, int64_t n)
+void hm_ref_softplus_forward(HM_CPU_CTX, float *y, const float *z, int64_t n)
 {
     for (int64_t i = 0; i < n; i++) { /* max(z, 0) + log1p(exp(−|z|)): no overflow */
         double x = z[i];
@@ -108,19 +108,19 @@ void hm_ref_softplus_forward(float *y, const float *z, int64_t n)
     }
 }
 
-void hm_ref_softplus_backward(float *dz, const float *dy, const float *z, int64_t n)
+void hm_ref_softplus_backward(HM_CPU_CTX, float *dz, const float *dy, const float *z, int64_t n)
 {
     for (int64_t i = 0; i < n; i++)
         dz[i] = (float)((double)dy[i] * sigmoid_d(z[i]));
 }
 
-void hm_ref_silu_gate_forward(float *out, const float *y, const float *z, int64_t n)
+void hm_ref_silu_gate_forward(HM_CPU_CTX, float *out, const float *y, const float *z, int64_t n)
 {
     for (int64_t i = 0; i < n; i++)
         out[i] = (float)((double)y[i] * z[i] * sigmoid_d(z[i]));
 }
 
-void hm_ref_silu_gate_backward(float *dy, float *dz, const float *dout, const float *y,
+void hm_ref_silu_gate_backward(HM_CPU_CTX, float *dy, float *dz, const float *dout, const float *y,
                                const float *z, int64_t n)
 {
     for (int64_t i = 0; i < n; i++) {
@@ -142,13 +142,13 @@ static double dot_d(const float *a, const float *b, int64_t n)
     return s;
 }
 
-size_t hm_ref_ssm_ws_size(int64_t T, int64_t n_h, int64_t F2, int64_t p, int64_t chunk)
+size_t hm_ref_ssm_ws_size(HM_CPU_CTX, int64_t T, int64_t n_h, int64_t F2, int64_t p, int64_t chunk)
 {
     (void)T, (void)n_h, (void)F2, (void)chunk;
     return sizeof(double) * (size_t)(p + 1); /* the numerator of one row */
 }
 
-void hm_ref_ssm_forward(float *y, float *den, const float *C, const float *B, const float *v,
+void hm_ref_ssm_forward(HM_CPU_CTX, float *y, float *den, const float *C, const float *B, const float *v,
                         const float *dt, const float *A, const float *D, int64_t T, int64_t n_h,
                         int64_t F2, int64_t p, int64_t v_row_stride, int64_t v_head_stride,
                         float eps, int64_t chunk, void *ws, size_t ws_size)
@@ -187,14 +187,14 @@ void hm_ref_ssm_forward(float *y, float *den, const float *C, const float *B, co
  *   ddt_r = Σ_t G_tr K_tr e_tr + A a_r,  dA += Σ_r Δ_r a_r,  dD += Σ_t dy_t·v_t.
  * ws (doubles): gn [T, p], gd [T], P [T], dB [T, F2], dv [T, p], a [T],
  * din [T], dC [F2]. */
-size_t hm_ref_ssm_backward_ws_size(int64_t T, int64_t n_h, int64_t F2, int64_t p,
+size_t hm_ref_ssm_backward_ws_size(HM_CPU_CTX, int64_t T, int64_t n_h, int64_t F2, int64_t p,
                                    int64_t chunk)
 {
     (void)n_h, (void)chunk;
     return sizeof(double) * (size_t)(T * (2 * p + F2 + 4) + F2);
 }
 
-void hm_ref_ssm_backward(float *dC, float *dB, float *dv, float *ddt, float *dA, float *dD,
+void hm_ref_ssm_backward(HM_CPU_CTX, float *dC, float *dB, float *dv, float *ddt, float *dA, float *dD,
                          const float *dy, const float *y, const float *den, const float *C,
                          const float *B, const float *v, const float *dt, const float *A,
                          const float *D, int64_t T, int64_t n_h, int64_t F2, int64_t p,
@@ -276,7 +276,7 @@ void hm_ref_ssm_backward(float *dC, float *dB, float *dv, float *ddt, float *dA,
 /* ---- recurrent form (generation) -------------------------------------------
  * S_h ← α S_h + Δ B [v; 1]^T, n = C^T S_h, α = exp(Δ A_h): fp32, constant
  * memory, the same for every backend. */
-void hm_ref_ssm_step(float *y_t, float *S, const float *C_t, const float *B_t, const float *v_t,
+void hm_ref_ssm_step(HM_CPU_CTX, float *y_t, float *S, const float *C_t, const float *B_t, const float *v_t,
                      const float *dt_t, const float *A, const float *D, int64_t n_h, int64_t F2,
                      int64_t p, float eps)
 {
