@@ -79,7 +79,7 @@ int main(int argc, char **argv)
         struct hm_train_loss loss;
         hm_trainer_zero_grad(tr);
         hm_trainer_accumulate(tr, tok, &loss, &err);
-        hm_optim_step(&opt, (struct hm_opt_param *)p, np, 1e-4, hm_grad_global_norm(p, np));
+        hm_optim_step(&opt, be, (struct hm_opt_param *)p, np, 1e-4, hm_grad_global_norm(be, p, np));
         if (k >= 0)
             times[k] = hm_bench_now() - t0;
     }

@@ -9,6 +9,9 @@
 #include "cpu/cpu_linattn.h"
 #include "cpu/cpu_ops.h"
 #include "cpu/cpu_ssm.h"
+#include "cpu/cpu_train.h"
+
+#include <stdlib.h>
 
 static const struct hm_backend g_ref = {
     .name = "ref",
@@ -54,6 +57,14 @@ static const struct hm_backend g_ref = {
         .qkv_expand_forward = hm_ref_qkv_expand_forward,
         .qkv_expand_backward = hm_ref_qkv_expand_backward,
         .attention_decode = hm_ref_attention_decode,
+        .adamw_step = hm_ref_adamw_step,
+        .sgd_step = hm_ref_sgd_step,
+        .sqnorm = hm_ref_sqnorm,
+        .first_nonfinite = hm_ref_first_nonfinite,
+        .kl_backward = hm_ref_kl_backward,
+        .fill = hm_ref_fill,
+        .copy2d = hm_ref_copy2d,
+        .clamp = hm_ref_clamp,
     },
 };
 
@@ -96,7 +107,13 @@ static const struct hm_backend g_fast = {
         .rmsnorm_backward = hm_fast_rmsnorm_backward,
         .qkv_expand_forward = hm_fast_qkv_expand_forward,
         .qkv_expand_backward = hm_fast_qkv_expand_backward,
-        /* conv1d_step, ssm_step, attention_decode: ref (O(state) per token) */
+        .adamw_step = hm_fast_adamw_step,
+        .sgd_step = hm_fast_sgd_step,
+        .sqnorm = hm_fast_sqnorm,
+        .kl_backward = hm_fast_kl_backward,
+        .fill = hm_fast_fill,
+        /* conv1d_step, ssm_step, attention_decode, copy2d, clamp, first_nonfinite:
+         * ref (O(state) per token, or tiny) */
     },
 };
 
@@ -448,4 +465,83 @@ void hm_backend_attention_decode(const struct hm_backend *be, float *out, const 
                                  int64_t n_kv, int64_t p, float *scratch)
 {
     HM_CALL(be, attention_decode, out, q, kc, vc, T, n_h, n_kv, p, scratch);
+}
+
+void hm_backend_adamw_step(const struct hm_backend *be, float *w, float *g, float *m, float *v,
+                           int64_t n, const struct hm_adamw_args *a)
+{
+    HM_CALL(be, adamw_step, w, g, m, v, n, a);
+}
+
+void hm_backend_sgd_step(const struct hm_backend *be, float *w, const float *g, int64_t n,
+                         float lr)
+{
+    HM_CALL(be, sgd_step, w, g, n, lr);
+}
+
+double hm_backend_sqnorm(const struct hm_backend *be, const float *x, int64_t n)
+{
+    return HM_CALL(be, sqnorm, x, n);
+}
+
+int64_t hm_backend_first_nonfinite(const struct hm_backend *be, const float *x, int64_t n)
+{
+    return HM_CALL(be, first_nonfinite, x, n);
+}
+
+double hm_backend_kl_backward(const struct hm_backend *be, float *dlogits, const float *logits,
+                              const float *tlogits, int64_t T, int64_t V, double w,
+                              double scale)
+{
+    return HM_CALL(be, kl_backward, dlogits, logits, tlogits, T, V, w, scale);
+}
+
+void hm_backend_fill(const struct hm_backend *be, float *x, int64_t n, float value)
+{
+    HM_CALL(be, fill, x, n, value);
+}
+
+void hm_backend_copy2d(const struct hm_backend *be, float *dst, int64_t dst_stride,
+                       const float *src, int64_t src_stride, int64_t rows, int64_t cols)
+{
+    HM_CALL(be, copy2d, dst, dst_stride, src, src_stride, rows, cols);
+}
+
+void hm_backend_clamp(const struct hm_backend *be, float *x, int64_t n, float lo, float hi)
+{
+    HM_CALL(be, clamp, x, n, lo, hi);
+}
+
+void *hm_backend_alloc(const struct hm_backend *be, size_t bytes)
+{
+    if (be->ops.mem_alloc)
+        return be->ops.mem_alloc(be->ctx, bytes);
+    return malloc(bytes ? bytes : 1);
+}
+
+void hm_backend_free(const struct hm_backend *be, void **p)
+{
+    if (!p || !*p)
+        return;
+    if (be->ops.mem_free)
+        be->ops.mem_free(be->ctx, *p);
+    else
+        free(*p);
+    *p = NULL;
+}
+
+void hm_backend_upload(const struct hm_backend *be, void *dst, const void *src, size_t bytes)
+{
+    if (be->ops.mem_upload)
+        be->ops.mem_upload(be->ctx, dst, src, bytes);
+    else
+        memcpy(dst, src, bytes);
+}
+
+void hm_backend_download(const struct hm_backend *be, void *dst, const void *src, size_t bytes)
+{
+    if (be->ops.mem_download)
+        be->ops.mem_download(be->ctx, dst, src, bytes);
+    else
+        memcpy(dst, src, bytes);
 }

@@ -34,6 +34,9 @@
 
 #include "hm_error.h"
 
+/* Every op of the table (the forward/backward pairs and their workspace
+ * sizes share one entry): what `supports` answers for, so a device backend
+ * can decline an op and the caller fall back to the CPU. */
 enum hm_op {
     HM_OP_MATMUL = 0,
     HM_OP_LAYERNORM,
@@ -46,7 +49,32 @@ enum hm_op {
     HM_OP_RMSNORM,
     HM_OP_QKV_EXPAND,
     HM_OP_ATTENTION_DECODE,
+    HM_OP_CROSS_ENTROPY,
+    HM_OP_FEATUREMAP,
+    HM_OP_LINATTN,
+    HM_OP_COSINE_LOSS,
+    HM_OP_CONV1D,
+    HM_OP_SOFTPLUS,
+    HM_OP_SILU_GATE,
+    HM_OP_SSM,
+    HM_OP_ADAMW,
+    HM_OP_SGD,
+    HM_OP_SQNORM,
+    HM_OP_FIRST_NONFINITE,
+    HM_OP_KL,
+    HM_OP_FILL,
+    HM_OP_COPY2D,
+    HM_OP_CLAMP,
     HM_OP_COUNT
+};
+
+/* One AdamW update's constants (SPEC §4; hm_optim_step computes them). */
+struct hm_adamw_args {
+    float scale;      /* gradient clip factor (1 = none); g is scaled in place */
+    float decay;      /* 1 − lr·weight_decay (matrices), else 1 */
+    float beta1, beta2, eps;
+    float step_size;  /* lr / (1 − β1^t) */
+    float bc2_sqrt;   /* sqrt(1 − β2^t) */
 };
 
 enum hm_gelu_kind {
@@ -161,6 +189,25 @@ struct hm_backend_ops {
                                 int64_t n_kv, int64_t p);
     void (*attention_decode)(void *ctx, float *out, const float *q, const float *kc, const float *vc,
                              int64_t T, int64_t n_h, int64_t n_kv, int64_t p, float *scratch);
+
+    /* training and utility ops (wrappers at the end of this file) */
+    void (*adamw_step)(void *ctx, float *w, float *g, float *m, float *v, int64_t n,
+                       const struct hm_adamw_args *a);
+    void (*sgd_step)(void *ctx, float *w, const float *g, int64_t n, float lr);
+    double (*sqnorm)(void *ctx, const float *x, int64_t n);
+    int64_t (*first_nonfinite)(void *ctx, const float *x, int64_t n);
+    double (*kl_backward)(void *ctx, float *dlogits, const float *logits, const float *tlogits,
+                          int64_t T, int64_t V, double w, double scale);
+    void (*fill)(void *ctx, float *x, int64_t n, float value);
+    void (*copy2d)(void *ctx, float *dst, int64_t dst_stride, const float *src,
+                   int64_t src_stride, int64_t rows, int64_t cols);
+    void (*clamp)(void *ctx, float *x, int64_t n, float lo, float hi);
+
+    /* memory (optional; NULL: host memory) */
+    void *(*mem_alloc)(void *ctx, size_t bytes);
+    void (*mem_free)(void *ctx, void *p);
+    void (*mem_upload)(void *ctx, void *dst, const void *src, size_t bytes);
+    void (*mem_download)(void *ctx, void *dst, const void *src, size_t bytes);
 };
 
 struct hm_backend {
@@ -530,5 +577,53 @@ void hm_backend_qkv_expand_backward(const struct hm_backend *be, float *dx, cons
 void hm_backend_attention_decode(const struct hm_backend *be, float *out, const float *q,
                                  const float *kc, const float *vc, int64_t T, int64_t n_h,
                                  int64_t n_kv, int64_t p, float *scratch);
+
+/* ---- training and utility ops -------------------------------------------- */
+
+/* AdamW on one tensor (SPEC §4): g ← g·scale; w ← w·decay; m ← β1 m + (1−β1) g;
+ * v ← β2 v + (1−β2) g²; w ← w − step_size · m / (sqrt(v)/bc2_sqrt + ε).
+ * w, g, m, v: [n] */
+void hm_backend_adamw_step(const struct hm_backend *be, float *w, float *g, float *m, float *v,
+                           int64_t n, const struct hm_adamw_args *a);
+
+/* w ← w − lr·g.   w, g: [n] */
+void hm_backend_sgd_step(const struct hm_backend *be, float *w, const float *g, int64_t n,
+                         float lr);
+
+/* Σ x² in double.   x: [n] */
+double hm_backend_sqnorm(const struct hm_backend *be, const float *x, int64_t n);
+
+/* Index of the first NaN/Inf of x [n], or −1. */
+int64_t hm_backend_first_nonfinite(const struct hm_backend *be, const float *x, int64_t n);
+
+/* The distillation term of T rows: returns Σ_t KL(p_t ‖ p_s) (p = softmax of
+ * tlogits, resp. logits, in double) and adds w·scale·(p_s − p_t) to dlogits.
+ * dlogits, logits, tlogits: [T, V] */
+double hm_backend_kl_backward(const struct hm_backend *be, float *dlogits, const float *logits,
+                              const float *tlogits, int64_t T, int64_t V, double w,
+                              double scale);
+
+/* x[i] = value.   x: [n] */
+void hm_backend_fill(const struct hm_backend *be, float *x, int64_t n, float value);
+
+/* rows × cols floats from src (row stride src_stride) to dst (dst_stride). */
+void hm_backend_copy2d(const struct hm_backend *be, float *dst, int64_t dst_stride,
+                       const float *src, int64_t src_stride, int64_t rows, int64_t cols);
+
+/* x[i] = min(max(x[i], lo), hi).   x: [n] */
+void hm_backend_clamp(const struct hm_backend *be, float *x, int64_t n, float lo, float hi);
+
+/* ---- memory ------------------------------------------------------------------
+ * Buffers the ops read and write. The CPU's are host memory (malloc); a
+ * device backend returns device memory and moves bytes with upload (host →
+ * buffer) and download (buffer → host). */
+
+/* bytes of backend memory, or NULL when out of memory. owned: free with
+ * hm_backend_free(). */
+void *hm_backend_alloc(const struct hm_backend *be, size_t bytes);
+/* Frees *p (NULL ok) and sets *p = NULL. */
+void hm_backend_free(const struct hm_backend *be, void **p);
+void hm_backend_upload(const struct hm_backend *be, void *dst, const void *src, size_t bytes);
+void hm_backend_download(const struct hm_backend *be, void *dst, const void *src, size_t bytes);
 
 #endif

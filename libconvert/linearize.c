@@ -230,7 +230,7 @@ static void lz_zero_grad(void *ctx)
     struct hm_linearizer *lz = ctx;
     const struct hm_config *c = &lz->student->cfg;
     int64_t fm = 2 * c->num_attention_heads * (c->head_dim + 1) * c->feature_dim;
-    memset(lz->gstore, 0, sizeof(float) * (size_t)(lz->L * fm));
+    hm_backend_fill(lz->be, lz->gstore, lz->L * fm, 0.0f);
 }
 
 static enum hm_status lz_accumulate(void *ctx, const int32_t *tokens, double *loss, double *aux,
@@ -300,7 +300,7 @@ static enum hm_status lz_save(void *ctx, const char *path, int flags, const char
 
 void hm_linearizer_run_model(struct hm_linearizer *lz, struct hm_run_model *rm)
 {
-    *rm = (struct hm_run_model){.ctx = lz, .cfg = &lz->student->cfg, .zero_grad = lz_zero_grad,
+    *rm = (struct hm_run_model){.ctx = lz, .cfg = &lz->student->cfg, .be = lz->be, .zero_grad = lz_zero_grad,
                                 .accumulate = lz_accumulate, .n_aux = (int)lz->L,
                                 .aux_name = "layer_loss", .params = lz_params,
                                 .val_sum = lz_val_sum, .save = lz_save};

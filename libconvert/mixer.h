@@ -84,7 +84,7 @@ struct hm_mixer_unit {
     /* (optional) identity values of the mixer's own tensors (SPEC §2, §3) */
     void (*identity)(struct hm_model *m, int64_t l);
     /* (optional) after every optimizer update (hedgemamba: A ≤ 0) */
-    void (*post_update)(struct hm_model *m);
+    void (*post_update)(struct hm_model *m, const struct hm_backend *be);
     /* floats of one layer's constant-size state (0 for the KV cache) */
     int64_t (*state_floats)(const struct hm_config *c);
 };

@@ -72,8 +72,7 @@ static enum hm_status hh_forward(const struct hm_mix *x, struct hm_error *err)
     const struct hm_layer_acts *a = x->a;
     if (x->st) {
         hm_mixer_featuremaps_forward(x, a->qkv, a->phiq, a->phik, 1);
-        for (int64_t h = 0; h < nh; h++) /* v of head h, contiguous */
-            memcpy(x->st->v + h * p, a->qkv + h * 3 * p + 2 * p, sizeof(float) * (size_t)p);
+        hm_backend_copy2d(x->be, x->st->v, p, a->qkv + 2 * p, 3 * p, nh, p); /* v, contiguous */
         hm_backend_ssm_step(x->be, a->att, x->st->S, a->phiq, a->phik, x->st->v, x->st->one,
                             x->st->zero, x->st->zero, nh, F2, p, HM_LINATTN_EPS);
         return HM_OK;

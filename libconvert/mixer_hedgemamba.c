@@ -9,6 +9,7 @@
  * stored values and get no parameter gradient; the gradient still flows
  * through them to their inputs (they may hold non-identity values, e.g. a
  * naive init). */
+#include <math.h>
 #include <string.h>
 
 #include "mixer.h"
@@ -53,8 +54,7 @@ static enum hm_status hb_forward(const struct hm_mix *x, struct hm_error *err)
     hm_backend_softplus_forward(x->be, a->dt, a->dtz, N * nh);
     if (x->st) {
         hm_mixer_featuremaps_forward(x, a->qkv, a->phiq, a->phik, 1);
-        for (int64_t h = 0; h < nh; h++) /* v of head h, contiguous */
-            memcpy(x->st->v + h * p, a->qkv + h * 3 * p + 2 * p, sizeof(float) * (size_t)p);
+        hm_backend_copy2d(x->be, x->st->v, p, a->qkv + 2 * p, 3 * p, nh, p); /* v, contiguous */
         hm_backend_ssm_step(x->be, a->y, x->st->S, a->phiq, a->phik, x->st->v, a->dt, ly->A,
                             ly->D, nh, F2, p, HM_LINATTN_EPS);
     } else {
@@ -151,12 +151,10 @@ static void hb_identity(struct hm_model *m, int64_t l)
 }
 
 /* A ≤ 0 (SPEC §3 step 6): clamp after every update. */
-static void hb_post_update(struct hm_model *m)
+static void hb_post_update(struct hm_model *m, const struct hm_backend *be)
 {
     for (int64_t l = 0; l < m->cfg.num_hidden_layers; l++)
-        for (int64_t h = 0; h < m->cfg.num_attention_heads; h++)
-            if (m->layers[l].A[h] > 0)
-                m->layers[l].A[h] = 0;
+        hm_backend_clamp(be, m->layers[l].A, m->cfg.num_attention_heads, -INFINITY, 0.0f);
 }
 
 static int64_t hb_state_floats(const struct hm_config *c)

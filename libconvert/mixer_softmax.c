@@ -3,7 +3,6 @@
  * per-head layout), and its decoding step against a KV cache of rotated
  * keys and values per key/value head. */
 #include <stdlib.h>
-#include <string.h>
 
 #include "mixer.h"
 
@@ -51,14 +50,11 @@ static enum hm_status sm_step(const struct hm_mix *x, struct hm_error *err)
     if (s != HM_OK)
         return s;
     const float *heads = x->a->qkv;
+    /* the new key/value rows: each group's first query head holds them */
     const int64_t grp = nh / nkv;
-    for (int64_t g = 0; g < nkv; g++) {
-        const float *src = heads + g * grp * 3 * p; /* the group's first query head */
-        memcpy(st->kc + (x->pos0 * nkv + g) * p, src + p, sizeof(float) * (size_t)p);
-        memcpy(st->vc + (x->pos0 * nkv + g) * p, src + 2 * p, sizeof(float) * (size_t)p);
-    }
-    for (int64_t h = 0; h < nh; h++)
-        memcpy(st->q + h * p, heads + h * 3 * p, sizeof(float) * (size_t)p);
+    hm_backend_copy2d(x->be, st->kc + x->pos0 * nkv * p, p, heads + p, grp * 3 * p, nkv, p);
+    hm_backend_copy2d(x->be, st->vc + x->pos0 * nkv * p, p, heads + 2 * p, grp * 3 * p, nkv, p);
+    hm_backend_copy2d(x->be, st->q, p, heads, 3 * p, nh, p);
     hm_backend_attention_decode(x->be, x->a->att, st->q, st->kc, st->vc, x->pos0 + 1, nh, nkv, p,
                                 st->scores);
     return HM_OK;

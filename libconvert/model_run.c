@@ -59,7 +59,7 @@ void hm_model_run_init(struct hm_model_run *nr, struct hm_run_model *rm)
     hm_model_ws_init(&nr->ws);
     nr->nll = NULL;
     nr->nll_cap = 0;
-    *rm = (struct hm_run_model){.ctx = nr, .cfg = &nr->model->cfg, .zero_grad = zero_grad,
+    *rm = (struct hm_run_model){.ctx = nr, .cfg = &nr->model->cfg, .be = nr->be, .zero_grad = zero_grad,
                                 .accumulate = accumulate, .params = params, .val_sum = val_sum,
                                 .post_update = post_update, .save = save};
 }

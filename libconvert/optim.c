@@ -53,44 +53,30 @@ nomem:
     return hm_error_set(err, HM_ERR_NOMEM, "out of memory for optimizer state");
 }
 
-double hm_grad_global_norm(const struct hm_opt_param *p, int64_t np)
+double hm_grad_global_norm(const struct hm_backend *be, const struct hm_opt_param *p, int64_t np)
 {
     double total = 0;
-    for (int64_t i = 0; i < np; i++) {
-        const float *g = p[i].g;
-        int64_t n = p[i].n;
-        double s = 0;
-#pragma omp parallel for reduction(+ : s) schedule(static)
-        for (int64_t j = 0; j < n; j++)
-            s += (double)g[j] * (double)g[j];
-        total += s;
-    }
+    for (int64_t i = 0; i < np; i++)
+        total += hm_backend_sqnorm(be, p[i].g, p[i].n);
     return sqrt(total);
 }
 
-const char *hm_grad_first_nonfinite(const struct hm_opt_param *p, int64_t np)
+const char *hm_grad_first_nonfinite(const struct hm_backend *be, const struct hm_opt_param *p,
+                                    int64_t np)
 {
     for (int64_t i = 0; i < np; i++)
-        for (int64_t j = 0; j < p[i].n; j++)
-            if (!isfinite(p[i].g[j]))
-                return p[i].name;
+        if (hm_backend_first_nonfinite(be, p[i].g, p[i].n) >= 0)
+            return p[i].name;
     return NULL;
 }
 
-void hm_optim_step(struct hm_optim *o, struct hm_opt_param *p, int64_t np, double lr,
-                   double grad_norm)
+void hm_optim_step(struct hm_optim *o, const struct hm_backend *be, struct hm_opt_param *p,
+                   int64_t np, double lr, double grad_norm)
 {
     o->t++;
     if (o->cfg.kind == HM_OPTIM_SGD) {
-        for (int64_t i = 0; i < np; i++) {
-            float *w = p[i].w;
-            const float *g = p[i].g;
-            float flr = (float)lr;
-            int64_t n = p[i].n;
-#pragma omp parallel for schedule(static)
-            for (int64_t j = 0; j < n; j++)
-                w[j] -= flr * g[j];
-        }
+        for (int64_t i = 0; i < np; i++)
+            hm_backend_sgd_step(be, p[i].w, p[i].g, p[i].n, (float)lr);
         return;
     }
     float scale = 1.0f;
@@ -101,24 +87,12 @@ void hm_optim_step(struct hm_optim *o, struct hm_opt_param *p, int64_t np, doubl
     }
     const double b1 = o->cfg.beta1, b2 = o->cfg.beta2;
     const double bc1 = 1.0 - pow(b1, (double)o->t), bc2 = 1.0 - pow(b2, (double)o->t);
-    const float step_size = (float)(lr / bc1);
-    const float bc2_sqrt = (float)sqrt(bc2);
-    const float eps = (float)o->cfg.eps;
-    const float fb1 = (float)b1, fb2 = (float)b2;
+    struct hm_adamw_args a = {.scale = scale, .beta1 = (float)b1, .beta2 = (float)b2,
+                              .eps = (float)o->cfg.eps, .step_size = (float)(lr / bc1),
+                              .bc2_sqrt = (float)sqrt(bc2)};
     for (int64_t i = 0; i < np; i++) {
-        float *w = p[i].w, *g = p[i].g, *m = o->m[i], *v = o->v[i];
-        const float decay = p[i].decay ? (float)(1.0 - lr * o->cfg.weight_decay) : 1.0f;
-        int64_t n = p[i].n;
-#pragma omp parallel for schedule(static)
-        for (int64_t j = 0; j < n; j++) {
-            float gj = g[j] * scale;
-            g[j] = gj;
-            w[j] *= decay;
-            m[j] = fb1 * m[j] + (1.0f - fb1) * gj;
-            v[j] = fb2 * v[j] + (1.0f - fb2) * gj * gj;
-            float denom = sqrtf(v[j]) / bc2_sqrt + eps;
-            w[j] -= step_size * (m[j] / denom);
-        }
+        a.decay = p[i].decay ? (float)(1.0 - lr * o->cfg.weight_decay) : 1.0f;
+        hm_backend_adamw_step(be, p[i].w, p[i].g, o->m[i], o->v[i], p[i].n, &a);
     }
 }
 

@@ -13,6 +13,7 @@
 #define HM_OPTIM_H
 
 #include <stdint.h>
+#include "backend.h"
 #include "hm_error.h"
 
 enum hm_optim_kind { HM_OPTIM_ADAMW = 0, HM_OPTIM_SGD };
@@ -49,15 +50,16 @@ enum hm_status hm_optim_init(struct hm_optim *o, const struct hm_optim_cfg *cfg,
 void hm_optim_release(struct hm_optim *o);
 
 /* sqrt(Σ g²) over all params, accumulated in double. */
-double hm_grad_global_norm(const struct hm_opt_param *p, int64_t np);
+double hm_grad_global_norm(const struct hm_backend *be, const struct hm_opt_param *p, int64_t np);
 
 /* Name of the first param whose gradient holds NaN/Inf, or NULL. */
-const char *hm_grad_first_nonfinite(const struct hm_opt_param *p, int64_t np);
+const char *hm_grad_first_nonfinite(const struct hm_backend *be, const struct hm_opt_param *p,
+                                    int64_t np);
 
 /* One update with learning rate lr. grad_norm is the pre-clip global norm
  * (from hm_grad_global_norm). Gradients may be scaled in place by clipping. */
-void hm_optim_step(struct hm_optim *o, struct hm_opt_param *p, int64_t np, double lr,
-                   double grad_norm);
+void hm_optim_step(struct hm_optim *o, const struct hm_backend *be, struct hm_opt_param *p,
+                   int64_t np, double lr, double grad_norm);
 
 /* Learning rate of step s (0-based) of S steps, W warm-up steps (SPEC §4):
  * s < W: peak·(s+1)/W; else u = (s−W)/max(1, S−W),

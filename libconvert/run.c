@@ -389,9 +389,9 @@ enum hm_status hm_run_train(const struct hm_run_model *model, const struct hm_ru
             for (int i = 0; i < model->n_aux; i++)
                 aux_sum[i] += aux[i] / (double)o->accum;
         }
-        double gn = hm_grad_global_norm(r.p, r.np);
+        double gn = hm_grad_global_norm(model->be, r.p, r.np);
         if (!isfinite(loss) || !isfinite(gn)) {
-            const char *bad = hm_grad_first_nonfinite(r.p, r.np);
+            const char *bad = hm_grad_first_nonfinite(model->be, r.p, r.np);
             enum hm_status sst = HM_OK;
             struct hm_error e2;
             if (strcmp(o->out_path, "-") != 0)
@@ -405,7 +405,7 @@ enum hm_status hm_run_train(const struct hm_run_model *model, const struct hm_ru
                                   : "no state was saved");
             goto out;
         }
-        hm_optim_step(&r.opt, (struct hm_opt_param *)r.p, r.np, lr, gn);
+        hm_optim_step(&r.opt, model->be, (struct hm_opt_param *)r.p, r.np, lr, gn);
         if (model->post_update)
             model->post_update(model->ctx);
         r.step = s + 1;

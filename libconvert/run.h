@@ -25,6 +25,7 @@
 #include "batches.h"
 #include "config.h"
 #include "hm_error.h"
+#include "backend.h"
 #include "optim.h"
 #include "tokfile.h"
 
@@ -32,6 +33,7 @@
 struct hm_run_model {
     void *ctx;
     const struct hm_config *cfg;
+    const struct hm_backend *be; /* the backend the model's tensors live on (optimizer ops) */
     /* Zero gradients (once per optimizer step). */
     void (*zero_grad)(void *ctx);
     /* Forward + backward of one micro-batch tokens [B, T+1]; gradients

@@ -19,8 +19,8 @@ void hm_trainer_free(struct hm_trainer *tr)
         return;
     hm_model_free(tr->g);
     free(tr->la);
-    free(tr->arena);
-    free(tr->att_ws);
+    hm_backend_free(tr->be, (void **)&tr->arena);
+    hm_backend_free(tr->be, &tr->att_ws);
     free(tr->in);
     free(tr->tg);
     free(tr->views);
@@ -32,7 +32,7 @@ void hm_trainer_free(struct hm_trainer *tr)
 
 void hm_trainer_zero_grad(struct hm_trainer *tr)
 {
-    memset(tr->g->storage, 0, sizeof(float) * (size_t)tr->g->n_params);
+    hm_backend_fill(tr->be, tr->g->storage, tr->g->n_params, 0.0f);
 }
 
 const struct hm_opt_param *hm_trainer_params(const struct hm_trainer *tr, int64_t *np)
@@ -57,7 +57,7 @@ void hm_trainer_post_update(struct hm_trainer *tr)
 {
     const struct hm_mixer_unit *u = hm_mixer_unit(tr->m->cfg.mixer);
     if (u->post_update)
-        u->post_update(tr->m);
+        u->post_update(tr->m, tr->be);
 }
 
 /* The arena hm_trainer_new carves: one list of (pointer, floats) so the
@@ -180,7 +180,7 @@ enum hm_status hm_trainer_new(struct hm_model *model, const struct hm_backend *b
         goto fail;
     /* one arena for every activation */
     int64_t total = arena_floats(c, opts);
-    tr->arena = malloc(sizeof(float) * (size_t)total);
+    tr->arena = hm_backend_alloc(be, sizeof(float) * (size_t)total);
     tr->la = calloc((size_t)L + 1, sizeof *tr->la);
     tr->in = malloc(sizeof(int32_t) * (size_t)N);
     tr->tg = malloc(sizeof(int32_t) * (size_t)N);
@@ -200,7 +200,7 @@ enum hm_status hm_trainer_new(struct hm_model *model, const struct hm_backend *b
     const size_t fws = u->ws_size(c, be, T), bws = u->backward_ws_size(c, be, T);
     tr->att_ws_size = fws > bws ? fws : bws;
     tr->attb_ws_size = bws;
-    tr->att_ws = malloc(tr->att_ws_size ? tr->att_ws_size : 1);
+    tr->att_ws = hm_backend_alloc(be, tr->att_ws_size);
     int64_t nv = hm_model_views(model, &tr->views), ngv = hm_model_views(tr->g, &tr->gviews);
     if (!tr->att_ws || nv < 0 || ngv != nv) {
         st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
@@ -236,29 +236,6 @@ static void forward_layers(struct hm_trainer *tr)
                           tr->m->lnf_b, tr->N);
 }
 
-/* KL(p_t ‖ p_s) of one row and its gradient w·scale·(p_s − p_t) added to g. */
-static double kl_row(float *g, const float *ls, const float *lt, int64_t V, double w,
-                     double scale)
-{
-    double ms = ls[0], mt = lt[0];
-    for (int64_t v = 1; v < V; v++) {
-        ms = ls[v] > ms ? ls[v] : ms;
-        mt = lt[v] > mt ? lt[v] : mt;
-    }
-    double ss = 0, st = 0;
-    for (int64_t v = 0; v < V; v++) {
-        ss += exp((double)ls[v] - ms);
-        st += exp((double)lt[v] - mt);
-    }
-    double lss = ms + log(ss), lst = mt + log(st), kl = 0;
-    for (int64_t v = 0; v < V; v++) {
-        double lps = (double)ls[v] - lss, lpt = (double)lt[v] - lst, pt = exp(lpt);
-        kl += pt * (lpt - lps);
-        g[v] += (float)(w * scale * (exp(lps) - pt));
-    }
-    return kl;
-}
-
 /* Output layer + loss, HM_TRAIN_CE_ROWS rows at a time; fills tr->dhf. */
 static void loss_and_head(struct hm_trainer *tr, struct hm_train_loss *loss)
 {
@@ -277,9 +254,8 @@ static void loss_and_head(struct hm_trainer *tr, struct hm_train_loss *loss)
         if (tm && tr->opt.kd_weight != 0) {
             hm_backend_matmul_forward(be, tr->tlogits, tr->thf + r0 * d, tm->embed_out, NULL,
                                       rows, d, V);
-            for (int64_t i = 0; i < rows; i++)
-                kl += kl_row(tr->dlogits + i * V, tr->logits + i * V, tr->tlogits + i * V, V,
-                             tr->opt.kd_weight, scale);
+            kl += hm_backend_kl_backward(be, tr->dlogits, tr->logits, tr->tlogits, rows, V,
+                                         tr->opt.kd_weight, scale);
         }
         hm_backend_matmul_backward(be, tr->dhf + r0 * d, dW, NULL, tr->dlogits, tr->hf + r0 * d,
                                    m->embed_out, rows, d, V);

@@ -507,7 +507,8 @@ Test(backward, sgd_step_exposes_gradient)
     struct hm_optim opt;
     cr_assert_eq(hm_optim_init(&opt, &oc, p, np, NULL), HM_OK);
     const double eta = 0.5;
-    hm_optim_step(&opt, (struct hm_opt_param *)p, np, eta, hm_grad_global_norm(p, np));
+    hm_optim_step(&opt, hm_backend_get("fast"), (struct hm_opt_param *)p, np, eta,
+                  hm_grad_global_norm(hm_backend_get("fast"), p, np));
     double *w1 = tu_ref_params_from_model(m, &n);
     double mx = 1, err = 0;
     for (int64_t i = 0; i < n; i++) {

@@ -99,7 +99,8 @@ static void stage1_gradient(int parallel, int64_t F)
     struct hm_optim opt;
     cr_assert_eq(hm_optim_init(&opt, &oc, p, np, NULL), HM_OK);
     const double eta = 0.25;
-    hm_optim_step(&opt, (struct hm_opt_param *)p, np, eta, hm_grad_global_norm(p, np));
+    hm_optim_step(&opt, hm_backend_get("fast"), (struct hm_opt_param *)p, np, eta,
+                  hm_grad_global_norm(hm_backend_get("fast"), p, np));
     double mx = 1e-3, errmax = 0;
     for (int64_t i = 0, k = 0; i < np; i++)
         for (int64_t j = 0; j < p[i].n; j++, k++) {

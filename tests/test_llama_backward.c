@@ -123,7 +123,8 @@ static void stage2_check(enum hm_mixer mixer, int tied, int bias, unsigned compo
     hm_optim_cfg_defaults(&oc, HM_OPTIM_SGD, 0);
     cr_assert_eq(hm_optim_init(&opt, &oc, p, np, NULL), HM_OK);
     const double eta = 0.5;
-    hm_optim_step(&opt, p, np, eta, hm_grad_global_norm(p, np));
+    hm_optim_step(&opt, hm_backend_get(bename), p, np, eta,
+                  hm_grad_global_norm(hm_backend_get(bename), p, np));
     int checked = 0;
     for (int64_t i = 0; i < np; i++) {
         double *x = (double *)tu_ref_table_get(tab, p[i].name);

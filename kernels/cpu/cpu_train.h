@@ -1,0 +1,71 @@
+/* cpu_train.h — private: the CPU ops of the training loop and the small
+ * tensor loops the model code used to run itself (kernels/backend.h,
+ * "training and utility ops"): AdamW and SGD updates, squared norms, the
+ * KD term, fill, strided copies, clamps. ref: plain loops; fast: OpenMP,
+ * elementwise identical to ref (reductions aside). */
+#ifndef HM_CPU_TRAIN_H
+#define HM_CPU_TRAIN_H
+
+#include <math.h>
+
+#include "backend.h"
+
+/* One AdamW element, shared by ref and fast so both round identically:
+ * g ← g·scale (clipping), w ← w·decay, m, v moments, w −= step·m/(√v/√bc2 + ε). */
+static inline void adamw_one(float *w, float *g, float *m, float *v,
+                             const struct hm_adamw_args *a)
+{
+    float gj = *g * a->scale;
+    *g = gj;
+    *w *= a->decay;
+    *m = a->beta1 * *m + (1.0f - a->beta1) * gj;
+    *v = a->beta2 * *v + (1.0f - a->beta2) * gj * gj;
+    float denom = sqrtf(*v) / a->bc2_sqrt + a->eps;
+    *w -= a->step_size * (*m / denom);
+}
+
+/* One row: KL(p_t ‖ p_s) and its gradient w·scale·(p_s − p_t) added to g. */
+static inline double kl_row(float *g, const float *ls, const float *lt, int64_t V, double w,
+                     double scale)
+{
+    double ms = ls[0], mt = lt[0];
+    for (int64_t v = 1; v < V; v++) {
+        ms = ls[v] > ms ? ls[v] : ms;
+        mt = lt[v] > mt ? lt[v] : mt;
+    }
+    double ss = 0, st = 0;
+    for (int64_t v = 0; v < V; v++) {
+        ss += exp((double)ls[v] - ms);
+        st += exp((double)lt[v] - mt);
+    }
+    double lss = ms + log(ss), lst = mt + log(st), kl = 0;
+    for (int64_t v = 0; v < V; v++) {
+        double lps = (double)ls[v] - lss, lpt = (double)lt[v] - lst, pt = exp(lpt);
+        kl += pt * (lpt - lps);
+        g[v] += (float)(w * scale * (exp(lps) - pt));
+    }
+    return kl;
+}
+
+
+void hm_ref_adamw_step(HM_CPU_CTX, float *w, float *g, float *m, float *v, int64_t n,
+                       const struct hm_adamw_args *a);
+void hm_ref_sgd_step(HM_CPU_CTX, float *w, const float *g, int64_t n, float lr);
+double hm_ref_sqnorm(HM_CPU_CTX, const float *x, int64_t n);
+int64_t hm_ref_first_nonfinite(HM_CPU_CTX, const float *x, int64_t n);
+double hm_ref_kl_backward(HM_CPU_CTX, float *dlogits, const float *logits, const float *tlogits,
+                          int64_t T, int64_t V, double w, double scale);
+void hm_ref_fill(HM_CPU_CTX, float *x, int64_t n, float value);
+void hm_ref_copy2d(HM_CPU_CTX, float *dst, int64_t dst_stride, const float *src,
+                   int64_t src_stride, int64_t rows, int64_t cols);
+void hm_ref_clamp(HM_CPU_CTX, float *x, int64_t n, float lo, float hi);
+
+void hm_fast_adamw_step(HM_CPU_CTX, float *w, float *g, float *m, float *v, int64_t n,
+                        const struct hm_adamw_args *a);
+void hm_fast_sgd_step(HM_CPU_CTX, float *w, const float *g, int64_t n, float lr);
+double hm_fast_sqnorm(HM_CPU_CTX, const float *x, int64_t n);
+double hm_fast_kl_backward(HM_CPU_CTX, float *dlogits, const float *logits,
+                           const float *tlogits, int64_t T, int64_t V, double w, double scale);
+void hm_fast_fill(HM_CPU_CTX, float *x, int64_t n, float value);
+
+#endif

@@ -1,0 +1,179 @@
+/* test_kernels_train.c — the training and utility ops of kernels/backend.h
+ * against straightforward double computations written here, on both CPU
+ * backends (fast elementwise bit-identical to ref):
+ *  - AdamW and SGD updates against the SPEC §4 formulas in double;
+ *  - sqnorm against a double sum, first_nonfinite on NaN/Inf placements;
+ *  - the KD term: its value against a double KL, its gradient against
+ *    central finite differences of that double KL in the student logits;
+ *  - fill, copy2d, clamp against loops; the memory interface round trip. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "fdcheck.h"
+#include "testutil.h"
+
+static const char *backends[] = {"ref", "fast"};
+
+Test(kernels_train, adamw_and_sgd_follow_the_formulas)
+{
+    const int64_t sizes[] = {1, 7, 1000, 70001};
+    for (size_t si = 0; si < 4; si++) {
+        const int64_t n = sizes[si];
+        uint64_t s = 5 + si;
+        double *w0 = malloc(8 * n), *g0 = malloc(8 * n), *m0 = malloc(8 * n), *v0 = malloc(8 * n);
+        tu_rand_fill(w0, n, &s, 1);
+        tu_rand_fill(g0, n, &s, 0.1);
+        tu_rand_fill(m0, n, &s, 0.01);
+        for (int64_t i = 0; i < n; i++)
+            v0[i] = (float)(fabs(tu_rand_normal(&s)) * 1e-3);
+        const struct hm_adamw_args a = {.scale = 0.75f, .decay = 0.999f, .beta1 = 0.9f,
+                                        .beta2 = 0.95f, .eps = 1e-8f, .step_size = 1e-2f,
+                                        .bc2_sqrt = 0.3f};
+        float *out[2][4];
+        for (int k = 0; k < 2; k++) {
+            float *w = tu_to_f32(w0, n), *g = tu_to_f32(g0, n), *m = tu_to_f32(m0, n),
+                  *v = tu_to_f32(v0, n);
+            hm_backend_adamw_step(hm_backend_get(backends[k]), w, g, m, v, n, &a);
+            out[k][0] = w, out[k][1] = g, out[k][2] = m, out[k][3] = v;
+        }
+        double *want = malloc(8 * n);
+        for (int64_t i = 0; i < n; i++) {
+            double g = g0[i] * 0.75, m = 0.9 * m0[i] + 0.1 * g, v = 0.95 * v0[i] + 0.05 * g * g;
+            want[i] = w0[i] * 0.999 - 1e-2 * m / (sqrt(v) / 0.3 + 1e-8);
+        }
+        tu_check_fd("adamw w vs double", out[0][0], want, n, 2e-6);
+        for (int j = 0; j < 4; j++)
+            cr_assert(memcmp(out[0][j], out[1][j], 4 * (size_t)n) == 0, "adamw fast != ref");
+        for (int k = 0; k < 2; k++)
+            for (int j = 0; j < 4; j++)
+                free(out[k][j]);
+        for (int k = 0; k < 2; k++) {
+            float *w = tu_to_f32(w0, n), *g = tu_to_f32(g0, n);
+            hm_backend_sgd_step(hm_backend_get(backends[k]), w, g, n, 0.5f);
+            for (int64_t i = 0; i < n; i++)
+                cr_assert_eq(w[i], (float)w0[i] - 0.5f * (float)g0[i], "sgd at %lld", (long long)i);
+            double ss = hm_backend_sqnorm(hm_backend_get(backends[k]), g, n), want_ss = 0;
+            for (int64_t i = 0; i < n; i++)
+                want_ss += g0[i] * g0[i];
+            cr_assert(fabs(ss - want_ss) <= 1e-12 * want_ss, "sqnorm %.17g vs %.17g", ss, want_ss);
+            free(w), free(g);
+        }
+        free(w0), free(g0), free(m0), free(v0), free(want);
+    }
+}
+
+Test(kernels_train, first_nonfinite_fill_copy2d_clamp)
+{
+    const struct hm_backend *be[2] = {hm_backend_get("ref"), hm_backend_get("fast")};
+    float x[50];
+    for (int k = 0; k < 2; k++) {
+        hm_backend_fill(be[k], x, 50, 2.5f);
+        for (int i = 0; i < 50; i++)
+            cr_assert_eq(x[i], 2.5f);
+        cr_assert_eq(hm_backend_first_nonfinite(be[k], x, 50), -1);
+        x[31] = NAN;
+        x[40] = INFINITY;
+        cr_assert_eq(hm_backend_first_nonfinite(be[k], x, 50), 31);
+        x[31] = 0;
+        cr_assert_eq(hm_backend_first_nonfinite(be[k], x, 50), 40);
+        hm_backend_fill(be[k], x, 50, 0.0f);
+        for (int i = 0; i < 50; i++)
+            cr_assert(x[i] == 0.0f && !signbit(x[i]));
+        float src[6 * 7], dst[5 * 4];
+        for (int i = 0; i < 42; i++)
+            src[i] = (float)i;
+        hm_backend_fill(be[k], dst, 20, -1.0f);
+        hm_backend_copy2d(be[k], dst, 4, src + 2, 7, 5, 3);
+        for (int r = 0; r < 5; r++)
+            for (int c = 0; c < 4; c++)
+                cr_assert_eq(dst[r * 4 + c], c < 3 ? src[r * 7 + 2 + c] : -1.0f);
+        float y[5] = {-2, -0.5f, 0, 0.5f, 3};
+        hm_backend_clamp(be[k], y, 5, -1.0f, 0.0f);
+        const float want[5] = {-1, -0.5f, 0, 0, 0};
+        cr_assert(memcmp(y, want, sizeof y) == 0);
+    }
+}
+
+struct klc { const double *lt; int64_t V; };
+
+static double d_kl(const double *ls, void *ctx)
+{
+    const struct klc *c = ctx;
+    double ms = -INFINITY, mt = -INFINITY, ss = 0, st = 0, kl = 0;
+    for (int64_t v = 0; v < c->V; v++)
+        ms = fmax(ms, ls[v]), mt = fmax(mt, c->lt[v]);
+    for (int64_t v = 0; v < c->V; v++)
+        ss += exp(ls[v] - ms), st += exp(c->lt[v] - mt);
+    for (int64_t v = 0; v < c->V; v++) {
+        double lpt = c->lt[v] - mt - log(st), lps = ls[v] - ms - log(ss);
+        kl += exp(lpt) * (lpt - lps);
+    }
+    return kl;
+}
+
+Test(kernels_train, kl_value_and_gradient)
+{
+    const int64_t T = 5, V = 301;
+    uint64_t s = 77;
+    double *ls = malloc(8 * T * V), *lt = malloc(8 * T * V);
+    tu_rand_fill(ls, T * V, &s, 3);
+    tu_rand_fill(lt, T * V, &s, 3);
+    float *lsf = tu_to_f32(ls, T * V), *ltf = tu_to_f32(lt, T * V);
+    const double w = 0.7, scale = 0.25;
+    for (int k = 0; k < 2; k++) {
+        float *g = calloc((size_t)(T * V), 4);
+        for (int64_t i = 0; i < T * V; i++)
+            g[i] = 0.125f; /* += contract */
+        double kl = hm_backend_kl_backward(hm_backend_get(backends[k]), g, lsf, ltf, T, V, w,
+                                           scale);
+        double want = 0;
+        double *fd = malloc(8 * T * V);
+        for (int64_t t = 0; t < T; t++) {
+            struct klc c = {lt + t * V, V};
+            want += d_kl(ls + t * V, &c);
+            tu_fd_grad(fd + t * V, ls + t * V, V, d_kl, &c);
+        }
+        cr_assert(fabs(kl - want) <= 1e-9 * fabs(want), "kl %.12g vs %.12g", kl, want);
+        for (int64_t i = 0; i < T * V; i++) {
+            g[i] -= 0.125f;
+            fd[i] *= w * scale;
+        }
+        tu_check_fd("kl gradient vs finite differences", g, fd, T * V, 5e-6);
+        free(g), free(fd);
+    }
+    free(ls), free(lt), free(lsf), free(ltf);
+}
+
+Test(kernels_train, memory_interface_round_trip)
+{
+    for (int k = 0; k < 2; k++) {
+        const struct hm_backend *be = hm_backend_get(backends[k]);
+        float host[64], back[64];
+        for (int i = 0; i < 64; i++)
+            host[i] = (float)i * 0.5f;
+        float *buf = hm_backend_alloc(be, sizeof host);
+        cr_assert(buf);
+        hm_backend_upload(be, buf, host, sizeof host);
+        hm_backend_fill(be, buf + 60, 4, 9.0f);
+        hm_backend_download(be, back, buf, sizeof back);
+        for (int i = 0; i < 64; i++)
+            cr_assert_eq(back[i], i < 60 ? host[i] : 9.0f);
+        hm_backend_free(be, (void **)&buf);
+        cr_assert_null(buf);
+        hm_backend_free(be, (void **)&buf); /* NULL ok */
+    }
+}
+
+Test(kernels_train, supports_answers_for_every_op)
+{
+    for (int k = 0; k < 2; k++) {
+        const struct hm_backend *be = hm_backend_get(backends[k]);
+        for (int op = 0; op < HM_OP_COUNT; op++)
+            cr_assert(hm_backend_supports(be, (enum hm_op)op, 1000), "op %d", op);
+        cr_assert(!hm_backend_supports(be, HM_OP_COUNT, 1));
+        cr_assert(!hm_backend_supports(be, (enum hm_op)-1, 1));
+    }
+}
