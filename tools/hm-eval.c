@@ -234,12 +234,39 @@ struct mc {
     int64_t questions, correct, correct_norm;
 };
 
-static void encode(struct hm_tokenizer *tok, const char *s, struct hm_ids *ids,
-                   const char *path, int line)
+/* flags: HM_TOKENIZER_BOS for tokenizers whose documents start with BOS
+ * (llama2.c), as their token files do. */
+static void encode(struct hm_tokenizer *tok, const char *s, size_t n, unsigned flags,
+                   struct hm_ids *ids, const char *path, int line)
 {
     struct hm_error err;
-    if (hm_tokenizer_encode(tok, s, strlen(s), ids, &err) != HM_OK)
+    if (hm_tokenizer_encode_ex(tok, s, n, flags, ids, &err) != HM_OK)
         hm_die("cannot read '%s': line %d: %s", path, line, err.msg);
+}
+
+/* A choice's ids. Tokenizers with a dummy prefix (llama2.c) encode the
+ * context and choice as one text, the choice being the ids after the
+ * context's (as lm-evaluation-harness does); others encode it alone. */
+static void encode_choice(struct hm_tokenizer *tok, const char *cx, const char *ch,
+                          const struct hm_ids *ctx_ids, struct hm_ids *ids, const char *path,
+                          int line)
+{
+    if (hm_tokenizer_bos_id(tok) < 0) {
+        encode(tok, ch, strlen(ch), 0, ids, path, line);
+        return;
+    }
+    size_t a = strlen(cx), b = strlen(ch);
+    char *joint = malloc(a + b + 1);
+    struct hm_ids whole = {0};
+    if (!joint)
+        hm_die("out of memory");
+    memcpy(joint, cx, a);
+    memcpy(joint + a, ch, b + 1);
+    encode(tok, joint, a + b, HM_TOKENIZER_BOS, &whole, path, line);
+    if (whole.n > ctx_ids->n)
+        hm_ids_append(ids, whole.v + ctx_ids->n, whole.n - ctx_ids->n, NULL);
+    hm_ids_release(&whole);
+    free(joint);
 }
 
 /* Summed log-likelihood of choice given context. */
@@ -303,7 +330,8 @@ static void run_mc(struct ctx *c, struct mc *res)
             hm_die("cannot read '%s': line %d: expected {\"context\": string, \"choices\": "
                    "[string, ...], \"label\": index of a choice}", o->mc, line);
         struct hm_ids ctx_ids = {0};
-        encode(tok, cx->valuestring, &ctx_ids, o->mc, line);
+        const unsigned flags = hm_tokenizer_bos_id(tok) >= 0 ? HM_TOKENIZER_BOS : 0;
+        encode(tok, cx->valuestring, strlen(cx->valuestring), flags, &ctx_ids, o->mc, line);
         if (ctx_ids.n == 0) {
             if (eot < 0)
                 hm_die("cannot read '%s': line %d: empty context and the tokenizer has no "
@@ -318,7 +346,7 @@ static void run_mc(struct ctx *c, struct mc *res)
                 hm_die("cannot read '%s': line %d: choice %d is not a non-empty string",
                        o->mc, line, k);
             struct hm_ids ids = {0};
-            encode(tok, ch->valuestring, &ids, o->mc, line);
+            encode_choice(tok, cx->valuestring, ch->valuestring, &ctx_ids, &ids, o->mc, line);
             if (ids.n == 0)
                 hm_die("cannot read '%s': line %d: choice %d has no tokens", o->mc, line, k);
             double s = score_choice(c, &ctx_ids, &ids, o->mc, line);
