@@ -8,6 +8,15 @@
 
 static const char *family_names[HM_FAMILY_COUNT] = {"neox", "llama"};
 static const char *model_types[HM_FAMILY_COUNT] = {"gpt_neox", "llama"};
+/* The family table: the skeleton kinds of each family (SPEC §1, §1b). */
+static const struct {
+    enum hm_norm_kind norm;
+    enum hm_mlp_kind mlp;
+    enum hm_qkv_layout qkv;
+} family_kinds[HM_FAMILY_COUNT] = {
+    [HM_FAMILY_NEOX] = {HM_NORM_LAYER, HM_MLP_GELU, HM_QKV_FUSED},
+    [HM_FAMILY_LLAMA] = {HM_NORM_RMS, HM_MLP_SWIGLU, HM_QKV_GQA},
+};
 static const char *mixer_names[HM_MIXER_COUNT] = {"softmax", "hedgehog", "hedgemamba"};
 
 const char *hm_family_name(enum hm_family f)
@@ -365,6 +374,11 @@ enum hm_status hm_config_finish(struct hm_config *cfg, struct hm_error *err)
                             "num_attention_heads %lld is not a multiple of num_key_value_heads %lld",
                             (long long)cfg->num_attention_heads,
                             (long long)cfg->num_key_value_heads);
+    if ((unsigned)cfg->family >= HM_FAMILY_COUNT)
+        return hm_error_set(err, HM_ERR_INVALID, "unknown family");
+    cfg->norm_kind = family_kinds[cfg->family].norm;
+    cfg->mlp_kind = family_kinds[cfg->family].mlp;
+    cfg->qkv_layout = family_kinds[cfg->family].qkv;
     cfg->attn_dim = cfg->num_attention_heads * cfg->head_dim;
     cfg->qkv_dim = (cfg->num_attention_heads + 2 * cfg->num_key_value_heads) * cfg->head_dim;
     if (cfg->attn_dim > (1 << 22))

@@ -26,6 +26,15 @@ enum hm_family {
     HM_FAMILY_COUNT
 };
 
+/* The skeleton's kinds, fixed by the family (config.c's family table); the
+ * skeleton switches only on these. */
+enum hm_norm_kind { HM_NORM_LAYER = 0, HM_NORM_RMS };
+enum hm_mlp_kind { HM_MLP_GELU = 0, HM_MLP_SWIGLU };
+enum hm_qkv_layout {
+    HM_QKV_FUSED = 0, /* one [3d, d] projection, interleaved per head: already per-head */
+    HM_QKV_GQA,       /* q, k, v projections back to back → [q | k | v], expanded per query head */
+};
+
 enum hm_rope_scaling {
     HM_ROPE_NONE = 0,
     HM_ROPE_LLAMA3, /* HF _compute_llama3_parameters */
@@ -75,6 +84,9 @@ struct hm_config {
     /* derived by hm_config_finish() */
     int64_t rotary_dims;   /* r = int(p * rotary_pct) (= p for llama) */
     int64_t attn_dim;      /* n_h·p: merged heads, input of dense / o_proj */
+    enum hm_norm_kind norm_kind;   /* from the family table */
+    enum hm_mlp_kind mlp_kind;
+    enum hm_qkv_layout qkv_layout;
     int64_t qkv_dim;       /* (n_h + 2 n_kv)·p: the q/k/v projection outputs */
 };
 

@@ -36,7 +36,7 @@ enum hm_status hm_model_layers_forward(const struct hm_model *m, const struct hm
             u->proj_forward(&x);
         else
             hm_backend_matmul_forward(be, a->proj, a->a, ly->qkv_w, ly->qkv_b, N, d, Q);
-        if (c->family == HM_FAMILY_LLAMA)
+        if (c->qkv_layout == HM_QKV_GQA)
             hm_backend_qkv_expand_forward(be, a->qkv, a->proj, N, nh, c->num_key_value_heads, p);
         for (int64_t b = 0; r > 0 && b < B; b++) {
             float *q = a->qkv + b * T * H3;

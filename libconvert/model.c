@@ -95,7 +95,7 @@ enum hm_status hm_model_new(const struct hm_config *cfg, struct hm_model **out,
         cfg->num_key_value_heads <= 0 || n_h % cfg->num_key_value_heads ||
         cfg->attn_dim != n_h * cfg->head_dim || cfg->rotary_dims < 0 ||
         cfg->rotary_dims > cfg->head_dim || cfg->rotary_dims % 2 ||
-        (cfg->family == HM_FAMILY_NEOX && cfg->attn_dim != d) ||
+        (cfg->qkv_layout == HM_QKV_FUSED && cfg->attn_dim != d) ||
         (cfg->mixer != HM_MIXER_SOFTMAX && cfg->feature_dim < 1) ||
         (cfg->mixer == HM_MIXER_HEDGEMAMBA && cfg->conv_width < 1))
         return hm_error_set(err, HM_ERR_INVALID, "inconsistent %s config", hm_arch_name(cfg));
@@ -226,7 +226,7 @@ enum hm_status hm_model_ws_reserve(struct hm_model_ws *ws, const struct hm_model
 {
     const struct hm_config *c = &m->cfg;
     const int64_t d = c->hidden_size, I = c->intermediate_size, V = c->vocab_size;
-    const int llama = c->family == HM_FAMILY_LLAMA, ssm = c->mixer == HM_MIXER_HEDGEMAMBA;
+    const int llama = c->qkv_layout == HM_QKV_GQA, ssm = c->mixer == HM_MIXER_HEDGEMAMBA;
     if (T <= 0)
         return hm_error_set(err, HM_ERR_INVALID, "sequence length %lld must be positive",
                             (long long)T);
@@ -297,7 +297,7 @@ void hm_model_norm_forward(const struct hm_model *m, const struct hm_backend *be
                            const float *b, int64_t T)
 {
     const struct hm_config *c = &m->cfg;
-    if (c->family == HM_FAMILY_LLAMA)
+    if (c->norm_kind == HM_NORM_RMS)
         hm_backend_rmsnorm_forward(be, y, rstd, x, w, T, c->hidden_size, (float)c->layer_norm_eps);
     else
         hm_backend_layernorm_forward(be, y, mean, rstd, x, w, b, T, c->hidden_size,
@@ -311,7 +311,7 @@ void hm_model_mlp_forward(const struct hm_model *m, const struct hm_backend *be,
     const struct hm_config *c = &m->cfg;
     const int64_t d = c->hidden_size, I = c->intermediate_size;
     hm_backend_matmul_forward(be, hid, x, ly->fc1_w, ly->fc1_b, T, d, I);
-    if (c->family == HM_FAMILY_LLAMA) {
+    if (c->mlp_kind == HM_MLP_SWIGLU) {
         /* SwiGLU: silu(gate) ⊙ up */
         hm_backend_matmul_forward(be, gate, x, ly->fcg_w, ly->fcg_b, T, d, I);
         hm_backend_silu_gate_forward(be, act, hid, gate, T * I);
@@ -378,7 +378,7 @@ double hm_model_flops_per_token(const struct hm_config *c, int64_t T)
     double d = (double)c->hidden_size, I = (double)c->intermediate_size;
     double V = (double)c->vocab_size, L = (double)c->num_hidden_layers;
     double Q = (double)c->qkv_dim, Da = (double)c->attn_dim;
-    double mlp = (c->family == HM_FAMILY_LLAMA ? 3.0 : 2.0) * I * d;
+    double mlp = (c->mlp_kind == HM_MLP_SWIGLU ? 3.0 : 2.0) * I * d;
     double per_layer = 2.0 * (Q * d + Da * d + mlp) + 4.0 * (double)T * Da;
     return L * per_layer + 2.0 * V * d;
 }

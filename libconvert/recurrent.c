@@ -74,7 +74,7 @@ enum hm_status hm_model_state_new(const struct hm_model *m, struct hm_model_stat
     TAKE(a->xraw, Q);
     TAKE(a->proj, Q);
     a->qkv = a->proj; /* neox: the fused layout is per head */
-    if (c->family == HM_FAMILY_LLAMA)
+    if (c->qkv_layout == HM_QKV_GQA)
         TAKE(a->qkv, 3 * Da);
     TAKE(a->att, Da);
     TAKE(a->z, Da);

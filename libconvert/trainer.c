@@ -70,7 +70,7 @@ static int64_t carve(struct hm_trainer *tr, const struct hm_config *c,
     const int64_t d = c->hidden_size, I = c->intermediate_size, V = c->vocab_size;
     const int64_t nh = c->num_attention_heads, R = HM_TRAIN_CE_ROWS;
     const int64_t Da = c->attn_dim, H3 = 3 * c->attn_dim, Q = c->qkv_dim;
-    const int seq = !c->use_parallel_residual, llama = c->family == HM_FAMILY_LLAMA;
+    const int seq = !c->use_parallel_residual, llama = c->qkv_layout == HM_QKV_GQA;
     const int64_t F2 = c->mixer == HM_MIXER_SOFTMAX ? 0 : 2 * c->feature_dim;
     const int ssm = c->mixer == HM_MIXER_HEDGEMAMBA;
     float *p = base;
@@ -192,8 +192,8 @@ enum hm_status hm_trainer_new(struct hm_model *model, const struct hm_backend *b
     }
     carve(tr, c, opts, tr->arena);
     for (int64_t l = 0; l < L; l++) /* neox: the fused projection is the per-head layout */
-        tr->la[l].proj = c->family == HM_FAMILY_LLAMA ? tr->proj : tr->la[l].qkv;
-    if (c->family != HM_FAMILY_LLAMA)
+        tr->la[l].proj = c->qkv_layout == HM_QKV_GQA ? tr->proj : tr->la[l].qkv;
+    if (c->qkv_layout != HM_QKV_GQA)
         tr->dproj = tr->dqkv;
     tr->active = c->mixer == HM_MIXER_HEDGEMAMBA ? c->components : HM_COMP_ALL;
     const struct hm_mixer_unit *u = hm_mixer_unit(c->mixer);
@@ -271,7 +271,7 @@ static void norm_backward(const struct hm_trainer *tr, float *dx, float *dw, flo
                           const float *w)
 {
     const struct hm_config *c = &tr->m->cfg;
-    if (c->family == HM_FAMILY_LLAMA)
+    if (c->norm_kind == HM_NORM_RMS)
         hm_backend_rmsnorm_backward(tr->be, dx, dw, dy, x, rstd, w, tr->N, c->hidden_size);
     else
         hm_backend_layernorm_backward(tr->be, dx, dw, db, dy, x, mean, rstd, w, tr->N,
@@ -286,7 +286,7 @@ static void mlp_backward(struct hm_trainer *tr, const struct hm_layer *w, struct
     const struct hm_backend *be = tr->be;
     const struct hm_config *c = &tr->m->cfg;
     const int64_t N = tr->N, d = c->hidden_size, I = c->intermediate_size;
-    if (c->family == HM_FAMILY_LLAMA) {
+    if (c->mlp_kind == HM_MLP_SWIGLU) {
         /* act = silu(g) ⊙ up; out = act W2^T */
         hm_backend_silu_gate_forward(be, tr->gbuf, a->mh, a->mg, N * I);
         hm_backend_matmul_backward(be, tr->dmh, gw->fc2_w, gw->fc2_b, dy, tr->gbuf, w->fc2_w, N,
@@ -333,7 +333,7 @@ static void mixer_backward(struct hm_trainer *tr, int64_t l)
         hm_backend_rotary_backward(be, dq, T, nh, r, H3, 3 * p, 0, m->inv_freq);
         hm_backend_rotary_backward(be, dq + p, T, nh, r, H3, 3 * p, 0, m->inv_freq);
     }
-    if (c->family == HM_FAMILY_LLAMA)
+    if (c->qkv_layout == HM_QKV_GQA)
         hm_backend_qkv_expand_backward(be, tr->dproj, tr->dqkv, N, nh, c->num_key_value_heads, p);
     const float *dp = u->proj_backward ? u->proj_backward(&x, &g, tr->dproj, tr->dxraw)
                                        : tr->dproj;
@@ -416,7 +416,7 @@ double hm_train_flops_per_token(const struct hm_config *c, int64_t T, int freeze
     double V = (double)c->vocab_size, L = (double)c->num_hidden_layers;
     double Da = (double)c->attn_dim;
     double layer_mats = (double)c->qkv_dim * d + Da * d +
-                        (c->family == HM_FAMILY_LLAMA ? 3.0 : 2.0) * d * I;
+                        (c->mlp_kind == HM_MLP_SWIGLU ? 3.0 : 2.0) * d * I;
     double f = 6.0 * L * layer_mats;
     f += (freeze_embeddings ? 4.0 : 6.0) * V * d;
     f += 3.0 * 4.0 * (double)T * Da * L;
