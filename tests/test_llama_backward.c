@@ -64,21 +64,6 @@ static void fill(struct hm_model *m, uint64_t s)
     }
 }
 
-/* A reference table over the model's weights (double copies). */
-static struct tu_ref_table *table_of(const struct hm_model *m)
-{
-    struct tu_ref_table *t = tu_ref_table_new();
-    for (int64_t i = 0; i < m->n_views; i++) {
-        const struct hm_tensor_view *v = &m->views[i];
-        double *d = malloc(sizeof(double) * (size_t)v->numel);
-        for (int64_t k = 0; k < v->numel; k++)
-            d[k] = v->data[k];
-        tu_ref_table_put(t, v->spec.name, HM_DTYPE_F32, v->spec.ndim, v->spec.shape, d);
-        free(d);
-    }
-    return t;
-}
-
 struct ce_ctx { const struct hm_config *cfg; struct tu_ref_table *tab; const int32_t *tok; int64_t B, T; };
 
 static double ce_loss(const double *x, void *ctx)
@@ -96,7 +81,7 @@ static void stage2_check(enum hm_mixer mixer, int tied, int bias, unsigned compo
     struct hm_model *m = NULL;
     cr_assert_eq(hm_model_new(&c, &m, NULL), HM_OK);
     fill(m, 7 + (uint64_t)mixer);
-    struct tu_ref_table *tab = table_of(m);
+    struct tu_ref_table *tab = tu_ref_table_from_model(m);
     const int64_t B = 2, T = 5;
     int32_t tok[12] = {1, 4, 9, 10, 0, 3, 7, 7, 2, 5, 6, 8};
     struct hm_train_opts o = {.B = B, .T = T, .accum = 1};
@@ -211,7 +196,7 @@ Test(llama_backward, stage1_feature_maps)
         if (st->views[i].spec.group == HM_PG_FEATURE_MAP)
             for (int64_t j = 0; j < st->views[i].numel; j++)
                 st->views[i].data[j] += (float)(0.5 * tu_rand_normal(&s));
-    struct tu_ref_table *student = table_of(st);
+    struct tu_ref_table *student = tu_ref_table_from_model(st);
     struct hm_run_model rm;
     hm_linearizer_run_model(lz, &rm);
     int32_t tok[7] = {3, 9, 1, 10, 4, 4, 7};

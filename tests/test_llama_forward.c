@@ -209,20 +209,6 @@ static void fill_random(struct hm_model *m, uint64_t seed)
     }
 }
 
-static struct tu_ref_table *table_of(const struct hm_model *m)
-{
-    struct tu_ref_table *t = tu_ref_table_new();
-    for (int64_t i = 0; i < m->n_views; i++) {
-        const struct hm_tensor_view *v = &m->views[i];
-        double *d = malloc(sizeof(double) * (size_t)v->numel);
-        for (int64_t k = 0; k < v->numel; k++)
-            d[k] = v->data[k];
-        tu_ref_table_put(t, v->spec.name, HM_DTYPE_F32, v->spec.ndim, v->spec.shape, d);
-        free(d);
-    }
-    return t;
-}
-
 Test(llama_forward, gqa_students_match_the_double_reference)
 {
     const enum hm_mixer mixers[] = {HM_MIXER_SOFTMAX, HM_MIXER_HEDGEHOG, HM_MIXER_HEDGEMAMBA};
@@ -236,7 +222,7 @@ Test(llama_forward, gqa_students_match_the_double_reference)
         struct hm_model *m = NULL;
         cr_assert_eq(hm_model_new(&c, &m, &err), HM_OK, "%s", err.msg);
         fill_random(m, 5 + (uint64_t)k);
-        struct tu_ref_table *tab = table_of(m);
+        struct tu_ref_table *tab = tu_ref_table_from_model(m);
         int32_t *tok = rand_tokens(19, c.vocab_size, 3);
         check_logits(hm_mixer_name(c.mixer), m, tab, tok, 19, 1e-4);
         free(tok);

@@ -45,16 +45,9 @@ void hm_ref_rmsnorm_backward(HM_CPU_CTX, float *dx, float *dw, const float *dy, 
 void hm_ref_qkv_expand_forward(HM_CPU_CTX, float *y, const float *x, int64_t T, int64_t n_h, int64_t n_kv,
                                int64_t p)
 {
-    const int64_t in = (n_h + 2 * n_kv) * p, grp = n_h / n_kv;
+    const int64_t in = (n_h + 2 * n_kv) * p;
     for (int64_t t = 0; t < T; t++)
-        for (int64_t h = 0; h < n_h; h++) {
-            const int64_t g = h / grp;
-            float *yo = y + t * 3 * n_h * p + h * 3 * p;
-            const float *xr = x + t * in;
-            memcpy(yo, xr + h * p, sizeof(float) * (size_t)p);
-            memcpy(yo + p, xr + n_h * p + g * p, sizeof(float) * (size_t)p);
-            memcpy(yo + 2 * p, xr + (n_h + n_kv) * p + g * p, sizeof(float) * (size_t)p);
-        }
+        hm_qkv_expand_row(y + t * 3 * n_h * p, x + t * in, n_h, n_kv, p);
 }
 
 /* The transpose: dx written; a key/value head sums the grads of its group. */

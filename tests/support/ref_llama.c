@@ -1,5 +1,6 @@
 /* ref_llama.c — see ref_llama.h. Naive double loops from SPEC §1b, §2, §3. */
 #include "ref_llama.h"
+#include "model.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -773,5 +774,19 @@ struct tu_ref_table *tu_ref_table_from_file(const char *path)
         }
     }
     hm_ckpt_close(ck);
+    return t;
+}
+
+struct tu_ref_table *tu_ref_table_from_model(const struct hm_model *m)
+{
+    struct tu_ref_table *t = tu_ref_table_new();
+    for (int64_t i = 0; i < m->n_views; i++) {
+        const struct hm_tensor_view *v = &m->views[i];
+        double *d = malloc(sizeof(double) * (size_t)(v->numel > 0 ? v->numel : 1));
+        for (int64_t k = 0; k < v->numel; k++)
+            d[k] = v->data[k];
+        tu_ref_table_put(t, v->spec.name, HM_DTYPE_F32, v->spec.ndim, v->spec.shape, d);
+        free(d);
+    }
     return t;
 }

@@ -79,4 +79,9 @@ int64_t tu_ref_table_at(const struct tu_ref_table *t, int64_t i, const char **na
 int64_t tu_ref_table_find(const struct tu_ref_table *t, const char *name);
 void tu_ref_table_free(struct tu_ref_table *t);
 
+struct hm_model;
+/* A table of double copies of every tensor of hm's model m, by name (to
+ * run the reference on exactly hm's weights). owned: tu_ref_table_free. */
+struct tu_ref_table *tu_ref_table_from_model(const struct hm_model *m);
+
 #endif
