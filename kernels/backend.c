@@ -52,6 +52,7 @@ static const struct hm_backend g_ref = {
         .ssm_backward_ws_size = hm_ref_ssm_backward_ws_size,
         .ssm_backward = hm_ref_ssm_backward,
         .ssm_step = hm_ref_ssm_step,
+        .ssm_chunk_carry = hm_ref_ssm_chunk_carry,
         .rmsnorm_forward = hm_ref_rmsnorm_forward,
         .rmsnorm_backward = hm_ref_rmsnorm_backward,
         .qkv_expand_forward = hm_ref_qkv_expand_forward,
@@ -544,4 +545,14 @@ void hm_backend_download(const struct hm_backend *be, void *dst, const void *src
         be->ops.mem_download(be->ctx, dst, src, bytes);
     else
         memcpy(dst, src, bytes);
+}
+
+void hm_backend_ssm_chunk_carry(const struct hm_backend *be, float *y, float *den,
+                                const float *C, const float *B, const float *v, const float *dt,
+                                const float *A, const float *D, float *S, int64_t T,
+                                int64_t n_h, int64_t F2, int64_t p, int64_t v_row_stride,
+                                int64_t v_head_stride)
+{
+    HM_CALL(be, ssm_chunk_carry, y, den, C, B, v, dt, A, D, S, T, n_h, F2, p, v_row_stride,
+            v_head_stride);
 }

@@ -174,6 +174,10 @@ struct hm_backend_ops {
                          const float *D, int64_t T, int64_t n_h, int64_t F2, int64_t p,
                          int64_t v_row_stride, int64_t v_head_stride, int64_t chunk, void *ws,
                          size_t ws_size);
+    void (*ssm_chunk_carry)(void *ctx, float *y, float *den, const float *C, const float *B,
+                            const float *v, const float *dt, const float *A, const float *D,
+                            float *S, int64_t T, int64_t n_h, int64_t F2, int64_t p,
+                            int64_t v_row_stride, int64_t v_head_stride);
     void (*ssm_step)(void *ctx, float *y_t, float *S, const float *C_t, const float *B_t, const float *v_t,
                      const float *dt_t, const float *A, const float *D, int64_t n_h, int64_t F2,
                      int64_t p, float eps);
@@ -533,6 +537,19 @@ void hm_backend_ssm_backward(const struct hm_backend *be, float *dC, float *dB, 
                              const float *dt, const float *A, const float *D, int64_t T,
                              int64_t n_h, int64_t F2, int64_t p, int64_t v_row_stride,
                              int64_t v_head_stride, int64_t chunk, void *ws, size_t ws_size);
+
+/* Chunked prefill with a carried state: y [T, n_h p] and den [n_h, T] are a
+ * chunk's ssm_forward (or linattn_forward) outputs computed from a zero
+ * state; this adds the share of the state S [n_h, F2, p + 1] carried in
+ * from before the chunk (decayed by Π α within the chunk), in place, and
+ * advances S to the state after the chunk — what ssm_step would leave.
+ * C, B: [T, n_h, F2]  v: rows as ssm_forward  dt: [T, n_h]  A, D: [n_h];
+ * dt and A NULL: Δ = 1, A = 0 (Hedgehog's linear attention); D NULL: 0. */
+void hm_backend_ssm_chunk_carry(const struct hm_backend *be, float *y, float *den,
+                                const float *C, const float *B, const float *v, const float *dt,
+                                const float *A, const float *D, float *S, int64_t T,
+                                int64_t n_h, int64_t F2, int64_t p, int64_t v_row_stride,
+                                int64_t v_head_stride);
 
 /* One token of the scan (recurrent form, generation), constant memory:
  * updates S in place and writes y_t as the forward would at that token.

@@ -33,10 +33,14 @@ struct hm_mixer_state {
     float *scores;           /* [kv_cap] */
     int64_t kv_cap;
     float *q, *v;            /* [n_h p] gathered per-head q, v of the token */
+    float *conv_in, *conv_out; /* [K−1 + chunk, Q] prefill scratch (hedgemamba; shared) */
     const float *one, *zero; /* [n_h] 1s and 0s (hedgehog as HedgeMamba at Λ = I) */
 };
 
-/* A mixer call: layer l of m on B sequences of T rows, positions pos0.. */
+/* A mixer call: layer l of m on B sequences of T rows, positions pos0..
+ * With st (decoding, B = 1): T = 1 is one step; T > 1 is a prefill chunk
+ * that starts from the carried state, leaves the state after its last row
+ * and needs a->lse (den [n_h, T]). */
 struct hm_mix {
     const struct hm_model *m;
     const struct hm_backend *be;

@@ -70,7 +70,7 @@ static enum hm_status hh_forward(const struct hm_mix *x, struct hm_error *err)
     const int64_t T = x->T, nh = c->num_attention_heads, p = c->head_dim;
     const int64_t F2 = 2 * c->feature_dim, Da = c->attn_dim, H3 = 3 * Da;
     const struct hm_layer_acts *a = x->a;
-    if (x->st) {
+    if (x->st && T == 1) {
         hm_mixer_featuremaps_forward(x, a->qkv, a->phiq, a->phik, 1);
         hm_backend_copy2d(x->be, x->st->v, p, a->qkv + 2 * p, 3 * p, nh, p); /* v, contiguous */
         hm_backend_ssm_step(x->be, a->att, x->st->S, a->phiq, a->phik, x->st->v, x->st->one,
@@ -85,6 +85,9 @@ static enum hm_status hh_forward(const struct hm_mix *x, struct hm_error *err)
                                    pq, pk, qkv + 2 * p, T, nh, F2, p, H3, 3 * p, HM_LINATTN_EPS,
                                    HM_LINATTN_CHUNK, x->ws, x->ws_size);
     }
+    if (x->st) /* a prefill chunk: add the carried state's share, advance it */
+        hm_backend_ssm_chunk_carry(x->be, a->att, a->lse, a->phiq, a->phik, a->qkv + 2 * p, NULL,
+                                   NULL, NULL, x->st->S, T, nh, F2, p, H3, 3 * p);
     return HM_OK;
 }
 

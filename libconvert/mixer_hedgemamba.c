@@ -33,8 +33,21 @@ static void hb_proj_forward(const struct hm_mix *x)
     const struct hm_layer_acts *a = x->a;
     const int64_t d = c->hidden_size, Q = c->qkv_dim, T = x->T, K = c->conv_width;
     hm_backend_matmul_forward(x->be, a->xraw, a->a, ly->qkv_w, ly->qkv_b, x->B * T, d, Q);
-    if (x->st) {
+    if (x->st && T == 1) {
         hm_backend_conv1d_step(x->be, a->proj, a->xraw, x->st->win, ly->conv_w, ly->conv_b, Q, K);
+        return;
+    }
+    if (x->st) {
+        /* a prefill chunk: the conv reads [window (K−1 rows) ; chunk], and the
+         * window becomes the last K−1 input rows */
+        struct hm_mixer_state *st = x->st;
+        const int64_t W = K - 1;
+        hm_backend_copy2d(x->be, st->conv_in, Q, st->win, Q, W, Q);
+        hm_backend_copy2d(x->be, st->conv_in + W * Q, Q, a->xraw, Q, T, Q);
+        hm_backend_conv1d_forward(x->be, st->conv_out, st->conv_in, ly->conv_w, ly->conv_b, W + T,
+                                  Q, K);
+        hm_backend_copy2d(x->be, a->proj, Q, st->conv_out + W * Q, Q, T, Q);
+        hm_backend_copy2d(x->be, st->win, Q, st->conv_in + T * Q, Q, W, Q);
         return;
     }
     for (int64_t b = 0; b < x->B; b++)
@@ -52,7 +65,7 @@ static enum hm_status hb_forward(const struct hm_mix *x, struct hm_error *err)
     const int64_t p = c->head_dim, F2 = 2 * c->feature_dim, Da = c->attn_dim, H3 = 3 * Da;
     hm_backend_matmul_forward(x->be, a->dtz, a->a, ly->dt_w, ly->dt_b, N, d, nh);
     hm_backend_softplus_forward(x->be, a->dt, a->dtz, N * nh);
-    if (x->st) {
+    if (x->st && T == 1) {
         hm_mixer_featuremaps_forward(x, a->qkv, a->phiq, a->phik, 1);
         hm_backend_copy2d(x->be, x->st->v, p, a->qkv + 2 * p, 3 * p, nh, p); /* v, contiguous */
         hm_backend_ssm_step(x->be, a->y, x->st->S, a->phiq, a->phik, x->st->v, a->dt, ly->A,
@@ -67,6 +80,9 @@ static enum hm_status hb_forward(const struct hm_mix *x, struct hm_error *err)
                                    F2, p, H3, 3 * p, HM_LINATTN_EPS, HM_LINATTN_CHUNK, x->ws,
                                    x->ws_size);
         }
+        if (x->st) /* a prefill chunk: add the carried state's share, advance it */
+            hm_backend_ssm_chunk_carry(x->be, a->y, a->lse, a->phiq, a->phik, a->qkv + 2 * p,
+                                       a->dt, ly->A, ly->D, x->st->S, T, nh, F2, p, H3, 3 * p);
     }
     hm_backend_matmul_forward(x->be, a->z, a->a, ly->gate_w, ly->gate_b, N, d, Da);
     hm_backend_silu_gate_forward(x->be, a->att, a->y, a->z, N * Da);

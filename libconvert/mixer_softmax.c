@@ -41,29 +41,37 @@ static enum hm_status kv_reserve(struct hm_mixer_state *st, const struct hm_conf
     return HM_OK;
 }
 
-static enum hm_status sm_step(const struct hm_mix *x, struct hm_error *err)
+/* T tokens against the KV cache (a step, or a prefill chunk): their rotated
+ * keys and values join the cache, then row t attends to positions
+ * 0..pos0 + t (causal). */
+static enum hm_status sm_decode(const struct hm_mix *x, struct hm_error *err)
 {
     const struct hm_config *c = &x->m->cfg;
     const int64_t nh = c->num_attention_heads, nkv = c->num_key_value_heads, p = c->head_dim;
+    const int64_t Da = c->attn_dim, H3 = 3 * Da, grp = nh / nkv;
     struct hm_mixer_state *st = x->st;
-    enum hm_status s = kv_reserve(st, c, x->pos0, err);
+    enum hm_status s = kv_reserve(st, c, x->pos0 + x->T - 1, err);
     if (s != HM_OK)
         return s;
-    const float *heads = x->a->qkv;
-    /* the new key/value rows: each group's first query head holds them */
-    const int64_t grp = nh / nkv;
-    hm_backend_copy2d(x->be, st->kc + x->pos0 * nkv * p, p, heads + p, grp * 3 * p, nkv, p);
-    hm_backend_copy2d(x->be, st->vc + x->pos0 * nkv * p, p, heads + 2 * p, grp * 3 * p, nkv, p);
-    hm_backend_copy2d(x->be, st->q, p, heads, 3 * p, nh, p);
-    hm_backend_attention_decode(x->be, x->a->att, st->q, st->kc, st->vc, x->pos0 + 1, nh, nkv, p,
-                                st->scores);
+    for (int64_t t = 0; t < x->T; t++) {
+        /* the new key/value rows: each group's first query head holds them */
+        const float *heads = x->a->qkv + t * H3;
+        const int64_t pos = x->pos0 + t;
+        hm_backend_copy2d(x->be, st->kc + pos * nkv * p, p, heads + p, grp * 3 * p, nkv, p);
+        hm_backend_copy2d(x->be, st->vc + pos * nkv * p, p, heads + 2 * p, grp * 3 * p, nkv, p);
+    }
+    for (int64_t t = 0; t < x->T; t++) {
+        hm_backend_copy2d(x->be, st->q, p, x->a->qkv + t * H3, 3 * p, nh, p);
+        hm_backend_attention_decode(x->be, x->a->att + t * Da, st->q, st->kc, st->vc,
+                                    x->pos0 + t + 1, nh, nkv, p, st->scores);
+    }
     return HM_OK;
 }
 
 static enum hm_status sm_forward(const struct hm_mix *x, struct hm_error *err)
 {
     if (x->st)
-        return sm_step(x, err);
+        return sm_decode(x, err);
     const struct hm_config *c = &x->m->cfg;
     const int64_t T = x->T, nh = c->num_attention_heads, p = c->head_dim, Da = c->attn_dim;
     const struct hm_layer_acts *a = x->a;

@@ -11,6 +11,9 @@
 
 struct hm_model_state {
     int64_t pos;
+    struct hm_model_ws ws;         /* prefill chunks (grown on first use) */
+    float *lse, *conv;             /* owned: prefill den [n_h, chunk], conv scratch */
+    int64_t chunk_cap;
     int64_t L, floats;             /* constant-size state floats per layer */
     float *store;                  /* owned: windows and states of every layer */
     struct hm_mixer_state *st;     /* [L] */
@@ -29,6 +32,9 @@ void hm_model_state_free(struct hm_model_state *s)
         free(s->st[l].scores);
     }
     free(s->st);
+    hm_model_ws_release(&s->ws);
+    free(s->lse);
+    free(s->conv);
     free(s->store);
     free(s->scratch);
     free(s);
@@ -59,6 +65,7 @@ enum hm_status hm_model_state_new(const struct hm_model *m, struct hm_model_stat
     if (!s)
         return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
     s->L = L;
+    hm_model_ws_init(&s->ws);
     s->floats = hm_mixer_unit(c->mixer)->state_floats(c);
     s->store = calloc((size_t)(L * s->floats) + 1, sizeof(float));
     s->st = calloc((size_t)L + 1, sizeof *s->st);
@@ -133,5 +140,74 @@ enum hm_status hm_model_step(const struct hm_model *m, const struct hm_backend *
         return HM_OK;
     hm_model_norm_forward(m, be, s->hf, NULL, NULL, s->acts.h, m->lnf_w, m->lnf_b, 1);
     hm_backend_matmul_forward(be, logits, s->hf, m->embed_out, NULL, 1, d, m->cfg.vocab_size);
+    return hm_backend_sync(be, err);
+}
+
+/* Buffers of prefill chunks of up to T tokens. */
+static enum hm_status prefill_reserve(const struct hm_model *m, const struct hm_backend *be,
+                                      struct hm_model_state *s, int64_t T, struct hm_error *err)
+{
+    const struct hm_config *c = &m->cfg;
+    enum hm_status st = hm_model_ws_reserve(&s->ws, m, be, T, err);
+    if (st != HM_OK || T <= s->chunk_cap)
+        return st;
+    const int64_t K = c->mixer == HM_MIXER_HEDGEMAMBA ? c->conv_width : 1;
+    free(s->lse);
+    free(s->conv);
+    s->lse = malloc(sizeof(float) * (size_t)(c->num_attention_heads * T));
+    s->conv = malloc(sizeof(float) * (size_t)(2 * (K - 1 + T) * c->qkv_dim));
+    if (!s->lse || !s->conv) {
+        s->chunk_cap = 0;
+        return hm_error_set(err, HM_ERR_NOMEM, "out of memory for prefill buffers");
+    }
+    for (int64_t l = 0; l < s->L; l++) {
+        s->st[l].conv_in = s->conv;
+        s->st[l].conv_out = s->conv + (K - 1 + T) * c->qkv_dim;
+    }
+    s->chunk_cap = T;
+    return HM_OK;
+}
+
+enum hm_status hm_model_prefill(const struct hm_model *m, const struct hm_backend *be,
+                                struct hm_model_state *s, const int32_t *tokens, int64_t n,
+                                int64_t chunk, float *logits, float *last, struct hm_error *err)
+{
+    const struct hm_config *c = &m->cfg;
+    const int64_t d = c->hidden_size, V = c->vocab_size;
+    if (chunk <= 0)
+        chunk = HM_PREFILL_CHUNK;
+    for (int64_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= V)
+            return hm_error_set(err, HM_ERR_INVALID,
+                                "token id %d at position %lld is outside the vocabulary (%lld)",
+                                tokens[i], (long long)i, (long long)V);
+    for (int64_t t0 = 0; t0 < n; t0 += chunk) {
+        const int64_t T = n - t0 < chunk ? n - t0 : chunk;
+        enum hm_status st = prefill_reserve(m, be, s, T, err);
+        if (st != HM_OK)
+            return st;
+        struct hm_model_ws *w = &s->ws;
+        w->acts.lse = s->lse;
+        const struct hm_fwd f = {.B = 1, .T = T, .pos0 = s->pos, .la = &w->acts, .shared = 1,
+                                 .h_out = w->h, .o = w->o, .m = w->m, .act = w->mh,
+                                 .ws = w->att_ws, .ws_size = w->att_ws_size, .st = s->st};
+        if ((st = hm_model_layers_forward(m, be, tokens + t0, &f, err)) != HM_OK)
+            return st;
+        s->pos += T;
+        /* only the logits asked for: every row, or the prompt's last */
+        const int64_t r0 = logits ? 0 : T - 1;
+        if (!logits && (!last || t0 + T < n))
+            continue;
+        hm_model_norm_forward(m, be, w->hf, NULL, NULL, w->h + r0 * d, m->lnf_w, m->lnf_b,
+                              T - r0);
+        for (int64_t r = 0; logits && r < T; r += HM_MODEL_NLL_ROWS) {
+            const int64_t k = T - r < HM_MODEL_NLL_ROWS ? T - r : HM_MODEL_NLL_ROWS;
+            hm_backend_matmul_forward(be, logits + (t0 + r) * V, w->hf + r * d, m->embed_out, NULL,
+                                      k, d, V);
+        }
+        if (last && t0 + T == n)
+            hm_backend_matmul_forward(be, last, w->hf + (T - 1 - r0) * d, m->embed_out, NULL, 1,
+                                      d, V);
+    }
     return hm_backend_sync(be, err);
 }

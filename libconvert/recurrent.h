@@ -31,4 +31,18 @@ enum hm_status hm_model_step(const struct hm_model *m, const struct hm_backend *
                             struct hm_model_state *s, int32_t token, float *logits,
                             struct hm_error *err);
 
+/* Default rows of a prefill chunk. */
+#define HM_PREFILL_CHUNK 256
+
+/* Feeds the prompt tokens [n] (positions s->pos..) in chunks of `chunk`
+ * rows (0 = HM_PREFILL_CHUNK) through the chunked forms, each chunk starting
+ * from the state the previous one left (the KV cache; the conv window and S
+ * via hm_backend_ssm_chunk_carry), and hands the state to hm_model_step.
+ * Activations are one chunk's, whatever n is. logits [n, V]: every
+ * position's (or NULL); last [V]: the last position's (or NULL) — only the
+ * rows asked for are computed. */
+enum hm_status hm_model_prefill(const struct hm_model *m, const struct hm_backend *be,
+                                struct hm_model_state *s, const int32_t *tokens, int64_t n,
+                                int64_t chunk, float *logits, float *last, struct hm_error *err);
+
 #endif

@@ -263,6 +263,34 @@ static void step_equals_forward(struct hm_config c, int64_t T, uint64_t seed)
         free(fd);
         hm_model_state_reset(s);
     }
+    /* chunked prefill (chunks of 16: the state crosses several chunk
+     * boundaries) hands its state to the step: prefill 37 tokens with every
+     * row's logits, then step the rest; and a prefill of the whole sequence
+     * asking only for the last row */
+    double *fd = malloc(sizeof(double) * (size_t)(T * V));
+    for (int64_t i = 0; i < T * V; i++)
+        fd[i] = full[i];
+    memset(step, 0, sizeof(float) * (size_t)(T * V));
+    const int64_t P = 37;
+    cr_assert_eq(hm_model_prefill(m, be, s, tok, P, 16, step, NULL, &err), HM_OK, "%s", err.msg);
+    for (int64_t t = P; t < T; t++)
+        cr_assert_eq(hm_model_step(m, be, s, tok[t], step + t * V, &err), HM_OK, "%s", err.msg);
+    double e = rel_err(step, fd, T * V);
+    fprintf(stderr, "prefill(16-chunks) + step vs forward %s/%s: %.3g\n",
+            hm_family_name(c.family), hm_mixer_name(c.mixer), e);
+    cr_expect(e <= 1e-5, "%s/%s: prefill + step vs forward %.3g", hm_family_name(c.family),
+              hm_mixer_name(c.mixer), e);
+    hm_model_state_reset(s);
+    float *last = malloc(sizeof(float) * (size_t)V);
+    cr_assert_eq(hm_model_prefill(m, be, s, tok, T, 0, NULL, last, &err), HM_OK, "%s", err.msg);
+    e = rel_err(last, fd + (T - 1) * V, V);
+    cr_expect(e <= 1e-5, "%s/%s: prefill last row %.3g", hm_family_name(c.family),
+              hm_mixer_name(c.mixer), e);
+    /* and the state it left continues like the step's */
+    float *next = malloc(sizeof(float) * (size_t)V);
+    cr_assert_eq(hm_model_step(m, be, s, tok[0], next, &err), HM_OK, "%s", err.msg);
+    cr_assert(isfinite(next[0]));
+    free(last), free(next), free(fd);
     hm_model_state_free(s);
     hm_model_ws_release(&ws);
     free(tok), free(full), free(step);

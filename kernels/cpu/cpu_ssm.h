@@ -37,6 +37,10 @@ void hm_ref_ssm_backward(HM_CPU_CTX, float *dC, float *dB, float *dv, float *ddt
                          const float *D, int64_t T, int64_t n_h, int64_t F2, int64_t p,
                          int64_t v_row_stride, int64_t v_head_stride, int64_t chunk, void *ws,
                          size_t ws_size);
+void hm_ref_ssm_chunk_carry(HM_CPU_CTX, float *y, float *den, const float *C, const float *B,
+                            const float *v, const float *dt, const float *A, const float *D,
+                            float *S, int64_t T, int64_t n_h, int64_t F2, int64_t p,
+                            int64_t v_row_stride, int64_t v_head_stride);
 void hm_ref_ssm_step(HM_CPU_CTX, float *y_t, float *S, const float *C_t, const float *B_t, const float *v_t,
                      const float *dt_t, const float *A, const float *D, int64_t n_h, int64_t F2,
                      int64_t p, float eps);
