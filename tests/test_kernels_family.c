@@ -190,3 +190,63 @@ Test(kernels_family, attention_decode_is_the_last_row_of_causal_attention)
         free(scratch), free(want);
     }
 }
+
+/* ---- prefill: a chunk's scan from a carried state --------------------------------- */
+Test(kernels_family, ssm_chunk_carry_equals_the_recurrence_from_the_state)
+{
+    const struct hm_backend *ref = hm_backend_get("ref");
+    const int64_t T = 23, nh = 3, F2 = 6, p = 5, P1 = p + 1;
+    for (int hedgehog = 0; hedgehog < 2; hedgehog++) {
+        uint64_t s = 91 + (uint64_t)hedgehog;
+        double *Cd = malloc(8 * T * nh * F2), *Bd = malloc(8 * T * nh * F2);
+        double *vd = malloc(8 * T * nh * p), *S0 = malloc(8 * nh * F2 * P1);
+        tu_rand_phi(Cd, T * nh, F2, &s, 1.0);
+        tu_rand_phi(Bd, T * nh, F2, &s, 1.0);
+        tu_rand_fill(vd, T * nh * p, &s, 1);
+        for (int64_t i = 0; i < nh * F2 * P1; i++)
+            S0[i] = (float)(fabs(tu_rand_normal(&s)) * 0.5);
+        float dt[23 * 3], A[3] = {-0.3f, -0.05f, 0.0f}, D[3] = {0.2f, -0.4f, 0.0f};
+        for (int64_t i = 0; i < T * nh; i++)
+            dt[i] = (float)(0.2 + fabs(tu_rand_normal(&s)));
+        float *C = tu_to_f32(Cd, T * nh * F2), *B = tu_to_f32(Bd, T * nh * F2);
+        float *v = tu_to_f32(vd, T * nh * p), *S = tu_to_f32(S0, nh * F2 * P1);
+        float *y = malloc(4 * (size_t)(T * nh * p)), *den = malloc(4 * (size_t)(nh * T));
+        const float *dtp = hedgehog ? NULL : dt, *Ap = hedgehog ? NULL : A, *Dp = hedgehog ? NULL : D;
+        size_t wsz = hedgehog ? hm_backend_linattn_ws_size(ref, T, nh, F2, p, 0)
+                              : hm_backend_ssm_ws_size(ref, T, nh, F2, p, 0);
+        void *ws = malloc(wsz ? wsz : 1);
+        if (hedgehog)
+            hm_backend_linattn_forward(ref, y, den, C, B, v, T, nh, F2, p, nh * p, p, 1e-6f, 0, ws,
+                                       wsz);
+        else
+            hm_backend_ssm_forward(ref, y, den, C, B, v, dt, A, D, T, nh, F2, p, nh * p, p, 1e-6f,
+                                   0, ws, wsz);
+        hm_backend_ssm_chunk_carry(ref, y, den, C, B, v, dtp, Ap, Dp, S, T, nh, F2, p, nh * p, p);
+        /* the recurrence in double, literally, from S0 */
+        double *want = malloc(8 * T * nh * p), *Sw = malloc(8 * nh * F2 * P1);
+        memcpy(Sw, S0, 8 * (size_t)(nh * F2 * P1));
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t h = 0; h < nh; h++) {
+                const double dl = hedgehog ? 1.0 : dt[t * nh + h];
+                const double al = hedgehog ? 1.0 : exp(dl * A[h]), Dh = hedgehog ? 0.0 : D[h];
+                double *Sh = Sw + h * F2 * P1, dn = 1e-6, num[5] = {0};
+                for (int64_t f = 0; f < F2; f++) {
+                    for (int64_t i = 0; i < P1; i++) {
+                        const double vi = i < p ? (double)v[(t * nh + h) * p + i] : 1.0;
+                        Sh[f * P1 + i] = al * Sh[f * P1 + i] + dl * B[(t * nh + h) * F2 + f] * vi;
+                    }
+                    const double cf = C[(t * nh + h) * F2 + f];
+                    dn += cf * Sh[f * P1 + p];
+                    for (int64_t i = 0; i < p; i++)
+                        num[i] += cf * Sh[f * P1 + i];
+                }
+                for (int64_t i = 0; i < p; i++)
+                    want[(t * nh + h) * p + i] = num[i] / dn + Dh * v[(t * nh + h) * p + i];
+            }
+        tu_check_fd(hedgehog ? "linattn + carry vs recurrence" : "ssm + carry vs recurrence", y,
+                    want, T * nh * p, 2e-6);
+        tu_check_fd("state after the chunk", S, Sw, nh * F2 * P1, 2e-6);
+        free(Cd), free(Bd), free(vd), free(S0), free(C), free(B), free(v), free(S), free(y);
+        free(den), free(ws), free(want), free(Sw);
+    }
+}
