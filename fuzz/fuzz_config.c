@@ -39,7 +39,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     struct hm_config again = cfg;
     CHECK(hm_config_finish(&again, &err) == HM_OK);
-    CHECK(cfg.head_dim * cfg.num_attention_heads == cfg.hidden_size);
+    CHECK(cfg.head_dim * cfg.num_attention_heads == cfg.attn_dim);
+    if (cfg.family == HM_FAMILY_NEOX)
+        CHECK(cfg.attn_dim == cfg.hidden_size);
+    CHECK(cfg.num_attention_heads % cfg.num_key_value_heads == 0);
+    CHECK(cfg.qkv_dim == cfg.attn_dim + 2 * cfg.num_key_value_heads * cfg.head_dim);
     CHECK(cfg.rotary_dims >= 0 && cfg.rotary_dims <= cfg.head_dim);
 
     char *json = hm_config_to_json(&cfg);
@@ -50,7 +54,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fprintf(stderr, "fuzz_config: re-parse of '%s' failed: %s\n", json, err.msg);
     CHECK(st == HM_OK);
     free(json);
-    CHECK(back.mixer == cfg.mixer);
+    CHECK(back.mixer == cfg.mixer && back.family == cfg.family);
+    CHECK(back.num_key_value_heads == cfg.num_key_value_heads);
+    CHECK(back.attention_bias == cfg.attention_bias && back.mlp_bias == cfg.mlp_bias);
+    CHECK(back.tie_word_embeddings == cfg.tie_word_embeddings);
+    CHECK(back.rope_scaling.type == cfg.rope_scaling.type);
+    if (cfg.rope_scaling.type == HM_ROPE_LLAMA3) {
+        CHECK(back.rope_scaling.factor == cfg.rope_scaling.factor);
+        CHECK(back.rope_scaling.low_freq_factor == cfg.rope_scaling.low_freq_factor);
+        CHECK(back.rope_scaling.high_freq_factor == cfg.rope_scaling.high_freq_factor);
+        CHECK(back.rope_scaling.original_max_position_embeddings ==
+              cfg.rope_scaling.original_max_position_embeddings);
+    }
     CHECK(back.vocab_size == cfg.vocab_size && back.hidden_size == cfg.hidden_size);
     CHECK(back.num_hidden_layers == cfg.num_hidden_layers);
     CHECK(back.num_attention_heads == cfg.num_attention_heads);

@@ -63,8 +63,15 @@ struct hm_mix_grads {
     float *da_tmp;               /* [N, d] scratch */
 };
 
+/* Activation buffers a unit needs beyond the skeleton's (hm_mixer_unit.bufs). */
+enum hm_mixer_bufs {
+    HM_MIX_FMAP = 1u << 0, /* phiq, phik [N, n_h, 2F] */
+    HM_MIX_SSM = 1u << 1,  /* xraw [N, Q], dtz/dt [N, n_h], z/y [N, n_h p], conv window */
+};
+
 struct hm_mixer_unit {
     const char *name;
+    unsigned bufs;         /* enum hm_mixer_bufs */
     /* bytes of forward / backward workspace for sequences of T */
     size_t (*ws_size)(const struct hm_config *c, const struct hm_backend *be, int64_t T);
     size_t (*backward_ws_size)(const struct hm_config *c, const struct hm_backend *be,

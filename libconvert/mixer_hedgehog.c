@@ -116,6 +116,7 @@ static int64_t hh_state_floats(const struct hm_config *c)
 
 const struct hm_mixer_unit hm_mixer_hedgehog = {
     .name = "hedgehog",
+    .bufs = HM_MIX_FMAP,
     .ws_size = hh_ws,
     .backward_ws_size = hh_bws,
     .forward = hh_forward,

@@ -181,6 +181,7 @@ static int64_t hb_state_floats(const struct hm_config *c)
 
 const struct hm_mixer_unit hm_mixer_hedgemamba = {
     .name = "hedgemamba",
+    .bufs = HM_MIX_FMAP | HM_MIX_SSM,
     .ws_size = hb_ws,
     .backward_ws_size = hb_bws,
     .proj_forward = hb_proj_forward,

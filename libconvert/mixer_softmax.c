@@ -100,6 +100,7 @@ static int64_t sm_state_floats(const struct hm_config *c)
 
 const struct hm_mixer_unit hm_mixer_softmax = {
     .name = "softmax",
+    .bufs = 0,
     .ws_size = sm_ws,
     .backward_ws_size = sm_bws,
     .forward = sm_forward,

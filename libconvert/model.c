@@ -96,8 +96,9 @@ enum hm_status hm_model_new(const struct hm_config *cfg, struct hm_model **out,
         cfg->attn_dim != n_h * cfg->head_dim || cfg->rotary_dims < 0 ||
         cfg->rotary_dims > cfg->head_dim || cfg->rotary_dims % 2 ||
         (cfg->qkv_layout == HM_QKV_FUSED && cfg->attn_dim != d) ||
-        (cfg->mixer != HM_MIXER_SOFTMAX && cfg->feature_dim < 1) ||
-        (cfg->mixer == HM_MIXER_HEDGEMAMBA && cfg->conv_width < 1))
+        !hm_mixer_unit(cfg->mixer) ||
+        ((hm_mixer_unit(cfg->mixer)->bufs & HM_MIX_FMAP) && cfg->feature_dim < 1) ||
+        ((hm_mixer_unit(cfg->mixer)->bufs & HM_MIX_SSM) && cfg->conv_width < 1))
         return hm_error_set(err, HM_ERR_INVALID, "inconsistent %s config", hm_arch_name(cfg));
     struct hm_param_spec *specs = NULL;
     const int64_t n = hm_param_specs(cfg, &specs);
@@ -226,7 +227,8 @@ enum hm_status hm_model_ws_reserve(struct hm_model_ws *ws, const struct hm_model
 {
     const struct hm_config *c = &m->cfg;
     const int64_t d = c->hidden_size, I = c->intermediate_size, V = c->vocab_size;
-    const int llama = c->qkv_layout == HM_QKV_GQA, ssm = c->mixer == HM_MIXER_HEDGEMAMBA;
+    const unsigned bufs = hm_mixer_unit(c->mixer)->bufs;
+    const int llama = c->qkv_layout == HM_QKV_GQA, ssm = (bufs & HM_MIX_SSM) != 0;
     if (T <= 0)
         return hm_error_set(err, HM_ERR_INVALID, "sequence length %lld must be positive",
                             (long long)T);
@@ -236,7 +238,7 @@ enum hm_status hm_model_ws_reserve(struct hm_model_ws *ws, const struct hm_model
             hm_mul_i64(HM_MODEL_NLL_ROWS, V, &tv) || hm_mul_i64(T, c->qkv_dim, &tq) ||
             hm_mul_i64(T, 3 * c->attn_dim, &th) || hm_mul_i64(T, c->attn_dim, &ta))
             return hm_error_set(err, HM_ERR_NOMEM, "activation size overflows");
-        int64_t tf = c->mixer == HM_MIXER_SOFTMAX ? 1 : T * c->num_attention_heads * 2 * c->feature_dim;
+        int64_t tf = bufs & HM_MIX_FMAP ? T * c->num_attention_heads * 2 * c->feature_dim : 1;
         if (ws->qkv == ws->proj)
             ws->qkv = NULL;
         struct { float **b; int64_t n; } g[] = {

@@ -60,7 +60,8 @@ enum hm_status hm_model_state_new(const struct hm_model *m, struct hm_model_stat
     const int64_t L = c->num_hidden_layers, d = c->hidden_size, I = c->intermediate_size;
     const int64_t nh = c->num_attention_heads, F2 = 2 * c->feature_dim;
     const int64_t Q = c->qkv_dim, Da = c->attn_dim;
-    const int64_t win = c->mixer == HM_MIXER_HEDGEMAMBA ? (c->conv_width - 1) * Q : 0;
+    const int ssm = (hm_mixer_unit(c->mixer)->bufs & HM_MIX_SSM) != 0;
+    const int64_t win = ssm ? (c->conv_width - 1) * Q : 0;
     struct hm_model_state *s = calloc(1, sizeof *s);
     if (!s)
         return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
@@ -151,7 +152,7 @@ static enum hm_status prefill_reserve(const struct hm_model *m, const struct hm_
     enum hm_status st = hm_model_ws_reserve(&s->ws, m, be, T, err);
     if (st != HM_OK || T <= s->chunk_cap)
         return st;
-    const int64_t K = c->mixer == HM_MIXER_HEDGEMAMBA ? c->conv_width : 1;
+    const int64_t K = hm_mixer_unit(c->mixer)->bufs & HM_MIX_SSM ? c->conv_width : 1;
     free(s->lse);
     free(s->conv);
     s->lse = malloc(sizeof(float) * (size_t)(c->num_attention_heads * T));

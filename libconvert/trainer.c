@@ -71,8 +71,9 @@ static int64_t carve(struct hm_trainer *tr, const struct hm_config *c,
     const int64_t nh = c->num_attention_heads, R = HM_TRAIN_CE_ROWS;
     const int64_t Da = c->attn_dim, H3 = 3 * c->attn_dim, Q = c->qkv_dim;
     const int seq = !c->use_parallel_residual, llama = c->qkv_layout == HM_QKV_GQA;
-    const int64_t F2 = c->mixer == HM_MIXER_SOFTMAX ? 0 : 2 * c->feature_dim;
-    const int ssm = c->mixer == HM_MIXER_HEDGEMAMBA;
+    const unsigned bufs = hm_mixer_unit(c->mixer)->bufs;
+    const int64_t F2 = bufs & HM_MIX_FMAP ? 2 * c->feature_dim : 0;
+    const int ssm = (bufs & HM_MIX_SSM) != 0;
     float *p = base;
     int64_t total = 0;
 #define TAKE(ptr, n, when)                                                                    \
@@ -195,7 +196,8 @@ enum hm_status hm_trainer_new(struct hm_model *model, const struct hm_backend *b
         tr->la[l].proj = c->qkv_layout == HM_QKV_GQA ? tr->proj : tr->la[l].qkv;
     if (c->qkv_layout != HM_QKV_GQA)
         tr->dproj = tr->dqkv;
-    tr->active = c->mixer == HM_MIXER_HEDGEMAMBA ? c->components : HM_COMP_ALL;
+    /* the components mask is HedgeMamba's; the other mixers have none of them */
+    tr->active = c->components;
     const struct hm_mixer_unit *u = hm_mixer_unit(c->mixer);
     const size_t fws = u->ws_size(c, be, T), bws = u->backward_ws_size(c, be, T);
     tr->att_ws_size = fws > bws ? fws : bws;
