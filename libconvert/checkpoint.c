@@ -476,3 +476,10 @@ const char *hm_ckpt_metadata_get(const struct hm_ckpt *ck, const char *key)
 {
     return ck->nfiles ? hm_st_metadata_get(ck->files[0], key) : NULL;
 }
+
+const void *hm_ckpt_bundle_tokenizer(const struct hm_ckpt *ck, size_t *len)
+{
+    (void)ck;
+    *len = 0;
+    return NULL; /* bundles land with hm-pack */
+}

@@ -62,6 +62,10 @@ size_t hm_ckpt_file_size(const struct hm_ckpt *ck, int i);
 /* The path given to hm_ckpt_open. */
 const char *hm_ckpt_path(const struct hm_ckpt *ck);
 
+/* The tokenizer file a bundle (SPEC §5) carries: borrowed bytes valid until
+ * hm_ckpt_close(), *len bytes; NULL when ck is not a bundle or has none. */
+const void *hm_ckpt_bundle_tokenizer(const struct hm_ckpt *ck, size_t *len);
+
 /* Metadata of the first file (`hm.provenance` etc.); NULL if absent. */
 const char *hm_ckpt_metadata_get(const struct hm_ckpt *ck, const char *key);
 
