@@ -2,6 +2,7 @@
 #include "run.h"
 
 #include <cjson/cJSON.h>
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -14,7 +15,9 @@
 #include "provenance.h"
 #include "safetensors.h"
 
-#define RUN_STATE_VERSION 1
+/* 2: the state carries a payload checksum, the base checkpoint's xxh3 and
+ * every hyper-parameter that changes the trajectory. */
+#define RUN_STATE_VERSION 2
 
 struct run {
     const struct hm_run_model *model;
@@ -25,8 +28,74 @@ struct run {
     int64_t step;    /* completed optimizer steps */
     int64_t tokens;  /* training tokens consumed */
     uint64_t data_hash;
+    uint64_t base_hash;  /* the input checkpoint's bytes (0: a stream, unknown) */
     char *state_path;
 };
+
+/* xxh3 of the input checkpoint: the file, or a folder's *.safetensors and
+ * *.json files in name order (each file's hash, hashed again). 0 for '-'. */
+static uint64_t base_checkpoint_hash(const char *path)
+{
+    uint64_t h = 0;
+    struct hm_error e;
+    if (!path || strcmp(path, "-") == 0)
+        return 0;
+    if (hm_is_file(path))
+        return hm_xxh3_file(path, &h, &e) == HM_OK ? h : 0;
+    struct dirent **names = NULL;
+    int n = scandir(path, &names, NULL, alphasort);
+    if (n < 0)
+        return 0;
+    uint64_t *hs = calloc((size_t)n + 1, sizeof *hs);
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        const char *nm = names[i]->d_name;
+        size_t len = strlen(nm);
+        int want = (len > 12 && strcmp(nm + len - 12, ".safetensors") == 0) ||
+                   (len > 5 && strcmp(nm + len - 5, ".json") == 0);
+        char *full = want ? malloc(strlen(path) + len + 2) : NULL;
+        if (full) {
+            sprintf(full, "%s/%s", path, nm);
+            if (hs && hm_is_file(full) && hm_xxh3_file(full, &h, &e) == HM_OK)
+                hs[k++] = h;
+            free(full);
+        }
+        free(names[i]);
+    }
+    free(names);
+    h = hs && k ? hm_xxh3(hs, sizeof *hs * (size_t)k) : 0;
+    free(hs);
+    return h;
+}
+
+/* xxh3 over the state's tensors in file order (w., m., v. per parameter):
+ * the hash of the per-tensor hashes. get(ctx, i, k) gives tensor k (0 w,
+ * 1 m, 2 v) of parameter i, or NULL. */
+typedef const float *(*state_tensor_fn)(void *ctx, int64_t i, int k);
+static uint64_t payload_hash(int64_t np, const struct hm_opt_param *p, state_tensor_fn get,
+                             void *ctx)
+{
+    uint64_t *hs = calloc((size_t)(3 * np) + 1, sizeof *hs), h;
+    int64_t k = 0;
+    if (!hs)
+        return 0;
+    for (int64_t i = 0; i < np; i++)
+        for (int t = 0; t < 3; t++) {
+            const float *x = get(ctx, i, t);
+            if (x)
+                hs[k++] = hm_xxh3(x, sizeof(float) * (size_t)p[i].n);
+        }
+    h = hm_xxh3(hs, sizeof *hs * (size_t)k);
+    free(hs);
+    return h;
+}
+
+static const float *live_tensor(void *ctx, int64_t i, int k)
+{
+    const struct run *r = ctx;
+    return k == 0 ? r->p[i].w : k == 1 ? (r->opt.m ? r->opt.m[i] : NULL)
+                                       : (r->opt.v ? r->opt.v[i] : NULL);
+}
 
 static double now_s(void)
 {
@@ -58,6 +127,16 @@ static char *run_json(const struct run *r)
     cJSON_AddStringToObject(j, "optimizer", o->optim.kind == HM_OPTIM_ADAMW ? "adamw" : "sgd");
     snprintf(hex, sizeof hex, "%016llx", (unsigned long long)r->data_hash);
     cJSON_AddStringToObject(j, "data_xxh3", hex);
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)r->base_hash);
+    cJSON_AddStringToObject(j, "base_xxh3", hex);
+    /* every hyper-parameter that changes the trajectory (numbers exact) */
+    const struct { const char *k; double v; } hp[] = {
+        {"lr", o->lr}, {"warmup", (double)o->warmup}, {"clip", o->optim.clip},
+        {"weight_decay", o->optim.weight_decay}, {"beta1", o->optim.beta1},
+        {"beta2", o->optim.beta2}, {"eps", o->optim.eps}};
+    for (size_t i = 0; i < sizeof hp / sizeof *hp; i++)
+        cJSON_AddNumberToObject(j, hp[i].k, hp[i].v);
+    cJSON_AddStringToObject(j, "backend", r->model->be ? r->model->be->name : "?");
     char *s = cJSON_PrintUnformatted(j);
     cJSON_Delete(j);
     return s;
@@ -86,8 +165,20 @@ static enum hm_status save_state(struct run *r, struct hm_error *err)
             st = hm_st_writer_add(w, name, HM_DTYPE_F32, 1, shape, r->opt.v[i], err);
         }
     }
-    if (st == HM_OK)
-        st = hm_st_writer_set_metadata(w, "hm.run", meta, err);
+    if (st == HM_OK) {
+        /* the checksum of what follows: a flipped bit never resumes silently */
+        cJSON *j = cJSON_Parse(meta);
+        char hex[17];
+        snprintf(hex, sizeof hex, "%016llx",
+                 (unsigned long long)payload_hash(r->np, r->p, live_tensor, r));
+        if (j)
+            cJSON_AddStringToObject(j, "payload_xxh3", hex);
+        char *full = j ? cJSON_PrintUnformatted(j) : NULL;
+        cJSON_Delete(j);
+        st = full ? hm_st_writer_set_metadata(w, "hm.run", full, err)
+                  : hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+        free(full);
+    }
     if (st == HM_OK)
         st = hm_st_writer_set_metadata(w, "hm.config", cfg, err);
     if (st == HM_OK)
@@ -143,12 +234,17 @@ static enum hm_status load_state(struct run *r, struct hm_error *err)
                           r->state_path);
         goto out;
     }
-    static const char *nums[] = {"version", "steps", "batch", "seq_len", "accum"};
-    static const char *strs[] = {"tool", "seed", "data_order", "optimizer", "data_xxh3"};
-    for (size_t i = 0; i < 5 && st == HM_OK; i++)
+    /* Must match: everything that changes the trajectory. May change:
+     * --threads (the kernels give the same results), --log, --val-*,
+     * --save-every, --stop-after, --progress (they only observe). */
+    static const char *nums[] = {"version", "steps", "batch", "seq_len", "accum", "lr",
+                                 "warmup", "clip", "weight_decay", "beta1", "beta2", "eps"};
+    static const char *strs[] = {"tool", "seed", "data_order", "optimizer", "data_xxh3",
+                                 "base_xxh3", "backend"};
+    for (size_t i = 0; i < sizeof nums / sizeof *nums && st == HM_OK; i++)
         st = expect_num(j, nums[i], cJSON_GetObjectItem(mine, nums[i])->valuedouble,
                         r->state_path, err);
-    for (size_t i = 0; i < 5 && st == HM_OK; i++)
+    for (size_t i = 0; i < sizeof strs / sizeof *strs && st == HM_OK; i++)
         st = expect_str(j, strs[i], cJSON_GetObjectItem(mine, strs[i])->valuestring,
                         r->state_path, err);
     if (st != HM_OK)
@@ -178,6 +274,19 @@ static enum hm_status load_state(struct run *r, struct hm_error *err)
                 memcpy(dst[k], hm_st_data_view(f, idx), sizeof(float) * (size_t)tt->numel);
         }
     }
+    if (st == HM_OK) {
+        const cJSON *ph = cJSON_GetObjectItem(j, "payload_xxh3");
+        char hex[17];
+        snprintf(hex, sizeof hex, "%016llx",
+                 (unsigned long long)payload_hash(r->np, r->p, live_tensor, r));
+        if (!cJSON_IsString(ph) || strcmp(ph->valuestring, hex) != 0)
+            st = hm_error_set(err, HM_ERR_FORMAT,
+                              "state '%s' is corrupt: its tensors do not match its checksum "
+                              "(payload_xxh3 %s, computed %s)", r->state_path,
+                              cJSON_IsString(ph) ? ph->valuestring : "missing", hex);
+    }
+    if (st != HM_OK)
+        goto out;
     r->step = (int64_t)step->valuedouble;
     r->opt.t = (int64_t)t->valuedouble;
     r->tokens = (int64_t)tok->valuedouble;
@@ -327,6 +436,13 @@ enum hm_status hm_run_train(const struct hm_run_model *model, const struct hm_ru
         goto out;
     }
     r.data_hash = hm_tok_checksum(data);
+    r.base_hash = base_checkpoint_hash(o->in_path);
+    if (!o->resume && !o->force && hm_is_file(r.state_path)) {
+        st = hm_error_set(err, HM_ERR_INVALID,
+                          "state '%s' exists (use -f to replace it or --resume to continue)",
+                          r.state_path);
+        goto out;
+    }
     if (o->val_path) {
         if ((st = hm_tok_open(o->val_path, &val, err)) != HM_OK) {
             hm_error_prefix(err, "cannot read '%s': ", o->val_path);
