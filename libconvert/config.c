@@ -401,8 +401,10 @@ enum hm_status hm_config_finish(struct hm_config *cfg, struct hm_error *err)
     if (!(cfg->rotary_emb_base > 0) || !(cfg->layer_norm_eps > 0))
         return hm_error_set(err, HM_ERR_INVALID,
                             "rotary_emb_base and layer_norm_eps must be positive");
-    if (cfg->max_position_embeddings < 0)
-        return hm_error_set(err, HM_ERR_INVALID, "max_position_embeddings is negative");
+    if (cfg->max_position_embeddings < 1 || cfg->max_position_embeddings > ((int64_t)1 << 40))
+        return hm_error_set(err, HM_ERR_INVALID,
+                            "max_position_embeddings %lld is out of range (1 .. 2^40)",
+                            (long long)cfg->max_position_embeddings);
     if (cfg->mixer != HM_MIXER_SOFTMAX) {
         if (cfg->feature_dim == 0)
             cfg->feature_dim = cfg->head_dim;

@@ -157,6 +157,18 @@ enum hm_status hm_model_new(const struct hm_config *cfg, struct hm_model **out,
     return HM_OK;
 }
 
+const char *hm_model_first_nonfinite(const struct hm_model *m, int64_t *index)
+{
+    for (int64_t i = 0; i < m->n_views; i++)
+        for (int64_t j = 0; j < m->views[i].numel; j++)
+            if (!isfinite(m->views[i].data[j])) {
+                *index = j;
+                return m->views[i].spec.name;
+            }
+    *index = -1;
+    return NULL;
+}
+
 void hm_model_free(struct hm_model *m)
 {
     if (!m)

@@ -127,6 +127,11 @@ enum hm_status hm_model_load(const struct hm_ckpt *ck, struct hm_model **out,
 
 void hm_model_free(struct hm_model *m); /* accepts NULL */
 
+/* The first tensor of m holding a NaN or Inf (borrowed name), *index its
+ * first such element; NULL when every weight is finite. Tools warn on it
+ * at load. */
+const char *hm_model_first_nonfinite(const struct hm_model *m, int64_t *index);
+
 /* Activation buffers of one sequence. Zero-initialize ({0}) or call
  * hm_model_ws_init; buffers are allocated on first use and grow to the
  * largest T; free with hm_model_ws_release(). One ws per thread of callers. */

@@ -359,25 +359,50 @@ enum hm_status hm_run_validate(const struct hm_run_model *model,
 
 /* ---- the loop ------------------------------------------------------------------ */
 
-static void log_line(FILE *fp, const struct hm_run_model *m, const struct hm_run_report *r,
-                     const double *aux)
+/* A JSON number, or null for NaN/Inf (which JSON cannot hold). */
+static void json_num(FILE *fp, const char *fmt, double v)
+{
+    if (isfinite(v))
+        fprintf(fp, fmt, v);
+    else
+        fputs("null", fp);
+}
+
+/* One JSON line; a failed write (full disk, /dev/full) is an error that
+ * names the log and the cause, and stops the run. */
+static enum hm_status log_line(FILE *fp, const char *path, const struct hm_run_model *m,
+                               const struct hm_run_report *r, const double *aux,
+                               struct hm_error *err)
 {
     if (!fp)
-        return;
-    fprintf(fp, "{\"step\": %lld, \"tokens\": %lld, \"loss\": %.9g, \"lr\": %.9g, "
-                "\"grad_norm\": %.9g, \"tokens_per_s\": %.1f",
-            (long long)r->step, (long long)r->tokens, r->loss, r->lr, r->grad_norm,
-            r->tokens_per_s);
-    if (!isnan(r->val_loss))
-        fprintf(fp, ", \"val_loss\": %.9g", r->val_loss);
+        return HM_OK;
+    fprintf(fp, "{\"step\": %lld, \"tokens\": %lld, \"loss\": ", (long long)r->step,
+            (long long)r->tokens);
+    json_num(fp, "%.9g", r->loss);
+    fputs(", \"lr\": ", fp);
+    json_num(fp, "%.9g", r->lr);
+    fputs(", \"grad_norm\": ", fp);
+    json_num(fp, "%.9g", r->grad_norm);
+    fputs(", \"tokens_per_s\": ", fp);
+    json_num(fp, "%.1f", r->tokens_per_s);
+    if (!isnan(r->val_loss)) {
+        fputs(", \"val_loss\": ", fp);
+        json_num(fp, "%.9g", r->val_loss);
+    }
     if (aux && m->n_aux) {
         fprintf(fp, ", \"%s\": [", m->aux_name);
-        for (int i = 0; i < m->n_aux; i++)
-            fprintf(fp, "%s%.9g", i ? ", " : "", aux[i]);
+        for (int i = 0; i < m->n_aux; i++) {
+            fputs(i ? ", " : "", fp);
+            json_num(fp, "%.9g", aux[i]);
+        }
         fputc(']', fp);
     }
     fputs("}\n", fp);
-    fflush(fp);
+    errno = 0;
+    if (fflush(fp) != 0 || ferror(fp))
+        return hm_error_set_errno(err, HM_ERR_IO, errno ? errno : EIO,
+                                  "cannot write log '%s'", path);
+    return HM_OK;
 }
 
 static enum hm_status save_all(struct run *r, double final_loss, time_t t0,
@@ -507,7 +532,14 @@ enum hm_status hm_run_train(const struct hm_run_model *model, const struct hm_ru
         }
         double gn = hm_grad_global_norm(model->be, r.p, r.np);
         if (!isfinite(loss) || !isfinite(gn)) {
-            const char *bad = hm_grad_first_nonfinite(model->be, r.p, r.np);
+            /* name the tensor that went non-finite: a weight (what makes the
+             * loss NaN), else the first gradient */
+            const char *bad = NULL;
+            for (int64_t i = 0; i < r.np && !bad; i++)
+                if (hm_backend_first_nonfinite(model->be, r.p[i].w, r.p[i].n) >= 0)
+                    bad = r.p[i].name;
+            if (!bad)
+                bad = hm_grad_first_nonfinite(model->be, r.p, r.np);
             enum hm_status sst = HM_OK;
             struct hm_error e2;
             if (strcmp(o->out_path, "-") != 0)
@@ -536,7 +568,9 @@ enum hm_status hm_run_train(const struct hm_run_model *model, const struct hm_ru
                 goto out;
         }
         rep.tokens_per_s = (double)(o->batch * o->seq_len * o->accum) / (now_s() - t_start);
-        log_line(logf, model, &rep, model->n_aux ? aux_sum : NULL);
+        if ((st = log_line(logf, o->log_path, model, &rep, model->n_aux ? aux_sum : NULL, err)) !=
+            HM_OK)
+            goto out;
         if (progress)
             progress(pctx, &rep);
         if (!last && o->stop_after > 0 && r.step - start_step >= o->stop_after)
@@ -549,8 +583,8 @@ enum hm_status hm_run_train(const struct hm_run_model *model, const struct hm_ru
     if (final)
         *final = rep;
 out:
-    if (logf)
-        fclose(logf);
+    if (logf && fclose(logf) != 0 && st == HM_OK)
+        st = hm_error_set_errno(err, HM_ERR_IO, errno, "cannot write log '%s'", o->log_path);
     free(tokens);
     free(aux);
     free(aux_sum);

@@ -49,6 +49,7 @@ struct hm_tokenizer {
     int add_prefix_space; /* ByteLevel pre-tokenizer */
     int use_regex;
     int64_t vocab_size;
+    size_t src_len;          /* bytes of the tokenizer.json (bounds the ids it may define) */
     int32_t eot;
     int32_t byte_id[256]; /* id of the one-byte token of each byte */
     /* merges: key (a << 32 | b) -> rank, new id; open addressing, [mmask + 1] */

@@ -304,6 +304,15 @@ static enum hm_status load_model(struct hm_tokenizer *tok, const cJSON *root,
         if (tok->norm.t[i].id > max_id)
             max_id = tok->norm.t[i].id;
     tok->vocab_size = (int64_t)max_id + 1;
+    /* a file cannot define more ids than it has bytes: a huge id in a small
+     * file would only make us allocate tables for nothing */
+    if ((uint64_t)tok->vocab_size > (uint64_t)tok->src_len) {
+        st = hm_error_set(err, HM_ERR_FORMAT,
+                          "token id %lld is larger than a file of %zu bytes can define "
+                          "(ids must be dense)",
+                          (long long)max_id, tok->src_len);
+        goto out;
+    }
 
     /* byte ids and decode table */
     int32_t cp_of_byte[256];
@@ -493,6 +502,8 @@ enum hm_status hm_tokenizer_load_json(const char *json, size_t len, struct hm_to
                                (long long)off);
     }
     struct hm_tokenizer *tok = calloc(1, sizeof *tok);
+    if (tok)
+        tok->src_len = len;
     enum hm_status st = tok ? load_root(tok, root, err)
                             : hm_error_set(err, HM_ERR_NOMEM, "out of memory");
     cJSON_Delete(root);

@@ -515,6 +515,10 @@ Test(checkpoint_config, config_parse_errors)
         {"{", HM_ERR_FORMAT, "config is not valid JSON"},
         {"[]", HM_ERR_FORMAT, "config is not a JSON object"},
         {"{}", HM_ERR_INVALID, "neither 'arch' nor 'model_type'"},
+        {"{\"model_type\": \"gpt_neox\", \"vocab_size\": 64, \"hidden_size\": 16, "
+         "\"num_hidden_layers\": 1, \"num_attention_heads\": 2, \"intermediate_size\": 32, "
+         "\"max_position_embeddings\": 0}",
+         HM_ERR_INVALID, "max_position_embeddings 0 is out of range"},
         {"{\"model_type\": \"mistral\"}", HM_ERR_UNSUPPORTED, "model_type 'mistral'"},
         {"{\"arch\": 3}", HM_ERR_UNSUPPORTED, "config 'arch' is not one of"},
         {"{\"model_type\": \"gpt_neox\"}", HM_ERR_INVALID, "config lacks 'vocab_size'"},

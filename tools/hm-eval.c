@@ -370,22 +370,32 @@ static void run_mc(struct ctx *c, struct mc *res)
     hm_tokenizer_free(tok);
 }
 
+/* A JSON number, or null for NaN/Inf (JSON has no NaN). */
+static void print_num(double v)
+{
+    if (isfinite(v))
+        printf("%.17g", v);
+    else
+        printf("null");
+}
+
 static void report(const struct opts *o, const struct ppl *r, const struct mc *mc)
 {
     double mean = r->targets ? r->sum_nll / (double)r->targets : NAN;
     double bpb = r->bytes ? r->sum_nll / log(2.0) / (double)r->bytes : NAN;
     double tps = r->seconds > 0 ? (double)r->targets / r->seconds : 0;
+    if (o->data && r->targets && !isfinite(mean))
+        hm_warning("the mean NLL is not finite (non-finite weights or logits?); reported as null");
     if (o->common.json) {
         printf("{\"version\": 1");
         if (o->data) {
-            printf(", \"seq_len\": %lld, \"windows\": %lld, \"targets\": %lld, "
-                   "\"mean_nll\": %.17g, \"ppl\": %.17g, \"bits_per_byte\": ",
-                   (long long)o->seq_len, (long long)r->windows, (long long)r->targets, mean,
-                   exp(mean));
-            if (r->byte_level && r->bytes)
-                printf("%.17g", bpb);
-            else
-                printf("null");
+            printf(", \"seq_len\": %lld, \"windows\": %lld, \"targets\": %lld, \"mean_nll\": ",
+                   (long long)o->seq_len, (long long)r->windows, (long long)r->targets);
+            print_num(mean);
+            printf(", \"ppl\": ");
+            print_num(exp(mean));
+            printf(", \"bits_per_byte\": ");
+            print_num(r->byte_level && r->bytes ? bpb : NAN);
             printf(", \"tokens_per_s\": %.6g", tps);
         }
         if (o->mc)
@@ -487,6 +497,7 @@ int main(int argc, char **argv)
         if (hm_ckpt_open(o.ckpt, &ck, &err) != HM_OK || hm_model_load(ck, &m, &err) != HM_OK)
             hm_die_err("cannot read", o.ckpt, &err);
         hm_ckpt_close(ck);
+        hm_warn_nonfinite(o.ckpt, m);
     }
     cx.m = m;
     struct mc mc = {0};

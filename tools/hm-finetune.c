@@ -48,6 +48,7 @@ static struct hm_model *load_neox(const char *path, struct hm_ckpt **ck_out, cha
         hm_die_err("cannot read", path, &err);
     if (hm_model_load(ck, &m, &err) != HM_OK)
         hm_die_err("cannot load", path, &err);
+    hm_warn_nonfinite(path, m);
     if (prov) {
         const char *p = hm_ckpt_metadata_get(ck, "hm.provenance");
         *prov = p ? strdup(p) : NULL;

@@ -1,5 +1,7 @@
 #include "cli.h"
 
+#include "model.h"
+
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -227,4 +229,13 @@ void hm_progress_done(struct hm_progress *p, const char *fmt, ...)
     vfprintf(stderr, fmt, ap);
     fputs(", done.\033[K\n", stderr);
     va_end(ap);
+}
+
+void hm_warn_nonfinite(const char *path, const struct hm_model *m)
+{
+    int64_t at = -1;
+    const char *bad = hm_model_first_nonfinite(m, &at);
+    if (bad)
+        hm_warning("'%s': tensor '%s' holds non-finite values (first at element %lld); "
+                   "results will not be finite", path, bad, (long long)at);
 }

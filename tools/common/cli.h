@@ -72,6 +72,11 @@ const char *hm_prog(void);
 
 /* Print "prog: error: ..." to stderr. */
 void hm_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+struct hm_model;
+/* Warns (stderr) when a loaded model holds NaN/Inf weights, naming the file,
+ * the tensor and the element. */
+void hm_warn_nonfinite(const char *path, const struct hm_model *m);
+
 void hm_warning(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Informational message to stderr unless quiet. */
 void hm_info(const struct hm_cli_common *c, const char *fmt, ...)

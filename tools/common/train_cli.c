@@ -1,14 +1,39 @@
 #include "train_cli.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "atomic_file.h"
 #include "cli.h"
 #include "fileio.h"
 #include "threads.h"
+
+/* An output path must be a regular file (or absent) in an existing
+ * directory: -f never replaces a device, FIFO, socket or directory, and a
+ * missing directory is found before any work starts. */
+static void check_output_path(const char *path)
+{
+    struct stat sb;
+    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
+        hm_die("output '%s' is not a regular file (a device, FIFO, socket or directory): "
+               "refusing to replace it", path);
+    char *dir = strdup(path);
+    if (!dir)
+        hm_die("out of memory");
+    char *slash = strrchr(dir, '/');
+    const char *d = slash ? (slash == dir ? "/" : (*slash = '\0', dir)) : ".";
+    if (stat(d, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        hm_die("cannot write '%s': directory '%s' does not exist", path, d);
+    if (access(d, W_OK) != 0)
+        hm_die("cannot write '%s': directory '%s' is not writable: %s", path, d,
+               strerror(errno));
+    free(dir);
+}
 
 void hm_train_cli_defaults(struct hm_train_cli *t, const char *tool, double default_wd)
 {
@@ -128,9 +153,27 @@ void hm_train_cli_finish(struct hm_train_cli *t, int argc, char **argv, const ch
     if (r->out_path && strcmp(r->out_path, "-") != 0) {
         if (hm_same_file(in, r->out_path))
             hm_die("output '%s' is the input: refusing to overwrite it", r->out_path);
+        check_output_path(r->out_path);
         if (!t->dry_run && !r->resume && !r->force && hm_is_file(r->out_path))
             hm_die("output '%s' exists (use -f/--force to replace it, or --resume)",
                    r->out_path);
+    }
+    /* no file the run reads may be one it writes, with or without -f */
+    const char *reads[] = {in, r->data_path, r->val_path};
+    const char *reads_what[] = {"the input checkpoint", "--data", "--val-data"};
+    for (int i = 0; i < 3; i++) {
+        if (!reads[i] || strcmp(reads[i], "-") == 0)
+            continue;
+        if (r->log_path && hm_same_file(reads[i], r->log_path))
+            hm_die("--log '%s' is %s: refusing to overwrite it", r->log_path, reads_what[i]);
+        if (i > 0 && r->out_path && strcmp(r->out_path, "-") != 0 &&
+            hm_same_file(reads[i], r->out_path))
+            hm_die("output '%s' is %s: refusing to overwrite it", r->out_path, reads_what[i]);
+    }
+    if (r->log_path) {
+        check_output_path(r->log_path);
+        if (r->out_path && hm_same_file(r->log_path, r->out_path))
+            hm_die("--log '%s' is the output", r->log_path);
     }
     int n = t->threads > 0 ? t->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     hm_threads_set(n > 0 ? n : 1);

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# guard_inputs.sh — nothing a user gives hm is destroyed, and error paths
+# tell the truth: the files a training run reads (checkpoint, --data,
+# --val-data) are never its --log or -o, with or without -f; -f never
+# replaces a device; a missing output directory is found before any work;
+# non-finite weights are warned about and reported as JSON null; a
+# tokenizer.json cannot make hm allocate tables for ids its size cannot hold.
+# Every input's bytes are compared before and after. Env: HM_BIN, HM_TMP.
+set -u
+B="$HM_BIN"
+T="${HM_TMP:-/tmp}/cli_guard_inputs.$$"
+rm -rf "$T" && mkdir -p "$T"
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+ok() { "$@" >"$T/out" 2>"$T/err" || { fail "exit $?: $* :: $(cat "$T/err")"; return 1; }; }
+refused() {
+    local want="$1"; shift
+    timeout 60 "$@" >"$T/out" 2>"$T/err"
+    local rc=$?
+    [ $rc -eq 1 ] || fail "exit $rc (want 1): $*"
+    grep -q -- "$want" "$T/err" || fail "stderr lacks '$want': $(cat "$T/err")"
+}
+sum() { sha256sum "$@" | cut -d' ' -f1; }
+
+for i in $(seq 1 300); do echo "line $i of some text to train on"; done > "$T/text.txt"
+ok "$B/hm-tokenize" --bytes "$T/text.txt" -o "$T/train.tok"
+cp "$T/train.tok" "$T/val.tok"
+ok "$B/hm-init" --preset tiny -o "$T/m.st"
+before=$(sum "$T/m.st" "$T/train.tok" "$T/val.tok")
+RUN=(--data "$T/train.tok" --val-data "$T/val.tok" --steps 2 --batch 2 --seq-len 16 --no-progress -q)
+
+refused "is the input checkpoint" "$B/hm-finetune" "$T/m.st" -o "$T/x.st" -f --log "$T/m.st" "${RUN[@]}"
+refused "is --data" "$B/hm-finetune" "$T/m.st" -o "$T/x.st" -f --log "$T/train.tok" "${RUN[@]}"
+refused "is --val-data" "$B/hm-finetune" "$T/m.st" -o "$T/val.tok" -f "${RUN[@]}"
+refused "is --data" "$B/hm-finetune" "$T/m.st" -o "$T/train.tok" -f "${RUN[@]}"
+refused "is the input" "$B/hm-finetune" "$T/m.st" -o "$T/m.st" -f "${RUN[@]}"
+ln -s "$T/m.st" "$T/link.st"
+refused "is the input checkpoint" "$B/hm-finetune" "$T/m.st" -o "$T/x.st" -f --log "$T/link.st" \
+    "${RUN[@]}"
+refused "is the input checkpoint" "$B/hm-linearize" "$T/m.st" -o "$T/x.st" -f --log "$T/m.st" \
+    "${RUN[@]}"
+[ "$(sum "$T/m.st" "$T/train.tok" "$T/val.tok")" = "$before" ] || fail "an input changed"
+[ ! -e "$T/x.st" ] || fail "a refused run wrote its output"
+
+# devices and FIFOs are never replaced, even with -f
+refused "not a regular file" "$B/hm-finetune" "$T/m.st" -o /dev/null -f "${RUN[@]}"
+[ -c /dev/null ] || fail "/dev/null is no longer a character device"
+mkfifo "$T/fifo"
+refused "not a regular file" "$B/hm-finetune" "$T/m.st" -o "$T/x.st" -f --log "$T/fifo" "${RUN[@]}"
+[ -p "$T/fifo" ] || fail "the FIFO was replaced"
+refused "not a regular file" "$B/hm-finetune" "$T/m.st" -o "$T/x.st" -f --log /dev/full "${RUN[@]}"
+
+# a missing output directory is found before training starts
+start=$(date +%s)
+refused "does not exist" "$B/hm-finetune" "$T/m.st" -o "$T/no/such/dir/x.st" "${RUN[@]}"
+refused "does not exist" "$B/hm-finetune" "$T/m.st" -o "$T/x.st" --log "$T/nodir/log.jsonl" \
+    "${RUN[@]}"
+
+# non-finite weights: a warning naming the tensor, and JSON null (valid JSON)
+cp "$T/m.st" "$T/nan.st"
+python3 - "$T/nan.st" <<'PY'
+import sys
+p = sys.argv[1]
+b = bytearray(open(p, 'rb').read())
+b[-4:] = bytes([0x00, 0x00, 0xc0, 0x7f])  # the last float: NaN
+open(p, 'wb').write(b)
+PY
+"$B/hm-eval" "$T/nan.st" --data "$T/val.tok" --seq-len 16 --json >"$T/out" 2>"$T/err"
+rc=$?
+[ $rc -eq 0 ] || fail "hm-eval on NaN weights exit $rc"
+grep -q "non-finite" "$T/err" || fail "no warning for NaN weights: $(cat "$T/err")"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["ppl"] is None, d' "$T/out" ||
+    fail "hm-eval --json on NaN weights is not valid JSON with ppl null: $(cat "$T/out")"
+
+# a tokenizer.json id its size cannot hold is refused, quickly, in bounded memory
+cat > "$T/tok.json" <<'JS'
+{"version": "1.0", "added_tokens": [], "normalizer": null,
+ "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true},
+ "post_processor": null, "decoder": {"type": "ByteLevel"},
+ "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null,
+           "end_of_word_suffix": null, "fuse_unk": false, "byte_fallback": false,
+           "vocab": {"a": 0, "b": 300000000}, "merges": []}}
+JS
+refused "larger than a file" bash -c 'ulimit -v 1000000; exec "$0" "$@"' "$B/hm-tokenize" \
+    --tokenizer "$T/tok.json" --print-ids "$T/text.txt"
+end=$(date +%s)
+[ $((end - start)) -lt 60 ] || fail "the refusals took $((end - start)) s"
+rm -rf "$T"
+[ $fails -eq 0 ] || { echo "guard_inputs.sh: $fails failure(s)"; exit 1; }
+echo "guard_inputs.sh: ok"
