@@ -1,6 +1,10 @@
 #include "atomic_file.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -11,6 +15,7 @@
 struct hm_afile {
     FILE *fp;
     int is_stdout;
+    int flags;
     char *path;
     char *tmp;
     int slot;
@@ -54,6 +59,44 @@ int hm_same_file(const char *a, const char *b)
     return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
+/* Temporary names are "<dir>/.<base>.tmp.<pid>.XXXXXX". A leftover of a
+ * killed run (its pid no longer alive) is removed by the next run of the
+ * same output. */
+static void remove_dead_leftovers(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    char *dir = slash ? strndup(path, (size_t)(slash - path) + (slash == path)) : strdup(".");
+    char *prefix = malloc(strlen(base) + 8);
+    DIR *d = dir ? opendir(dir) : NULL;
+    if (!prefix || !d)
+        goto out;
+    sprintf(prefix, ".%s.tmp.", base);
+    const size_t pn = strlen(prefix);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, prefix, pn) != 0)
+            continue;
+        char *end = NULL;
+        long pid = strtol(e->d_name + pn, &end, 10);
+        if (end == e->d_name + pn || *end != '.' || pid <= 0)
+            continue; /* not ours (or an older name without a pid): leave it */
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue; /* that run is alive (or not ours to judge) */
+        char *full = malloc(strlen(dir) + strlen(e->d_name) + 2);
+        if (full) {
+            sprintf(full, "%s/%s", dir, e->d_name);
+            unlink(full);
+            free(full);
+        }
+    }
+out:
+    if (d)
+        closedir(d);
+    free(prefix);
+    free(dir);
+}
+
 enum hm_status hm_afile_open(const char *path, int flags, struct hm_afile **out,
                              struct hm_error *err)
 {
@@ -79,26 +122,35 @@ enum hm_status hm_afile_open(const char *path, int flags, struct hm_afile **out,
             free(af);
             return hm_error_set(err, HM_ERR_INVALID, "output is a directory");
         }
+        if (!S_ISREG(st.st_mode)) {
+            free(af);
+            return hm_error_set(err, HM_ERR_INVALID,
+                                "output is not a regular file (a device, FIFO or socket): "
+                                "refusing to replace it, even with -f");
+        }
         if (!(flags & HM_AFILE_FORCE)) {
             free(af);
             return hm_error_set(err, HM_ERR_INVALID,
                                 "output exists (use -f/--force to replace it)");
         }
     }
+    af->flags = flags;
+    remove_dead_leftovers(path);
     af->path = strdup(path);
     size_t n = strlen(path);
-    af->tmp = malloc(n + 32);
+    af->tmp = malloc(n + 48);
     if (!af->path || !af->tmp) {
         free(af->path);
         free(af->tmp);
         free(af);
         return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
     }
-    /* "<dir>/.<base>.tmp.XXXXXX" in the same directory, so rename is atomic */
+    /* "<dir>/.<base>.tmp.<pid>.XXXXXX" in the same directory, so rename is atomic */
     const char *slash = strrchr(path, '/');
     size_t dirlen = slash ? (size_t)(slash - path + 1) : 0;
     memcpy(af->tmp, path, dirlen);
-    snprintf(af->tmp + dirlen, n + 32 - dirlen, ".%s.tmp.XXXXXX", path + dirlen);
+    snprintf(af->tmp + dirlen, n + 48 - dirlen, ".%s.tmp.%ld.XXXXXX", path + dirlen,
+             (long)getpid());
     af->slot = live_add(af->tmp);
     int fd = mkstemp(af->tmp);
     if (fd < 0) {
@@ -154,11 +206,27 @@ enum hm_status hm_afile_commit(struct hm_afile *af, struct hm_error *err)
     if (fclose(af->fp) != 0 && !e)
         e = errno ? errno : EIO;
     af->fp = NULL;
-    if (!e && rename(af->tmp, af->path) != 0)
-        e = errno;
+    int appeared = 0;
+    if (!e && (af->flags & HM_AFILE_FORCE)) {
+        if (rename(af->tmp, af->path) != 0)
+            e = errno;
+    } else if (!e) {
+        /* exclusive: two writers of one output cannot both win silently */
+        if (renameat2(AT_FDCWD, af->tmp, AT_FDCWD, af->path, RENAME_NOREPLACE) != 0) {
+            e = errno;
+            if (e == EINVAL || e == ENOSYS) { /* no RENAME_NOREPLACE here: link is exclusive */
+                e = link(af->tmp, af->path) == 0 ? 0 : errno;
+                unlink(af->tmp);
+            }
+            appeared = e == EEXIST;
+        }
+    }
     if (e) {
         unlink(af->tmp);
-        st = hm_error_set_errno(err, HM_ERR_IO, e, "cannot write the output");
+        st = appeared ? hm_error_set(err, HM_ERR_INVALID,
+                                     "output appeared while this run was writing it "
+                                     "(another writer?); left it alone (use -f to replace)")
+                      : hm_error_set_errno(err, HM_ERR_IO, e, "cannot write the output");
     }
     afile_free(af);
     return st;

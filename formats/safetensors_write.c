@@ -8,6 +8,8 @@
 
 #include "atomic_file.h"
 #include "safetensors.h"
+
+#include <errno.h>
 #include "utf8_check.h"
 
 struct w_entry {
@@ -278,14 +280,16 @@ enum hm_status hm_st_writer_write_stream(struct hm_st_writer *w, FILE *fp,
     for (int i = 0; i < 8; i++)
         len8[i] = (unsigned char)(n >> (8 * i));
     if (fwrite(len8, 1, 8, fp) != 8 || fwrite(w->header, 1, w->header_len, fp) != w->header_len)
-        return hm_error_set(err, HM_ERR_IO, "write failed");
+        return hm_error_set_errno(err, HM_ERR_IO, errno ? errno : EIO,
+                                  "cannot write the safetensors header");
     for (int64_t i = 0; i < w->n; i++) {
         struct w_entry *e = &w->e[i];
         if (e->nbytes == 0)
             continue;
         if (e->data) {
             if (fwrite(e->data, 1, e->nbytes, fp) != e->nbytes)
-                return hm_error_set(err, HM_ERR_IO, "write failed");
+                return hm_error_set_errno(err, HM_ERR_IO, errno ? errno : EIO,
+                                          "cannot write tensor '%s'", e->name);
             continue;
         }
         void *buf = malloc(e->nbytes);
@@ -293,7 +297,7 @@ enum hm_status hm_st_writer_write_stream(struct hm_st_writer *w, FILE *fp,
             return hm_error_set(err, HM_ERR_NOMEM, "out of memory for tensor '%s'", e->name);
         st = e->fill(e->ctx, e->index, buf, e->nbytes, err);
         if (st == HM_OK && fwrite(buf, 1, e->nbytes, fp) != e->nbytes)
-            st = hm_error_set(err, HM_ERR_IO, "write failed");
+            st = hm_error_set_errno(err, HM_ERR_IO, errno ? errno : EIO, "cannot write");
         free(buf);
         if (st != HM_OK) {
             hm_error_prefix(err, "tensor '%s': ", e->name);

@@ -83,6 +83,29 @@ cat > "$T/tok.json" <<'JS'
 JS
 refused "larger than a file" bash -c 'ulimit -v 1000000; exec "$0" "$@"' "$B/hm-tokenize" \
     --tokenizer "$T/tok.json" --print-ids "$T/text.txt"
+# two writers of one output: the second to finish does not silently win
+mkfifo "$T/in.fifo"
+"$B/hm-tokenize" --bytes - -o "$T/race.tok" < "$T/in.fifo" > "$T/race.out" 2> "$T/race.err" &
+pid=$!
+exec 3> "$T/in.fifo"
+echo "hello world" >&3
+for i in $(seq 1 200); do ls -a "$T" | grep -q '^\.race\.tok\.tmp\.' && break; sleep 0.05; done
+ls -a "$T" | grep -q '^\.race\.tok\.tmp\.' || fail "the writer's temporary file never appeared"
+echo "the other writer" > "$T/race.tok"
+exec 3>&-
+wait $pid
+rc=$?
+[ $rc -eq 1 ] || fail "a run whose output appeared meanwhile: exit $rc (want 1)"
+grep -q "appeared while this run was writing" "$T/race.err" || fail "no race message: $(cat "$T/race.err")"
+[ "$(cat "$T/race.tok")" = "the other writer" ] || fail "the other writer's output was replaced"
+ls -a "$T" | grep -q '^\.race\.tok\.tmp\.' && fail "the temporary file was left behind"
+
+# leftovers of killed runs are removed by the next run of the same output
+# (a dead pid's), never a live run's
+touch "$T/.x.st.tmp.999999999.AbCdEf" "$T/.x.st.tmp.$$.AbCdEf"
+ok "$B/hm-init" --preset tiny -o "$T/x.st"
+[ ! -e "$T/.x.st.tmp.999999999.AbCdEf" ] || fail "a dead run's leftover was not removed"
+[ -e "$T/.x.st.tmp.$$.AbCdEf" ] || fail "a live run's temporary file was removed"
 end=$(date +%s)
 [ $((end - start)) -lt 60 ] || fail "the refusals took $((end - start)) s"
 rm -rf "$T"
