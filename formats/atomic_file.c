@@ -97,6 +97,26 @@ out:
     free(dir);
 }
 
+int hm_output_clobbers(const char *out, const char *in)
+{
+    if (!out || !in || strcmp(out, "-") == 0 || strcmp(in, "-") == 0)
+        return 0;
+    if (hm_same_file(out, in))
+        return 1;
+    struct stat si;
+    if (stat(in, &si) != 0 || !S_ISDIR(si.st_mode))
+        return 0;
+    /* the output's folder (it need not exist yet) against the input folder */
+    char *dir = strdup(out);
+    if (!dir)
+        return 1; /* cannot tell: refuse */
+    char *slash = strrchr(dir, '/');
+    const char *d = slash ? (slash == dir ? "/" : (*slash = '\0', dir)) : ".";
+    int inside = hm_same_file(d, in);
+    free(dir);
+    return inside;
+}
+
 enum hm_status hm_afile_open(const char *path, int flags, struct hm_afile **out,
                              struct hm_error *err)
 {

@@ -149,7 +149,7 @@ enum hm_status hm_tok_open(const char *path, struct hm_tok_file **out, struct hm
     enum hm_status st = HM_OK;
     int fd = -1;
     if (strcmp(path, "-") == 0) {
-        st = hm_read_fd(STDIN_FILENO, SIZE_MAX, &f->owned, &f->size, err);
+        st = hm_read_fd(STDIN_FILENO, HM_TOK_STREAM_MAX, &f->owned, &f->size, err);
         if (st != HM_OK)
             goto out;
         f->base = (const uint8_t *)f->owned;
@@ -168,8 +168,8 @@ enum hm_status hm_tok_open(const char *path, struct hm_tok_file **out, struct hm
             st = hm_error_set(err, HM_ERR_IO, "is a directory");
             goto out;
         }
-        if (!S_ISREG(sb.st_mode)) { /* pipe or device: read it */
-            st = hm_read_fd(fd, SIZE_MAX, &f->owned, &f->size, err);
+        if (!S_ISREG(sb.st_mode)) { /* pipe or device: read it, capped */
+            st = hm_read_fd(fd, HM_TOK_STREAM_MAX, &f->owned, &f->size, err);
             if (st != HM_OK)
                 goto out;
             f->base = (const uint8_t *)f->owned;

@@ -36,6 +36,10 @@
 struct hm_tok_file;
 struct hm_tok_writer;
 
+/* Token files that are not regular files (stdin, pipes, devices) are read
+ * into memory up to this many bytes; a regular file is mapped, uncapped. */
+#define HM_TOK_STREAM_MAX ((size_t)1 << 30)
+
 /* Opens and validates a token file; path "-" reads stdin. out: owned, free
  * with hm_tok_close(). */
 enum hm_status hm_tok_open(const char *path, struct hm_tok_file **out, struct hm_error *err);

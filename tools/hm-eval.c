@@ -479,7 +479,7 @@ int main(int argc, char **argv)
     if (!o.mc && (o.tokenizer || o.bytes))
         hm_usage_error("--tokenizer and --bytes need --mc");
     if (o.dump && strcmp(o.dump, "-") != 0 &&
-        (hm_same_file(o.dump, o.data) || hm_same_file(o.dump, o.ckpt)))
+        (hm_same_file(o.dump, o.data) || hm_output_clobbers(o.dump, o.ckpt)))
         hm_usage_error("--dump-logits '%s' is an input", o.dump);
     const struct hm_backend *be = hm_backend_get(o.backend);
     if (!be)

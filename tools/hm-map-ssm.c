@@ -94,8 +94,9 @@ int main(int argc, char **argv)
         hm_usage_error("missing -o/--output");
     const char *in = argv[optind];
     if (strcmp(out, "-") != 0) {
-        if (hm_same_file(in, out))
-            hm_die("output '%s' is the input: refusing to overwrite it", out);
+        if (hm_output_clobbers(out, in))
+            hm_die("output '%s' is the input or a file of the input folder: refusing to "
+                   "overwrite it", out);
         if (!force && hm_is_file(out))
             hm_die("output '%s' exists (use -f/--force to replace it)", out);
     }

@@ -42,6 +42,19 @@ refused "is the input checkpoint" "$B/hm-linearize" "$T/m.st" -o "$T/x.st" -f --
 [ "$(sum "$T/m.st" "$T/train.tok" "$T/val.tok")" = "$before" ] || fail "an input changed"
 [ ! -e "$T/x.st" ] || fail "a refused run wrote its output"
 
+# the files inside an input folder (a shard, model.safetensors) are inputs too
+mkdir -p "$T/hf"
+ok "$B/hm-init" --preset tiny -o "$T/hf/model.safetensors"
+hf_before=$(sum "$T/hf/model.safetensors")
+refused "input folder" "$B/hm-map-ssm" "$T/hf" -o "$T/hf/model.safetensors" -f
+refused "input folder" "$B/hm-map-ssm" "$T/hf" -o "$T/hf/new.safetensors" -f
+refused "input folder" "$B/hm-finetune" "$T/hf" -o "$T/hf/model.safetensors" -f "${RUN[@]}"
+[ "$(sum "$T/hf/model.safetensors")" = "$hf_before" ] || fail "the folder's model changed"
+
+# a token file that is a device is read as a capped stream, with a clear message
+refused "larger than" bash -c 'ulimit -v 3000000; exec "$0" "$@"' "$B/hm-finetune" "$T/m.st" \
+    -o "$T/z.st" --data /dev/zero --steps 1 --batch 1 --seq-len 8 --no-progress -q
+
 # devices and FIFOs are never replaced, even with -f
 refused "not a regular file" "$B/hm-finetune" "$T/m.st" -o /dev/null -f "${RUN[@]}"
 [ -c /dev/null ] || fail "/dev/null is no longer a character device"

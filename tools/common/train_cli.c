@@ -151,8 +151,9 @@ void hm_train_cli_finish(struct hm_train_cli *t, int argc, char **argv, const ch
     if (json && r->out_path && strcmp(r->out_path, "-") == 0)
         hm_usage_error("--json and -o - both want stdout");
     if (r->out_path && strcmp(r->out_path, "-") != 0) {
-        if (hm_same_file(in, r->out_path))
-            hm_die("output '%s' is the input: refusing to overwrite it", r->out_path);
+        if (hm_output_clobbers(r->out_path, in))
+            hm_die("output '%s' is the input or a file of the input folder: refusing to overwrite it",
+                   r->out_path);
         check_output_path(r->out_path);
         if (!t->dry_run && !r->resume && !r->force && hm_is_file(r->out_path))
             hm_die("output '%s' exists (use -f/--force to replace it, or --resume)",
@@ -164,7 +165,7 @@ void hm_train_cli_finish(struct hm_train_cli *t, int argc, char **argv, const ch
     for (int i = 0; i < 3; i++) {
         if (!reads[i] || strcmp(reads[i], "-") == 0)
             continue;
-        if (r->log_path && hm_same_file(reads[i], r->log_path))
+        if (r->log_path && hm_output_clobbers(r->log_path, reads[i]))
             hm_die("--log '%s' is %s: refusing to overwrite it", r->log_path, reads_what[i]);
         if (i > 0 && r->out_path && strcmp(r->out_path, "-") != 0 &&
             hm_same_file(reads[i], r->out_path))

@@ -1,0 +1,75 @@
+/* archive_read.h — reading a whole archive into memory, safely.
+ *
+ * Accepted: tar (ustar, pax, GNU) plain or compressed with gzip, xz or
+ * zstd, and zip (stored or deflate), by content (libarchive with only these
+ * readers enabled). Members are read into memory and nothing is ever
+ * written to disk, so reading cannot write outside any target. Every entry
+ * is checked before its data is kept; the archive is refused
+ * (HM_ERR_INVALID, the message names the entry) when an entry
+ *   - has an absolute path, an empty name or component, or a '.' or '..'
+ *     component (one leading "./" is accepted and dropped, and the "./"
+ *     entry itself is skipped);
+ *   - is a symlink, a hard link, a character or block device, a FIFO, a
+ *     socket, or a sparse file;
+ *   - has the same name as an earlier entry (after dropping "./").
+ * Directory entries are checked the same way, then skipped (members are
+ * files only; a file "a/b" implies folder "a").
+ *
+ * Limits (struct hm_archive_limits; zero fields take the defaults below):
+ * members are held in memory, so the sum of their sizes is capped, as are
+ * the number of entries and the length of a name. Passing a limit is
+ * HM_ERR_UNSUPPORTED. Bytes that do not decode (a corrupt compressed
+ * stream, a bad header checksum, truncation) are HM_ERR_FORMAT; I/O errors
+ * HM_ERR_IO.
+ */
+#ifndef HM_ARCHIVE_READ_H
+#define HM_ARCHIVE_READ_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hm_error.h"
+
+#define HM_ARCHIVE_MAX_TOTAL (64ull << 30) /* bytes of all members together: 64 GiB */
+#define HM_ARCHIVE_MAX_ENTRIES 10000
+#define HM_ARCHIVE_MAX_NAME 4096
+
+struct hm_archive_limits {
+    uint64_t max_total;  /* 0: HM_ARCHIVE_MAX_TOTAL */
+    int64_t max_entries; /* 0: HM_ARCHIVE_MAX_ENTRIES */
+};
+
+/* One member. Borrowed from its archive (valid until hm_archive_free). */
+struct hm_archive_member {
+    const char *name; /* relative, '/'-separated, no "./" prefix */
+    const void *data; /* [size] bytes (NULL once taken, or when size is 0) */
+    size_t size;
+};
+
+struct hm_archive;
+
+/* What the first bytes head: [n] of a file are: 1 for an archive this
+ * reader takes (gzip, xz, zstd magic; "PK\3\4" or an empty zip's
+ * "PK\5\6"; "ustar" at offset 257), 0 otherwise. 512 bytes suffice. */
+int hm_archive_sniff(const void *head, size_t n);
+/* Same for a file's first bytes; 0 when it cannot be read. */
+int hm_archive_sniff_path(const char *path);
+
+/* Reads every member of the archive at path. lim may be NULL.
+ * out: owned, free with hm_archive_free(). */
+enum hm_status hm_archive_read_path(const char *path, const struct hm_archive_limits *lim,
+                                    struct hm_archive **out, struct hm_error *err);
+/* Same from an archive held in memory buf: [len] (borrowed for the call only). */
+enum hm_status hm_archive_read_memory(const void *buf, size_t len,
+                                      const struct hm_archive_limits *lim,
+                                      struct hm_archive **out, struct hm_error *err);
+
+void hm_archive_free(struct hm_archive *a); /* accepts NULL */
+
+/* Members sorted by name (byte order). */
+int64_t hm_archive_n_members(const struct hm_archive *a);
+const struct hm_archive_member *hm_archive_member_at(const struct hm_archive *a, int64_t i);
+/* Index of the member named name, or -1. */
+int64_t hm_archive_find(const struct hm_archive *a, const char *name);
+
+#endif
