@@ -106,15 +106,28 @@ int hm_output_clobbers(const char *out, const char *in)
     struct stat si;
     if (stat(in, &si) != 0 || !S_ISDIR(si.st_mode))
         return 0;
-    /* the output's folder (it need not exist yet) against the input folder */
+    /* in is a folder: out may not be a file its loader reads (a shard, the
+     * index, the config), existing or new (it would change what the folder is) */
     char *dir = strdup(out);
     if (!dir)
         return 1; /* cannot tell: refuse */
     char *slash = strrchr(dir, '/');
+    const char *base = strrchr(out, '/') ? strrchr(out, '/') + 1 : out; /* in out, not dir */
     const char *d = slash ? (slash == dir ? "/" : (*slash = '\0', dir)) : ".";
     int inside = hm_same_file(d, in);
     free(dir);
-    return inside;
+    if (!inside)
+        return 0;
+    static const char *loader_names[] = {"model.safetensors.index.json", "config.json",
+                                         "MANIFEST.json"};
+    for (size_t i = 0; i < sizeof loader_names / sizeof *loader_names; i++)
+        if (strcmp(base, loader_names[i]) == 0)
+            return 1;
+    /* model.safetensors and its shards model-0000k-of-0000n.safetensors */
+    size_t n = strlen(base);
+    if (strncmp(base, "model", 5) == 0 && n > 12 && strcmp(base + n - 12, ".safetensors") == 0)
+        return 1;
+    return 0;
 }
 
 enum hm_status hm_afile_open(const char *path, int flags, struct hm_afile **out,

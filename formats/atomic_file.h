@@ -46,7 +46,10 @@ void hm_afile_cleanup_all(void);
 /* 1 if a and b name the same existing file (same device and inode). */
 /* 1 when writing `out` would overwrite the input `in`: the same file (also
  * through links), or — when in is a folder (an HF model folder, a bundle) —
- * a file directly inside it (a shard, its index, its config). */
+ * a file inside it with a name the folder's loader reads, existing or not:
+ * model*.safetensors (model.safetensors and its shards), the index
+ * model.safetensors.index.json, config.json, MANIFEST.json. Other new files
+ * in the folder (e.g. dumped logits) are not inputs. */
 int hm_output_clobbers(const char *out, const char *in);
 int hm_same_file(const char *a, const char *b);
 

@@ -47,7 +47,10 @@ mkdir -p "$T/hf"
 ok "$B/hm-init" --preset tiny -o "$T/hf/model.safetensors"
 hf_before=$(sum "$T/hf/model.safetensors")
 refused "input folder" "$B/hm-map-ssm" "$T/hf" -o "$T/hf/model.safetensors" -f
-refused "input folder" "$B/hm-map-ssm" "$T/hf" -o "$T/hf/new.safetensors" -f
+cp "$T/m.st" "$T/hf/model-00002-of-00002.safetensors"
+refused "input folder" "$B/hm-map-ssm" "$T/hf" -o "$T/hf/model-00002-of-00002.safetensors" -f
+refused "input folder" "$B/hm-map-ssm" "$T/hf" -o "$T/hf/config.json" -f
+rm "$T/hf/model-00002-of-00002.safetensors"
 refused "input folder" "$B/hm-finetune" "$T/hf" -o "$T/hf/model.safetensors" -f "${RUN[@]}"
 [ "$(sum "$T/hf/model.safetensors")" = "$hf_before" ] || fail "the folder's model changed"
 
