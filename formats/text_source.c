@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define MAX_DEPTH 4
 
@@ -120,6 +121,12 @@ static enum hm_status finish_open(struct hm_text_source *s, struct archive *a, i
     s->lv[0].name = strdup(name);
     if (r != ARCHIVE_OK) {
         int e = archive_errno(a);
+        struct stat sb;
+        if (stat(name, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size == 0) {
+            /* libarchive leaves a stale errno for an empty file: say what it is */
+            hm_text_source_close(s);
+            return hm_error_set(err, HM_ERR_INVALID, "file is empty");
+        }
         enum hm_status st = e > 0 && e < 4096
             ? hm_error_set_errno(err, HM_ERR_IO, e, "cannot open")
             : hm_error_set(err, HM_ERR_FORMAT, "%s",
