@@ -131,6 +131,10 @@ int main(int argc, char **argv)
         hm_usage_error("--kd-weight needs --kd-teacher");
     const char *in = argv[optind];
     hm_train_cli_finish(&t, argc, argv, in, common.json);
+    if (kd_path && t.run.out_path && hm_output_clobbers(t.run.out_path, kd_path))
+        hm_die("output '%s' is the --kd-teacher: refusing to overwrite it", t.run.out_path);
+    if (kd_path && t.run.log_path && hm_output_clobbers(t.run.log_path, kd_path))
+        hm_die("--log '%s' is the --kd-teacher: refusing to overwrite it", t.run.log_path);
 
     char *prov = NULL;
     struct hm_model *m = load_neox(in, NULL, &prov), *teacher = NULL;

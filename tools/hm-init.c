@@ -92,6 +92,8 @@ int main(int argc, char **argv)
         hm_usage_error("give exactly one of --preset or --config");
     if (!out && !dry)
         hm_usage_error("missing -o/--output");
+    if (out && config && hm_output_clobbers(out, config))
+        hm_die("output '%s' is the --config: refusing to overwrite it", out);
 
     struct hm_config cfg;
     struct hm_error err;

@@ -39,6 +39,15 @@ refused "is the input checkpoint" "$B/hm-finetune" "$T/m.st" -o "$T/x.st" -f --l
     "${RUN[@]}"
 refused "is the input checkpoint" "$B/hm-linearize" "$T/m.st" -o "$T/x.st" -f --log "$T/m.st" \
     "${RUN[@]}"
+cp "$T/m.st" "$T/teacher.st"
+refused "kd-teacher" "$B/hm-finetune" "$T/m.st" -o "$T/teacher.st" -f --kd-teacher "$T/teacher.st" \
+    "${RUN[@]}"
+refused "kd-teacher" "$B/hm-finetune" "$T/m.st" -o "$T/x.st" -f --log "$T/teacher.st" \
+    --kd-teacher "$T/teacher.st" "${RUN[@]}"
+ok "$B/hm-init" --preset tiny -n --json
+cp "$T/out" "$T/cfg.json"
+refused "is the --config" "$B/hm-init" --config "$T/cfg.json" -o "$T/cfg.json" -f
+cmp -s "$T/m.st" "$T/teacher.st" || fail "the --kd-teacher changed"
 [ "$(sum "$T/m.st" "$T/train.tok" "$T/val.tok")" = "$before" ] || fail "an input changed"
 [ ! -e "$T/x.st" ] || fail "a refused run wrote its output"
 
