@@ -61,19 +61,48 @@ enum hm_status hm_read_fd(int fd, size_t max_bytes, char **out, size_t *len,
     return HM_OK;
 }
 
+int hm_open_input(const char *path, struct stat *sb, struct hm_error *err)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) {
+        hm_error_set_errno(err, HM_ERR_IO, errno, "cannot open");
+        return -1;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fstat(fd, sb) != 0 || fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+        int e = errno;
+        close(fd);
+        hm_error_set_errno(err, HM_ERR_IO, e, "cannot stat");
+        return -1;
+    }
+    return fd;
+}
+
+enum hm_status hm_input_regular(const struct stat *sb, const char *what, struct hm_error *err)
+{
+    if (S_ISREG(sb->st_mode) || S_ISFIFO(sb->st_mode))
+        return HM_OK;
+    const char *kind = S_ISDIR(sb->st_mode)    ? "a directory"
+                       : S_ISSOCK(sb->st_mode) ? "a socket"
+                       : S_ISCHR(sb->st_mode) || S_ISBLK(sb->st_mode) ? "a device"
+                                                                       : "not a regular file";
+    return hm_error_set(err, HM_ERR_INVALID, "is %s; %s must be a file, a pipe or '-'", kind,
+                        what);
+}
+
 enum hm_status hm_read_file(const char *path, size_t max_bytes, char **out, size_t *len,
                             struct hm_error *err)
 {
     *out = NULL;
     *len = 0;
-    int fd = strcmp(path, "-") == 0 ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return hm_error_set_errno(err, HM_ERR_IO, errno, "cannot open");
     struct stat st;
-    enum hm_status status;
-    if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode))
-        status = hm_error_set(err, HM_ERR_IO, "is a directory");
-    else
+    int fd = STDIN_FILENO;
+    if (strcmp(path, "-") != 0 && (fd = hm_open_input(path, &st, err)) < 0)
+        return err ? err->status : HM_ERR_IO;
+    enum hm_status status = HM_OK;
+    if (fd != STDIN_FILENO)
+        status = hm_input_regular(&st, "this input", err);
+    if (status == HM_OK)
         status = hm_read_fd(fd, max_bytes, out, len, err);
     if (fd != STDIN_FILENO)
         close(fd);

@@ -462,32 +462,31 @@ enum hm_status hm_st_open(const char *path, struct hm_st_file **out, struct hm_e
     if (strcmp(path, "-") == 0) {
         char *buf;
         size_t len;
-        enum hm_status st = hm_read_fd(STDIN_FILENO, SIZE_MAX, &buf, &len, err);
+        enum hm_status st = hm_read_fd(STDIN_FILENO, HM_ST_STDIN_MAX, &buf, &len, err);
         if (st != HM_OK)
             return st;
         return hm_st_open_memory(buf, len, 1, out, err);
     }
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return hm_error_set_errno(err, HM_ERR_IO, errno, "cannot open");
     struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        int e = errno;
-        close(fd);
-        return hm_error_set_errno(err, HM_ERR_IO, e, "cannot stat");
-    }
+    int fd = hm_open_input(path, &sb, err); /* never blocks on a FIFO */
+    if (fd < 0)
+        return err ? err->status : HM_ERR_IO;
     if (S_ISDIR(sb.st_mode)) {
         close(fd);
         return hm_error_set(err, HM_ERR_IO, "is a directory, not a safetensors file");
     }
-    if (!S_ISREG(sb.st_mode)) {
-        /* pipes, devices: read into memory */
+    enum hm_status rs = hm_input_regular(&sb, "a checkpoint or shard", err);
+    if (rs != HM_OK) { /* devices, sockets: never read without bound */
+        close(fd);
+        return rs;
+    }
+    if (S_ISFIFO(sb.st_mode)) { /* a pipe: read into memory, capped */
         char *buf;
         size_t len;
-        enum hm_status st = hm_read_fd(fd, SIZE_MAX, &buf, &len, err);
+        rs = hm_read_fd(fd, HM_ST_STDIN_MAX, &buf, &len, err);
         close(fd);
-        if (st != HM_OK)
-            return st;
+        if (rs != HM_OK)
+            return rs;
         return hm_st_open_memory(buf, len, 1, out, err);
     }
     struct hm_st_file *f = calloc(1, sizeof *f);

@@ -76,6 +76,11 @@ struct hm_st_tensor {
 
 struct hm_st_file;
 
+/* A checkpoint read from stdin ('-') or a pipe is held in memory, up to
+ * this many bytes (a FIFO without a writer reads as empty at once). Devices
+ * and sockets are refused. */
+#define HM_ST_STDIN_MAX ((size_t)64 << 30)
+
 /* Open and validate a file ("-" reads stdin into memory).
  * out: owned, free with hm_st_close(). */
 enum hm_status hm_st_open(const char *path, struct hm_st_file **out,

@@ -1,6 +1,8 @@
 /* text_source.c — documents from plain text, jsonl and (nested) archives. */
 #include "text_source.h"
 
+#include "fileio.h"
+
 #include <archive.h>
 #include <archive_entry.h>
 #include <cjson/cJSON.h>
@@ -8,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define MAX_DEPTH 4
 
@@ -30,6 +33,7 @@ struct hm_text_source {
     int jsonl_eof;
     size_t jsonl_base;   /* length of the member name before ":LINE" */
     cJSON *json;         /* the current parsed line (its text is the document) */
+    int fd;              /* the input file we opened (closed with the source), or -1 */
     int64_t docs;
 };
 
@@ -154,9 +158,23 @@ enum hm_status hm_text_source_open(const char *path, struct hm_text_source **out
             archive_read_free(a);
         return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
     }
-    int r = strcmp(path, "-") == 0 ? archive_read_open_fd(a, 0, 1 << 16)
-                                   : archive_read_open_filename(a, path, 1 << 16);
-    return finish_open(s, a, r, strcmp(path, "-") == 0 ? "stdin" : path, out, err);
+    if (strcmp(path, "-") == 0)
+        return finish_open(s, a, archive_read_open_fd(a, 0, 1 << 16), "stdin", out, err);
+    /* a FIFO or pipe is a stream (a FIFO without a writer reads as empty);
+     * a device is no text input */
+    struct stat sb;
+    int fd = hm_open_input(path, &sb, err);
+    if (fd >= 0 && hm_input_regular(&sb, "a text input", err) != HM_OK) {
+        close(fd);
+        fd = -1;
+    }
+    if (fd < 0) {
+        archive_read_free(a);
+        free(s);
+        return err ? err->status : HM_ERR_IO;
+    }
+    s->fd = fd;
+    return finish_open(s, a, archive_read_open_fd(a, fd, 1 << 16), path, out, err);
 }
 
 enum hm_status hm_text_source_open_memory(const void *data, size_t size, const char *name,
@@ -184,6 +202,8 @@ void hm_text_source_close(struct hm_text_source *s)
         close_level(&s->lv[i]);
     cJSON_Delete(s->json);
     free(s->doc);
+    if (s->fd > 0)
+        close(s->fd);
     free(s);
 }
 

@@ -154,21 +154,19 @@ enum hm_status hm_tok_open(const char *path, struct hm_tok_file **out, struct hm
             goto out;
         f->base = (const uint8_t *)f->owned;
     } else {
-        fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0) {
-            st = hm_error_set_errno(err, HM_ERR_IO, errno, "cannot open");
-            goto out;
-        }
         struct stat sb;
-        if (fstat(fd, &sb) != 0) {
-            st = hm_error_set_errno(err, HM_ERR_IO, errno, "cannot stat");
+        fd = hm_open_input(path, &sb, err); /* never blocks on a FIFO */
+        if (fd < 0) {
+            st = err ? err->status : HM_ERR_IO;
             goto out;
         }
         if (S_ISDIR(sb.st_mode)) {
             st = hm_error_set(err, HM_ERR_IO, "is a directory");
             goto out;
         }
-        if (!S_ISREG(sb.st_mode)) { /* pipe or device: read it, capped */
+        if ((st = hm_input_regular(&sb, "a token file", err)) != HM_OK)
+            goto out; /* devices, sockets */
+        if (!S_ISREG(sb.st_mode)) { /* a pipe: read it, capped */
             st = hm_read_fd(fd, HM_TOK_STREAM_MAX, &f->owned, &f->size, err);
             if (st != HM_OK)
                 goto out;

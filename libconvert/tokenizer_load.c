@@ -9,6 +9,7 @@
 #include <utf8proc.h>
 #include <xxhash.h>
 
+#include "fileio.h"
 #include "tokenizer.h"
 #include "tokenizer_internal.h"
 
@@ -515,35 +516,17 @@ enum hm_status hm_tokenizer_load_json(const char *json, size_t len, struct hm_to
     return HM_OK;
 }
 
+/* The largest tokenizer file read (the GPT-NeoX one is 2.4 MB). */
+#define HM_TOKENIZER_FILE_MAX ((size_t)1 << 31)
+
 enum hm_status hm_tokenizer_load(const char *path, struct hm_tokenizer **out,
                                  struct hm_error *err)
 {
     *out = NULL;
-    FILE *fp = fopen(path, "rb");
-    if (!fp)
-        return hm_error_set_errno(err, HM_ERR_IO, errno, "cannot open");
     char *buf = NULL;
-    size_t n = 0, cap = 0;
-    enum hm_status st = HM_OK;
-    for (;;) {
-        if (cap - n < 65536) {
-            cap = cap ? cap * 2 : 1 << 20;
-            char *nb = cap > ((size_t)1 << 31) ? NULL : realloc(buf, cap);
-            if (!nb) {
-                st = hm_error_set(err, HM_ERR_NOMEM, "tokenizer file is too large");
-                break;
-            }
-            buf = nb;
-        }
-        size_t r = fread(buf + n, 1, cap - n, fp);
-        n += r;
-        if (r == 0) {
-            if (ferror(fp))
-                st = hm_error_set_errno(err, HM_ERR_IO, errno, "read failed");
-            break;
-        }
-    }
-    fclose(fp);
+    size_t n = 0;
+    /* a regular file (or '-'); never blocks on a FIFO, never reads a device */
+    enum hm_status st = hm_read_file(path, HM_TOKENIZER_FILE_MAX, &buf, &n, err);
     if (st == HM_OK)
         st = hm_tokenizer_load_memory(buf, n, out, err);
     free(buf);

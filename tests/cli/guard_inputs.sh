@@ -63,9 +63,21 @@ rm "$T/hf/model-00002-of-00002.safetensors"
 refused "input folder" "$B/hm-finetune" "$T/hf" -o "$T/hf/model.safetensors" -f "${RUN[@]}"
 [ "$(sum "$T/hf/model.safetensors")" = "$hf_before" ] || fail "the folder's model changed"
 
-# a token file that is a device is read as a capped stream, with a clear message
-refused "larger than" bash -c 'ulimit -v 3000000; exec "$0" "$@"' "$B/hm-finetune" "$T/m.st" \
-    -o "$T/z.st" --data /dev/zero --steps 1 --batch 1 --seq-len 8 --no-progress -q
+# devices are never read as inputs; a FIFO without a writer never blocks
+# (it reads as empty); a pipe is a stream, capped
+refused "is a device" "$B/hm-finetune" "$T/m.st" -o "$T/z.st" --data /dev/zero --steps 1 \
+    --batch 1 --seq-len 8 --no-progress -q
+refused "is a device" "$B/hm-inspect" /dev/zero
+refused "is a device" "$B/hm-eval" /dev/zero --data "$T/val.tok" --seq-len 8
+refused "is a device" "$B/hm-tokenize" --tokenizer /dev/zero --print-ids "$T/text.txt"
+refused "is a device" "$B/hm-tokenize" --bytes /dev/zero -o "$T/z.tok"
+mkfifo "$T/nowriter"
+refused "nowriter" "$B/hm-inspect" "$T/nowriter"
+refused "nowriter" "$B/hm-eval" "$T/m.st" --data "$T/nowriter" --seq-len 8
+refused "nowriter" "$B/hm-tokenize" --tokenizer "$T/nowriter" --print-ids "$T/text.txt"
+refused "nowriter" "$B/hm-finetune" "$T/nowriter" -o "$T/z.st" "${RUN[@]}"
+[ -p "$T/nowriter" ] || fail "the FIFO was touched"
+"$B/hm-inspect" <(cat "$T/m.st") >"$T/out" 2>"$T/err" || fail "a checkpoint through a pipe: $(cat "$T/err")"
 
 # devices and FIFOs are never replaced, even with -f
 refused "not a regular file" "$B/hm-finetune" "$T/m.st" -o /dev/null -f "${RUN[@]}"
