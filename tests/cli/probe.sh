@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# probe.sh — hm probed as a careless user and as an attacker would: at least
+# 60 hostile situations across every tool. For each: the run must end on
+# its own (no signal, no hang: 60 s) within 4 GB of address space, exit 0,
+# 1 or 2 (never a crash), leave every input file's bytes as they were
+# (sha256 before and after, over all of them), and never touch a device or a
+# FIFO. The count of situations is printed. Env: HM_BIN, HM_TMP.
+set -u
+B="$HM_BIN"
+T="${HM_TMP:-/tmp}/cli_probe.$$"
+rm -rf "$T" && mkdir -p "$T/in" "$T/out"
+fails=0 count=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+I="$T/in"
+O="$T/out"
+
+# the inputs a user has: a teacher, students, folders, token files, texts, configs
+for i in $(seq 1 200); do echo "some words to train on, line $i"; done > "$I/text.txt"
+"$B/hm-tokenize" --bytes "$I/text.txt" -o "$I/train.tok" 2>/dev/null
+cp "$I/train.tok" "$I/val.tok"
+"$B/hm-init" --preset tiny -o "$I/teacher.st" 2>/dev/null
+"$B/hm-linearize" "$I/teacher.st" -o "$I/hedgehog.st" --data "$I/train.tok" --steps 0 -q 2>/dev/null
+"$B/hm-map-ssm" "$I/hedgehog.st" -o "$I/hedgemamba.st" 2>/dev/null
+mkdir -p "$I/hf" && cp "$I/teacher.st" "$I/hf/model.safetensors"
+"$B/hm-init" --preset tiny -n --json > "$I/config.json" 2>/dev/null
+printf '{"context": "a", "choices": ["b", "c"], "label": 0}\n' > "$I/mc.jsonl"
+head -c 100 "$I/teacher.st" > "$I/cut.st"
+printf 'not a checkpoint at all' > "$I/garbage.st"
+: > "$I/empty.st"
+ln -s "$I/teacher.st" "$I/link.st"
+mkfifo "$I/fifo"
+for f in teacher hedgehog hedgemamba; do [ -s "$I/$f.st" ] || { echo "setup failed: $f"; exit 1; }; done
+snapshot() { (cd "$I" && find . -type f -print0 | sort -z | xargs -0 sha256sum); }
+before=$(snapshot)
+
+# probe CMD...: one hostile situation
+probe() {
+    count=$((count + 1))
+    timeout 60 bash -c 'ulimit -v 4194304; exec "$0" "$@"' "$@" </dev/null >"$T/o" 2>"$T/e"
+    local rc=$?
+    if [ $rc -eq 124 ]; then fail "hung (60 s): $*"
+    elif [ $rc -ge 3 ]; then fail "exit $rc (crash or signal): $* :: $(head -c 300 "$T/e")"; fi
+    [ -c /dev/null ] || fail "/dev/null is no longer a device after: $*"
+    [ -p "$I/fifo" ] || fail "the FIFO is no longer a FIFO after: $*"
+    local now
+    now=$(snapshot)
+    if [ "$now" != "$before" ]; then
+        fail "an input changed after: $*"
+        before=$now
+    fi
+}
+
+TR=(--data "$I/train.tok" --steps 1 --batch 2 --seq-len 16 --no-progress -q)
+# 1. outputs that are inputs, with -f
+for tool in hm-finetune hm-linearize; do
+    probe "$B/$tool" "$I/teacher.st" -o "$I/teacher.st" -f "${TR[@]}"
+    probe "$B/$tool" "$I/teacher.st" -o "$I/link.st" -f "${TR[@]}"
+    probe "$B/$tool" "$I/teacher.st" -o "$I/train.tok" -f "${TR[@]}"
+    probe "$B/$tool" "$I/teacher.st" -o "$O/x.st" -f --log "$I/teacher.st" "${TR[@]}"
+    probe "$B/$tool" "$I/teacher.st" -o "$O/x.st" -f --log "$I/train.tok" "${TR[@]}"
+    probe "$B/$tool" "$I/teacher.st" -o "$O/x.st" -f --val-data "$I/val.tok" --log "$I/val.tok" "${TR[@]}"
+    probe "$B/$tool" "$I/hf" -o "$I/hf/model.safetensors" -f "${TR[@]}"
+done
+probe "$B/hm-finetune" "$I/hedgemamba.st" -o "$I/teacher.st" -f --kd-teacher "$I/teacher.st" "${TR[@]}"
+probe "$B/hm-map-ssm" "$I/hedgehog.st" -o "$I/hedgehog.st" -f
+probe "$B/hm-map-ssm" "$I/hf" -o "$I/hf/model.safetensors" -f
+probe "$B/hm-map-ssm" "$I/hf" -o "$I/hf/config.json" -f
+probe "$B/hm-init" --config "$I/config.json" -o "$I/config.json" -f
+probe "$B/hm-tokenize" --bytes "$I/text.txt" -o "$I/text.txt" -f
+probe "$B/hm-tokenize" --bytes "$I/text.txt" -o "$I/train.tok" --val-fraction 0.5 --val-output "$I/text.txt" -f
+probe "$B/hm-eval" "$I/teacher.st" --data "$I/val.tok" --seq-len 16 --dump-logits "$I/teacher.st" -f
+probe "$B/hm-eval" "$I/teacher.st" --data "$I/val.tok" --seq-len 16 --dump-logits "$I/val.tok" -f
+probe "$B/hm-import" llama2c "$I/teacher.st" -o "$I/teacher.st" -f
+# 2. devices and FIFOs as outputs, with -f
+for out in /dev/null "$I/fifo"; do
+    probe "$B/hm-init" --preset tiny -o "$out" -f
+    probe "$B/hm-map-ssm" "$I/hedgehog.st" -o "$out" -f
+    probe "$B/hm-finetune" "$I/teacher.st" -o "$out" -f "${TR[@]}"
+    probe "$B/hm-tokenize" --bytes "$I/text.txt" -o "$out" -f
+    probe "$B/hm-finetune" "$I/teacher.st" -o "$O/y.st" -f --log "$out" "${TR[@]}"
+done
+# 3. devices and FIFOs (no writer) as inputs
+for in in /dev/zero /dev/urandom "$I/fifo"; do
+    probe "$B/hm-inspect" "$in"
+    probe "$B/hm-eval" "$in" --data "$I/val.tok" --seq-len 16
+    probe "$B/hm-eval" "$I/teacher.st" --data "$in" --seq-len 16
+    probe "$B/hm-finetune" "$I/teacher.st" -o "$O/z.st" -f --data "$in" --steps 1 --batch 1 --seq-len 8 -q
+    probe "$B/hm-tokenize" --tokenizer "$in" --print-ids "$I/text.txt"
+    probe "$B/hm-tokenize" --bytes "$in" -o "$O/z.tok" -f
+    probe "$B/hm-map-ssm" "$in" -o "$O/z.st" -f
+    probe "$B/hm-import" llama2c "$in" -o "$O/z.st" -f
+    probe "$B/hm-init" --config "$in" -o "$O/z.st" -f
+done
+# 4. malformed, cut, empty and missing inputs
+for in in "$I/cut.st" "$I/garbage.st" "$I/empty.st" "$I/missing.st" "$I"; do
+    probe "$B/hm-inspect" "$in"
+    probe "$B/hm-eval" "$in" --data "$I/val.tok" --seq-len 16
+    probe "$B/hm-verify" recurrent "$in" --random-tokens 8
+    probe "$B/hm-linearize" "$in" -o "$O/w.st" -f "${TR[@]}"
+done
+probe "$B/hm-eval" "$I/teacher.st" --data "$I/text.txt" --seq-len 16
+probe "$B/hm-finetune" "$I/teacher.st" -o "$O/w.st" -f --data "$I/teacher.st" --steps 1 -q
+probe "$B/hm-eval" "$I/teacher.st" --mc "$I/teacher.st" --bytes
+probe "$B/hm-tokenize" --tokenizer "$I/teacher.st" --print-ids "$I/text.txt"
+# 5. absurd numbers, bad flags
+probe "$B/hm-finetune" "$I/teacher.st" -o "$O/v.st" -f --data "$I/train.tok" --steps 1 --batch 1000000000 --seq-len 1000000000
+probe "$B/hm-finetune" "$I/teacher.st" -o "$O/v.st" -f --data "$I/train.tok" --steps -1
+probe "$B/hm-eval" "$I/teacher.st" --data "$I/val.tok" --seq-len 0
+probe "$B/hm-eval" "$I/teacher.st" --data "$I/val.tok" --seq-len 99999999999
+probe "$B/hm-verify" recurrent "$I/hedgemamba.st" --random-tokens 999999999999
+probe "$B/hm-init" --preset no-such-preset -o "$O/u.st"
+probe "$B/hm-finetune" "$I/teacher.st" -o "$O/no/such/dir/x.st" "${TR[@]}"
+probe "$B/hm-finetune" "$I/teacher.st" -o "$O/x.st" -f --resume "${TR[@]}"
+
+now=$(snapshot)
+[ "$now" = "$before" ] || fail "inputs changed over the run"
+echo "probe.sh: $count hostile situations"
+[ "$count" -ge 60 ] || fail "only $count situations (want at least 60)"
+rm -rf "$T"
+[ $fails -eq 0 ] || { echo "probe.sh: $fails failure(s)"; exit 1; }
+echo "probe.sh: ok"
