@@ -2,6 +2,7 @@
  * (--stop-after and a real SIGKILL) bit-exactness, the NaN guard, the log. */
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -173,11 +174,31 @@ Test(train, resume_after_sigkill_is_bit_exact)
     kill(pid, SIGKILL);
     int status;
     waitpid(pid, &status, 0);
+    /* the kill really fired, mid-run: the child died of SIGKILL (it did not
+     * finish), and the state it left is short of the 30 steps */
+    cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
+              "the child was not killed (it %s)", WIFEXITED(status) ? "finished" : "stopped");
     cr_assert_eq(stat(state, &sb), 0, "no state was written before the kill");
-    /* no temp files are left behind by the atomic writer... except the one
-     * being written at the moment of SIGKILL, which cannot be cleaned */
+    struct hm_st_file *sf = NULL;
+    struct hm_error e;
+    cr_assert_eq(hm_st_open(state, &sf, &e), HM_OK, "%s", e.msg);
+    cJSON *run = cJSON_Parse(hm_st_metadata_get(sf, "hm.run"));
+    const cJSON *step = cJSON_GetObjectItem(run, "step");
+    cr_assert(cJSON_IsNumber(step) && step->valuedouble < 30, "the killed run had finished");
+    fprintf(stderr, "killed after step %g of 30\n", step->valuedouble);
+    cJSON_Delete(run);
+    hm_st_close(sf);
     cr_assert_eq(finetune("--steps 30 -o killed.st --save-every 2 --resume", &err), 0, "%s", err);
     free(err);
+    /* the temporary file the kill left behind was removed by the resumed run */
+    DIR *dir = opendir(g_dir);
+    struct dirent *de;
+    while (dir && (de = readdir(dir)) != NULL)
+        cr_expect(strncmp(de->d_name, ".killed.st.tmp.", 15) != 0 &&
+                      strncmp(de->d_name, ".killed.st.state.tmp.", 21) != 0,
+                  "leftover '%s'", de->d_name);
+    if (dir)
+        closedir(dir);
     same_tensors("ref.st", "killed.st");
     same_tensors("ref.st.state", "killed.st.state");
     free(state);
