@@ -88,7 +88,6 @@ refused "not a regular file" "$B/hm-finetune" "$T/m.st" -o "$T/x.st" -f --log "$
 refused "not a regular file" "$B/hm-finetune" "$T/m.st" -o "$T/x.st" -f --log /dev/full "${RUN[@]}"
 
 # a missing output directory is found before training starts
-start=$(date +%s)
 refused "does not exist" "$B/hm-finetune" "$T/m.st" -o "$T/no/such/dir/x.st" "${RUN[@]}"
 refused "does not exist" "$B/hm-finetune" "$T/m.st" -o "$T/x.st" --log "$T/nodir/log.jsonl" \
     "${RUN[@]}"
@@ -146,8 +145,6 @@ ok "$B/hm-init" --preset tiny -o "$T/x.st"
 : > "$T/empty.txt"
 refused "file is empty" "$B/hm-tokenize" --bytes "$T/empty.txt" -o "$T/e.tok"
 grep -q "multibyte\|wide character" "$T/err" && fail "a stale errno in: $(cat "$T/err")"
-end=$(date +%s)
-[ $((end - start)) -lt 60 ] || fail "the refusals took $((end - start)) s"
 rm -rf "$T"
 [ $fails -eq 0 ] || { echo "guard_inputs.sh: $fails failure(s)"; exit 1; }
 echo "guard_inputs.sh: ok"
