@@ -14,7 +14,8 @@ CMAKE_FLAGS += -DHM_WERROR=ON
 endif
 
 DEB_PACKAGES = cmake make gcc pkg-config libcjson-dev libxxhash-dev libarchive-dev \
-               libutf8proc-dev libcriterion-dev libopenblas-openmp-dev fortunes
+               libutf8proc-dev libcriterion-dev libopenblas-openmp-dev libprotobuf-c-dev \
+               protobuf-c-compiler fortunes
 
 .PHONY: all build test asan deps deps-check demo clean
 all: build
@@ -24,7 +25,8 @@ $(BUILD)/CMakeCache.txt: | deps-check
 
 # On a fresh machine: install the packages when root, otherwise say which.
 deps-check:
-	@if ! command -v cmake >/dev/null || ! pkg-config --exists libcjson libxxhash libarchive libutf8proc 2>/dev/null \
+	@if ! command -v cmake >/dev/null || ! command -v protoc-c >/dev/null \
+	    || ! pkg-config --exists libcjson libxxhash libarchive libutf8proc libprotobuf-c 2>/dev/null \
 	    || [ ! -e /usr/include/criterion/criterion.h ] || ! ls /usr/include/*/openblas*/cblas.h >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" = 0 ]; then $(MAKE) --no-print-directory deps; \
 	  else echo "hm needs: sudo apt-get install $(DEB_PACKAGES)" >&2; exit 1; fi; fi
