@@ -496,6 +496,11 @@ int main(int argc, char **argv)
         for (int i = 0; i < o.ninputs; i++)
             if (hm_same_file(o.output, o.inputs[i]))
                 hm_die("cannot write '%s': it is also an input", o.output);
+    /* the tokenizer is an input too: never an output, with or without -f */
+    const char *outs[2] = {o.output, o.val_output};
+    for (int k = 0; k < 2 && o.tokenizer; k++)
+        if (outs[k] && hm_output_clobbers(outs[k], o.tokenizer))
+            hm_die("cannot write '%s': it is the --tokenizer", outs[k]);
     struct hm_tokenizer *tok = load_tokenizer(&o);
     if (o.bos && hm_tokenizer_bos_id(tok) < 0)
         hm_usage_error("--bos needs a tokenizer with a BOS token (a llama2.c tokenizer.bin), "

@@ -29,6 +29,9 @@ printf 'not a checkpoint at all' > "$I/garbage.st"
 : > "$I/empty.st"
 ln -s "$I/teacher.st" "$I/link.st"
 mkfifo "$I/fifo"
+# a real tokenizer when the shared data is at hand (the --tokenizer cases)
+[ -r "${HM_SHARED_DATA:-/nonexistent}/llama2c_tok512.bin" ] &&
+    cp "$HM_SHARED_DATA/llama2c_tok512.bin" "$I/tok.bin"
 for f in teacher hedgehog hedgemamba; do [ -s "$I/$f.st" ] || { echo "setup failed: $f"; exit 1; }; done
 snapshot() { (cd "$I" && find . -type f -print0 | sort -z | xargs -0 sha256sum); }
 before=$(snapshot)
@@ -71,6 +74,11 @@ probe "$B/hm-tokenize" --bytes "$I/text.txt" -o "$I/train.tok" --val-fraction 0.
 probe "$B/hm-eval" "$I/teacher.st" --data "$I/val.tok" --seq-len 16 --dump-logits "$I/teacher.st" -f
 probe "$B/hm-eval" "$I/teacher.st" --data "$I/val.tok" --seq-len 16 --dump-logits "$I/val.tok" -f
 probe "$B/hm-import" llama2c "$I/teacher.st" -o "$I/teacher.st" -f
+if [ -f "$I/tok.bin" ]; then
+    probe "$B/hm-tokenize" --tokenizer "$I/tok.bin" "$I/text.txt" -o "$I/tok.bin" -f
+    probe "$B/hm-tokenize" --tokenizer "$I/tok.bin" "$I/text.txt" -o "$O/t.tok" --val-fraction 0.5 \
+        --val-output "$I/tok.bin" -f
+fi
 # 2. devices and FIFOs as outputs, with -f
 for out in /dev/null "$I/fifo"; do
     probe "$B/hm-init" --preset tiny -o "$out" -f
