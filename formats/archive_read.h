@@ -28,6 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "archive_write.h" /* enum hm_archive_format */
 #include "hm_error.h"
 
 #define HM_ARCHIVE_MAX_TOTAL (64ull << 30) /* bytes of all members together: 64 GiB */
@@ -71,5 +72,7 @@ int64_t hm_archive_n_members(const struct hm_archive *a);
 const struct hm_archive_member *hm_archive_member_at(const struct hm_archive *a, int64_t i);
 /* Index of the member named name, or -1. */
 int64_t hm_archive_find(const struct hm_archive *a, const char *name);
+/* The format read (an enum hm_archive_format), or -1 for another tar filter. */
+int hm_archive_format_of(const struct hm_archive *a);
 
 #endif

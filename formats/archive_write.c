@@ -117,6 +117,11 @@ enum hm_status hm_archive_writer_open(FILE *fp, enum hm_archive_format format, i
     } else {
         st = add_filter(w->a, format, err);
     }
+    /* no zero padding after a compressed stream or a zip's central directory
+     * (plain tar keeps the usual 10240-byte blocks) */
+    if (st == HM_OK && format != HM_ARCHIVE_TAR &&
+        archive_write_set_bytes_in_last_block(w->a, 1) != ARCHIVE_OK)
+        st = la_error(w->a, err, "cannot set up the archive");
     if (st == HM_OK && archive_write_open_FILE(w->a, fp) != ARCHIVE_OK)
         st = la_error(w->a, err, "cannot start the archive");
     if (st != HM_OK) {

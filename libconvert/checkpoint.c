@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bundle.h"
 #include "dtype.h"
 #include "fileio.h"
 
@@ -23,6 +24,9 @@ struct hm_ckpt {
     int64_t n;
     struct hm_ckpt_tensor *t;  /* [n], sorted by name */
     int64_t *st_index;         /* [n], index of t[i] within its file */
+    struct hm_bundle *bundle;  /* owned when ck is a bundle (files may borrow from it) */
+    const void *tok;           /* the bundle's tokenizer bytes [tok_len], borrowed from bundle */
+    size_t tok_len;
 };
 
 void hm_ckpt_close(struct hm_ckpt *ck)
@@ -35,6 +39,7 @@ void hm_ckpt_close(struct hm_ckpt *ck)
     }
     free(ck->files);
     free(ck->paths);
+    hm_bundle_close(ck->bundle);
     free(ck->t);
     free(ck->st_index);
     free(ck->config_source);
@@ -80,25 +85,31 @@ static char *path_dir(const char *path)
     return strndup(path, (size_t)(s - path));
 }
 
-static enum hm_status add_file(struct hm_ckpt *ck, const char *path, struct hm_error *err)
+/* Adds an opened file f (owned from here on, closed on failure too) shown as path. */
+static enum hm_status add_st(struct hm_ckpt *ck, const char *path, struct hm_st_file *f,
+                             struct hm_error *err)
 {
     struct hm_st_file **nf = realloc(ck->files, sizeof *nf * (size_t)(ck->nfiles + 1));
     if (nf)
         ck->files = nf;
     char **np = nf ? realloc(ck->paths, sizeof *np * (size_t)(ck->nfiles + 1)) : NULL;
-    if (!nf || !np)
+    if (np)
+        ck->paths = np;
+    char *p = np ? strdup(path) : NULL;
+    if (!p) {
+        hm_st_close(f);
         return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
-    ck->paths = np;
-    ck->paths[ck->nfiles] = strdup(path);
-    if (!ck->paths[ck->nfiles])
-        return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
-    enum hm_status st = hm_st_open(path, &ck->files[ck->nfiles], err);
-    if (st != HM_OK) {
-        free(ck->paths[ck->nfiles]);
-        return st;
     }
-    ck->nfiles++;
+    ck->paths[ck->nfiles] = p;
+    ck->files[ck->nfiles++] = f;
     return HM_OK;
+}
+
+static enum hm_status add_file(struct hm_ckpt *ck, const char *path, struct hm_error *err)
+{
+    struct hm_st_file *f;
+    enum hm_status st = hm_st_open(path, &f, err);
+    return st == HM_OK ? add_st(ck, path, f, err) : st;
 }
 
 static int cmp_tensor_name(const void *a, const void *b, void *ctx)
@@ -339,6 +350,71 @@ static enum hm_status load_config(struct hm_ckpt *ck, const char *dir, int prefe
     return st;
 }
 
+/* ck from the bundle in ck->bundle: its weights, hm.config (else its
+ * config.json) and its tokenizer. */
+static enum hm_status open_bundle_parts(struct hm_ckpt *ck, struct hm_error *err)
+{
+    struct hm_bundle *b = ck->bundle;
+    struct hm_st_file *f;
+    enum hm_status st = hm_bundle_check(b, err);
+    if (st == HM_OK)
+        st = hm_bundle_open_weights(b, &f, err);
+    if (st != HM_OK)
+        return st;
+    int64_t wi = hm_bundle_find(b, HM_BUNDLE_WEIGHTS);
+    const char *disk = hm_bundle_file_disk_path(b, wi);
+    size_t n = strlen(hm_bundle_path(b)) + sizeof HM_BUNDLE_WEIGHTS + 2;
+    char *shown = malloc(n);
+    if (!shown) {
+        hm_st_close(f);
+        return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+    }
+    snprintf(shown, n, "%s:%s", hm_bundle_path(b), HM_BUNDLE_WEIGHTS);
+    st = add_st(ck, disk ? disk : shown, f, err);
+    free(shown);
+    if (st != HM_OK)
+        return st;
+    const char *meta = hm_st_metadata_get(f, "hm.config");
+    int64_t ci = hm_bundle_find(b, "config.json");
+    const void *text = meta;
+    size_t len = meta ? strlen(meta) : 0;
+    if (!meta && ci >= 0 && (st = hm_bundle_file_data(b, ci, &text, &len, err)) != HM_OK)
+        return st;
+    if (!text)
+        return hm_error_set(err, HM_ERR_INVALID, "bundle has neither hm.config nor config.json");
+    if ((st = hm_config_parse(text, len, &ck->cfg, err)) != HM_OK) {
+        hm_error_prefix(err, "%s of the bundle: ", meta ? "hm.config" : "config.json");
+        return st;
+    }
+    if (!(ck->config_source = strdup(meta ? "hm.config" : "config.json")))
+        return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+    int64_t ti = hm_bundle_tokenizer_index(b);
+    if (ti >= 0)
+        st = hm_bundle_file_data(b, ti, &ck->tok, &ck->tok_len, err);
+    return st;
+}
+
+/* "-": a safetensors file or a bundle archive on stdin. */
+static enum hm_status open_stdin(struct hm_ckpt *ck, struct hm_error *err)
+{
+    char *buf;
+    size_t len;
+    enum hm_status st = hm_read_fd(0, HM_ST_STDIN_MAX, &buf, &len, err);
+    if (st != HM_OK)
+        return st;
+    if (hm_bundle_sniff((const unsigned char *)buf, len)) {
+        st = hm_bundle_open_memory(buf, len, "-", &ck->bundle, err);
+        free(buf);
+        return st == HM_OK ? open_bundle_parts(ck, err) : st;
+    }
+    struct hm_st_file *f;
+    if ((st = hm_st_open_memory(buf, len, 1, &f, err)) != HM_OK)
+        return st;
+    if ((st = add_st(ck, "-", f, err)) != HM_OK)
+        return st;
+    return load_config(ck, NULL, 0, err);
+}
+
 static int ends_with(const char *s, const char *suffix)
 {
     size_t a = strlen(s), b = strlen(suffix);
@@ -356,8 +432,11 @@ enum hm_status hm_ckpt_open(const char *path, struct hm_ckpt **out, struct hm_er
     enum hm_status st;
     char *dir = NULL, *p = NULL;
     if (strcmp(path, "-") == 0) {
-        if ((st = add_file(ck, "-", err)) == HM_OK)
-            st = load_config(ck, NULL, 0, err);
+        st = open_stdin(ck, err);
+    } else if (hm_bundle_detect(path)) {
+        st = hm_bundle_open(path, &ck->bundle, err);
+        if (st == HM_OK)
+            st = open_bundle_parts(ck, err);
     } else if (hm_is_dir(path)) {
         dir = strdup(path);
         p = path_join(path, "model.safetensors.index.json");
@@ -479,7 +558,8 @@ const char *hm_ckpt_metadata_get(const struct hm_ckpt *ck, const char *key)
 
 const void *hm_ckpt_bundle_tokenizer(const struct hm_ckpt *ck, size_t *len)
 {
-    (void)ck;
-    *len = 0;
-    return NULL; /* bundles land with hm-pack */
+    *len = ck->tok ? ck->tok_len : 0;
+    return ck->tok;
 }
+
+struct hm_bundle *hm_ckpt_bundle(const struct hm_ckpt *ck) { return ck->bundle; }

@@ -6,7 +6,12 @@
  *   - "-": a safetensors file on stdin (needs hm.config);
  *   - a HuggingFace folder: config.json plus model.safetensors, or plus
  *     model.safetensors.index.json and its shards;
- *   - a model.safetensors.index.json path (config.json beside it).
+ *   - a model.safetensors.index.json path (config.json beside it);
+ *   - a bundle (SPEC §5, bundle.h): a folder holding MANIFEST.json, or an
+ *     archive file (tar, tar.gz, tar.xz, tar.zst, zip) told by its content,
+ *     also on stdin. Its manifest is checked without hashing (hm_bundle_check;
+ *     hm-verify bundle checks every hash); the config is the weights'
+ *     hm.config, else the bundle's config.json.
  * A sharded set is cross-checked: every index entry must exist in the shard
  * it names; a tensor in two shards, a tensor missing from the index, a shard
  * file named like the others but absent from the index, or a shard path that
@@ -63,8 +68,13 @@ size_t hm_ckpt_file_size(const struct hm_ckpt *ck, int i);
 const char *hm_ckpt_path(const struct hm_ckpt *ck);
 
 /* The tokenizer file a bundle (SPEC §5) carries: borrowed bytes valid until
- * hm_ckpt_close(), *len bytes; NULL when ck is not a bundle or has none. */
+ * hm_ckpt_close(), *len bytes; NULL when ck is not a bundle or has none.
+ * (tokenizer.json, else tokenizer.bin: hm_tokenizer_load_memory tells them apart.) */
 const void *hm_ckpt_bundle_tokenizer(const struct hm_ckpt *ck, size_t *len);
+
+/* The bundle ck was read from (borrowed, valid until hm_ckpt_close), or NULL. */
+struct hm_bundle;
+struct hm_bundle *hm_ckpt_bundle(const struct hm_ckpt *ck);
 
 /* Metadata of the first file (`hm.provenance` etc.); NULL if absent. */
 const char *hm_ckpt_metadata_get(const struct hm_ckpt *ck, const char *key);

@@ -1,7 +1,7 @@
 /* hm-inspect — tell what a checkpoint is.
  *
- * Reads a safetensors file, a HuggingFace folder, a sharded index or stdin
- * through the shared checkpoint loader and reports the architecture, config,
+ * Reads a safetensors file, a HuggingFace folder, a sharded index, a bundle
+ * (folder or archive, SPEC §5) or stdin through the shared checkpoint loader and reports the architecture, config,
  * parameter counts per component, dtypes, sizes, a memory estimate, the
  * provenance chain and warnings. --json emits one versioned object (see
  * docs/inspect-json.md). */
@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bundle.h"
 #include "checkpoint.h"
 #include "cli.h"
 #include "fileio.h"
@@ -27,13 +28,16 @@ static const char usage[] =
     "\n"
     "Describe a checkpoint: PATH is a safetensors file, a HuggingFace model folder\n"
     "(config.json + model.safetensors or a sharded index), a\n"
-    "model.safetensors.index.json, or - for a safetensors file on stdin.\n"
+    "model.safetensors.index.json, a bundle from hm-pack (a folder or an archive:\n"
+    "the model plus the bundle's files), or - for a safetensors file or a bundle\n"
+    "archive on stdin.\n"
     "\n"
     "Options:\n"
     "      --tensors          list every tensor (name, dtype, shape, bytes, group)\n"
     "      --hash             add xxh3 of every tensor's bytes and of every file\n"
     "      --tokenizer FILE   check the vocabulary rows against this tokenizer.json\n"
-    "                         (default: tokenizer.json beside the model, if present)\n"
+    "                         (default: a bundle's tokenizer, else tokenizer.json\n"
+    "                         beside the model, if present)\n"
     "      --json             one JSON object on stdout (version 1, docs/inspect-json.md)\n"
     "  -q, --quiet            no warnings on stderr\n"
     "  -v, --verbose          more detail\n"
@@ -124,14 +128,19 @@ static void check_against_specs(const struct hm_ckpt *ck, struct report *r)
 static void check_tokenizer(const struct hm_ckpt *ck, const char *tok_path, int explicit_path,
                             struct report *r)
 {
-    if (!tok_path)
+    size_t blen;
+    const void *bytes = explicit_path ? NULL : hm_ckpt_bundle_tokenizer(ck, &blen);
+    if (!tok_path && !bytes)
         return;
-    if (!explicit_path && !hm_is_file(tok_path))
+    if (!bytes && !explicit_path && !hm_is_file(tok_path))
         return;
     struct hm_tokenizer *tok = NULL;
     struct hm_error err;
     hm_error_clear(&err);
-    if (hm_tokenizer_load(tok_path, &tok, &err) != HM_OK) {
+    if (bytes)
+        tok_path = "the bundle's tokenizer";
+    if (bytes ? hm_tokenizer_load_memory(bytes, blen, &tok, &err) != HM_OK
+              : hm_tokenizer_load(tok_path, &tok, &err) != HM_OK) {
         if (explicit_path)
             hm_die_err("cannot read", tok_path, &err);
         warn(r, "cannot read tokenizer '%s': %s", tok_path, err.msg);
@@ -219,12 +228,59 @@ static int file_hash(const struct hm_ckpt *ck, int i, char hex[17])
     const char *p = hm_ckpt_file_path(ck, i);
     uint64_t h;
     struct hm_error err;
-    if (strcmp(p, "-") == 0)
-        return -1;
+    if (strcmp(p, "-") == 0 || !hm_is_file(p))
+        return -1; /* stdin, an archive's member */
     if (hm_xxh3_file(p, &h, &err) != HM_OK)
         hm_die_err("cannot read", p, &err);
     hm_xxh3_hex(h, hex);
     return 0;
+}
+
+/* The bundle's files, or JSON null when ck is not a bundle. */
+static cJSON *bundle_json(const struct hm_ckpt *ck, int hash)
+{
+    struct hm_bundle *b = hm_ckpt_bundle(ck);
+    if (!b)
+        return cJSON_CreateNull();
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "format", hm_bundle_kind_name(b));
+    cJSON *files = cJSON_AddArrayToObject(o, "files");
+    for (int64_t i = 0; i < hm_bundle_n_files(b); i++) {
+        cJSON *f = cJSON_CreateObject();
+        cJSON_AddStringToObject(f, "path", hm_bundle_file_name(b, i));
+        cJSON_AddNumberToObject(f, "bytes", (double)hm_bundle_file_size(b, i));
+        uint64_t h;
+        char hex[17];
+        struct hm_error err;
+        if (hash && hm_bundle_file_xxh3(b, i, &h, &err) != HM_OK)
+            hm_die_err("cannot read", hm_ckpt_path(ck), &err);
+        hm_xxh3_hex(h, hex);
+        if (hash)
+            cJSON_AddStringToObject(f, "xxh3", hex);
+        cJSON_AddItemToArray(files, f);
+    }
+    return o;
+}
+
+static void bundle_human(const struct hm_ckpt *ck, int hash)
+{
+    struct hm_bundle *b = hm_ckpt_bundle(ck);
+    if (!b)
+        return;
+    printf("bundle:      %s, %lld files (hm-verify bundle checks their hashes)\n",
+           hm_bundle_kind_name(b), (long long)hm_bundle_n_files(b));
+    for (int64_t i = 0; i < hm_bundle_n_files(b); i++) {
+        char n[32], hex[17] = "";
+        uint64_t h;
+        struct hm_error err;
+        if (hash && hm_bundle_file_xxh3(b, i, &h, &err) != HM_OK)
+            hm_die_err("cannot read", hm_ckpt_path(ck), &err);
+        if (hash)
+            hm_xxh3_hex(h, hex);
+        group_commas((int64_t)hm_bundle_file_size(b, i), n, sizeof n);
+        printf("  %-32s %15s bytes%s%s\n", hm_bundle_file_name(b, i), n, hash ? "  xxh3 " : "",
+               hex);
+    }
 }
 
 static void print_json(const struct hm_ckpt *ck, const struct report *r, int list, int hash)
@@ -264,6 +320,7 @@ static void print_json(const struct hm_ckpt *ck, const struct report *r, int lis
         cJSON_AddItemToArray(files, f);
     }
     cJSON_AddNumberToObject(o, "bytes_on_disk", (double)r->disk_bytes);
+    cJSON_AddItemToObject(o, "bundle", bundle_json(ck, hash));
     cJSON *mem = cJSON_AddObjectToObject(o, "memory");
     cJSON_AddNumberToObject(mem, "fp32_weights_bytes", (double)r->n_params * 4);
     cJSON_AddNumberToObject(mem, "fp32_train_bytes", (double)r->n_params * 16);
@@ -334,6 +391,7 @@ static void print_human(const struct hm_ckpt *ck, const struct report *r, int li
         if (file_hash(ck, i, hex) == 0)
             printf("  %s  xxh3 %s\n", hm_ckpt_file_path(ck, i), hex);
     }
+    bundle_human(ck, hash);
     printf("config:      layers %lld, hidden %lld, heads %lld, head dim %lld, mlp %lld, "
            "vocab %lld\n", (long long)c->num_hidden_layers, (long long)c->hidden_size,
            (long long)c->num_attention_heads, (long long)c->head_dim,
@@ -442,7 +500,7 @@ int main(int argc, char **argv)
     tally(ck, &r);
     check_against_specs(ck, &r);
     char *default_tok = NULL;
-    if (!tok_path && strcmp(path, "-") != 0) {
+    if (!tok_path && strcmp(path, "-") != 0 && !hm_ckpt_bundle(ck)) {
         const char *src = hm_ckpt_file_path(ck, 0);
         const char *slash = strrchr(src, '/');
         size_t n = slash ? (size_t)(slash - src + 1) : 0;

@@ -6,13 +6,16 @@
  *                                           output agree (1e-5 rel, fp32)
  *   hm-verify recurrent CKPT                chunked = token-by-token form
  *   hm-verify logits CKPT --reference FILE --data TOKENS
- *                                           logits equal a stored reference */
+ *                                           logits equal a stored reference
+ *   hm-verify bundle BUNDLE                 every checksum of the manifest holds */
+#include <cjson/cJSON.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "bundle.h"
 #include "checkpoint.h"
 #include "cli.h"
 #include "model.h"
@@ -24,6 +27,7 @@ static const char usage[] =
     "usage: hm-verify mapping HEDGEHOG HEDGEMAMBA [--data TOKENS | --random-tokens N]\n"
     "       hm-verify recurrent CKPT [--data TOKENS | --random-tokens N]\n"
     "       hm-verify logits CKPT --reference LOGITS --data TOKENS\n"
+    "       hm-verify bundle BUNDLE\n"
     "\n"
     "Check that two computations agree, with the same loaders and kernels as the\n"
     "other tools. Error = max |a - b| / max |b| over the compared values (b: the\n"
@@ -36,6 +40,10 @@ static const char usage[] =
     "  logits     a model's logits vs a safetensors file with tensor 'logits'\n"
     "             [windows, L, V] (as hm-eval --dump-logits writes) on the same\n"
     "             windows of TOKENS (window w = tokens [wL, wL+L))\n"
+    "  bundle     a bundle from hm-pack (folder or archive): every file's and every\n"
+    "             tensor's bytes and XXH3 equal MANIFEST.json's, the manifest covers\n"
+    "             every member and tensor, the provenance matches; exit 1 names each\n"
+    "             tampered member and tensor, 2 when it cannot be read or is no bundle\n"
     "\n"
     "Options:\n"
     "      --data FILE          token file; sequences are windows of --seq-len\n"
@@ -47,7 +55,9 @@ static const char usage[] =
     "      --tolerance X        relative tolerance (default 1e-5; logits: 1e-4)\n"
     "      --threads N          CPU threads\n"
     "      --json               one JSON object: check, equivalent, tolerance,\n"
-    "                           max_abs, max_rel, where, layers\n"
+    "                           max_abs, max_rel, where, layers (bundle: check,\n"
+    "                           valid, files, tensors, findings [{member, tensor,\n"
+    "                           message}])\n"
     "  -q, --quiet  -v, --verbose  -h, --help  --version\n"
     "\n"
     "Exit status: 0 equivalent, 1 not equivalent, 2 could not check.\n";
@@ -417,6 +427,70 @@ fail:
     return 2;
 }
 
+/* ---- bundle -------------------------------------------------------------------- */
+
+struct findings {
+    int json;
+    cJSON *arr;
+};
+
+static void on_finding(void *ctx, const char *member, const char *tensor, const char *msg)
+{
+    struct findings *f = ctx;
+    if (f->json) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "member", member);
+        if (tensor)
+            cJSON_AddStringToObject(o, "tensor", tensor);
+        else
+            cJSON_AddNullToObject(o, "tensor");
+        cJSON_AddStringToObject(o, "message", msg);
+        cJSON_AddItemToArray(f->arr, o);
+    } else if (tensor) {
+        printf("'%s': tensor '%s': %s\n", member, tensor, msg);
+    } else if (member[0]) {
+        printf("'%s': %s\n", member, msg);
+    } else {
+        printf("%s\n", msg);
+    }
+}
+
+static int check_bundle(const struct opts *o)
+{
+    struct findings f = {o->common.json, cJSON_CreateArray()};
+    struct hm_bundle_verify_stats stats;
+    struct hm_error err;
+    hm_error_clear(&err);
+    if (hm_bundle_verify(o->a, on_finding, &f, &stats, &err) != HM_OK) {
+        hm_error("cannot check '%s': %s", o->a, err.msg);
+        cJSON_Delete(f.arr);
+        return 2;
+    }
+    if (o->common.json) {
+        cJSON *r = cJSON_CreateObject();
+        cJSON_AddNumberToObject(r, "version", 1);
+        cJSON_AddStringToObject(r, "check", "bundle");
+        cJSON_AddBoolToObject(r, "valid", stats.findings == 0);
+        cJSON_AddNumberToObject(r, "files", (double)stats.files);
+        cJSON_AddNumberToObject(r, "tensors", (double)stats.tensors);
+        cJSON_AddItemToObject(r, "findings", f.arr);
+        char *s = cJSON_PrintUnformatted(r);
+        if (s)
+            puts(s);
+        free(s);
+        cJSON_Delete(r);
+    } else {
+        cJSON_Delete(f.arr);
+        if (stats.findings)
+            printf("NOT valid: %lld finding%s in '%s'\n", (long long)stats.findings,
+                   stats.findings > 1 ? "s" : "", o->a);
+        else
+            printf("valid: %lld files and %lld tensors match the manifest\n",
+                   (long long)stats.files, (long long)stats.tensors);
+    }
+    return stats.findings ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -434,6 +508,7 @@ int main(int argc, char **argv)
     struct opts o = {.common = {.progress = -1}, .seq_len = 256, .max_windows = 4, .tol = -1};
     int c;
     hm_cli_init("hm-verify", usage, argv);
+    hm_cli_set_write_failure_code(2); /* cmp(1): could not report = could not check */
     while ((c = getopt_long(argc, argv, HM_CLI_COMMON_SHORTOPTS, longopts, NULL)) != -1) {
         switch (c) {
         HM_CLI_COMMON_CASES(&o.common);
@@ -449,15 +524,22 @@ int main(int argc, char **argv)
     }
     int nargs = argc - optind;
     if (nargs < 1)
-        hm_usage_error("missing the check: mapping, recurrent or logits");
+        hm_usage_error("missing the check: mapping, recurrent, logits or bundle");
     o.mode = argv[optind];
     int want = strcmp(o.mode, "mapping") == 0 ? 2 : 1;
-    if (strcmp(o.mode, "mapping") && strcmp(o.mode, "recurrent") && strcmp(o.mode, "logits"))
-        hm_usage_error("unknown check '%s' (mapping, recurrent or logits)", o.mode);
+    if (strcmp(o.mode, "mapping") && strcmp(o.mode, "recurrent") && strcmp(o.mode, "logits") &&
+        strcmp(o.mode, "bundle"))
+        hm_usage_error("unknown check '%s' (mapping, recurrent, logits or bundle)", o.mode);
     if (nargs - 1 != want)
-        hm_usage_error("'%s' takes %d checkpoint%s", o.mode, want, want > 1 ? "s" : "");
+        hm_usage_error("'%s' takes %d %s%s", o.mode, want,
+                       strcmp(o.mode, "bundle") ? "checkpoint" : "bundle", want > 1 ? "s" : "");
     o.a = argv[optind + 1];
     o.b = want == 2 ? argv[optind + 2] : NULL;
+    if (strcmp(o.mode, "bundle") == 0) {
+        if (o.data || o.random_tokens || o.ref)
+            hm_usage_error("bundle takes no --data, --random-tokens or --reference");
+        return hm_cli_finish(check_bundle(&o));
+    }
     if (!!o.data == !!o.random_tokens && strcmp(o.mode, "logits") != 0)
         hm_usage_error("give one of --data or --random-tokens");
     if (strcmp(o.mode, "logits") == 0 && (!o.ref || !o.data || o.random_tokens))

@@ -142,6 +142,11 @@ touch "$T/.x.st.tmp.999999999.AbCdEf" "$T/.x.st.tmp.$$.AbCdEf"
 ok "$B/hm-init" --preset tiny -o "$T/x.st"
 [ ! -e "$T/.x.st.tmp.999999999.AbCdEf" ] || fail "a dead run's leftover was not removed"
 [ -e "$T/.x.st.tmp.$$.AbCdEf" ] || fail "a live run's temporary file was removed"
+# hm-verify follows cmp(1): a result it cannot write is "could not check"
+ok "$B/hm-linearize" "$T/m.st" -o "$T/hh.st" --data "$T/train.tok" --steps 0 -q
+"$B/hm-verify" recurrent "$T/hh.st" --random-tokens 8 > /dev/full 2>"$T/err"
+rc=$?
+[ $rc -eq 2 ] || fail "hm-verify > /dev/full: exit $rc (want 2)"
 : > "$T/empty.txt"
 refused "file is empty" "$B/hm-tokenize" --bytes "$T/empty.txt" -o "$T/e.tok"
 grep -q "multibyte\|wide character" "$T/err" && fail "a stale errno in: $(cat "$T/err")"

@@ -173,11 +173,15 @@ double hm_parse_f64(const char *s, const char *opt, double min, double max)
     return v;
 }
 
+static int g_write_failure_code = HM_EXIT_FAIL;
+
+void hm_cli_set_write_failure_code(int code) { g_write_failure_code = code; }
+
 int hm_cli_finish(int code)
 {
     if (fflush(stdout) != 0 || ferror(stdout)) {
         fprintf(stderr, "%s: error: cannot write to stdout: %s\n", g_prog, strerror(errno));
-        return HM_EXIT_FAIL;
+        return g_write_failure_code;
     }
     return code;
 }

@@ -1,0 +1,385 @@
+/* archive_read.c — whole archives into memory, every entry checked (archive_read.h). */
+#include "archive_read.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct entry {
+    char *name;
+    void *data; /* owned */
+    size_t size;
+    int is_dir;
+};
+
+struct hm_archive {
+    struct entry *e; /* [n] sorted by name, files only after hm_archive_read_* */
+    int64_t n, cap;
+    struct hm_archive_member *m; /* [n] views of e */
+    int format;                  /* enum hm_archive_format, or -1 */
+};
+
+int hm_archive_sniff(const void *head, size_t n)
+{
+    const unsigned char *p = head;
+    static const unsigned char gz[] = {0x1f, 0x8b}, xz[] = {0xfd, '7', 'z', 'X', 'Z', 0},
+                               zst[] = {0x28, 0xb5, 0x2f, 0xfd};
+    if ((n >= 2 && memcmp(p, gz, 2) == 0) || (n >= 6 && memcmp(p, xz, 6) == 0) ||
+        (n >= 4 && memcmp(p, zst, 4) == 0))
+        return 1;
+    if (n >= 4 && p[0] == 'P' && p[1] == 'K' && ((p[2] == 3 && p[3] == 4) || (p[2] == 5 && p[3] == 6)))
+        return 1;
+    return n >= 262 && memcmp(p + 257, "ustar", 5) == 0;
+}
+
+int hm_archive_sniff_path(const char *path)
+{
+    unsigned char head[512];
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return 0;
+    size_t n = 0;
+    while (n < sizeof head) {
+        ssize_t r = read(fd, head + n, sizeof head - n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        n += (size_t)r;
+    }
+    close(fd);
+    return hm_archive_sniff(head, n);
+}
+
+void hm_archive_free(struct hm_archive *a)
+{
+    if (!a)
+        return;
+    for (int64_t i = 0; i < a->n; i++) {
+        free(a->e[i].name);
+        free(a->e[i].data);
+    }
+    free(a->e);
+    free(a->m);
+    free(a);
+}
+
+int64_t hm_archive_n_members(const struct hm_archive *a) { return a->n; }
+int hm_archive_format_of(const struct hm_archive *a) { return a->format; }
+
+static int format_read(struct archive *ar)
+{
+    if ((archive_format(ar) & ARCHIVE_FORMAT_BASE_MASK) == ARCHIVE_FORMAT_ZIP)
+        return HM_ARCHIVE_ZIP;
+    switch (archive_filter_code(ar, 0)) {
+    case ARCHIVE_FILTER_NONE: return HM_ARCHIVE_TAR;
+    case ARCHIVE_FILTER_GZIP: return HM_ARCHIVE_TAR_GZ;
+    case ARCHIVE_FILTER_XZ: return HM_ARCHIVE_TAR_XZ;
+    case ARCHIVE_FILTER_ZSTD: return HM_ARCHIVE_TAR_ZST;
+    default: return -1;
+    }
+}
+
+const struct hm_archive_member *hm_archive_member_at(const struct hm_archive *a, int64_t i)
+{
+    return i >= 0 && i < a->n ? &a->m[i] : NULL;
+}
+
+int64_t hm_archive_find(const struct hm_archive *a, const char *name)
+{
+    int64_t lo = 0, hi = a->n - 1;
+    while (lo <= hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(a->e[mid].name, name);
+        if (c == 0)
+            return mid;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
+    }
+    return -1;
+}
+
+/* The entry's name without one leading "./" (and, for a folder, one
+ * trailing '/') into *out (owned), or an error naming why it is unsafe.
+ * *out stays NULL for the root folder entry "./" itself. */
+static enum hm_status clean_name(const char *raw, int is_dir, char **out, struct hm_error *err)
+{
+    *out = NULL;
+    if (!raw)
+        return hm_error_set(err, HM_ERR_INVALID, "an entry has a name that cannot be read");
+    size_t n = strlen(raw);
+    if (n > HM_ARCHIVE_MAX_NAME)
+        return hm_error_set(err, HM_ERR_INVALID, "entry '%.64s...' has a name longer than %d bytes",
+                            raw, HM_ARCHIVE_MAX_NAME);
+    if (raw[0] == '/')
+        return hm_error_set(err, HM_ERR_INVALID, "entry '%s' has an absolute path", raw);
+    if (strchr(raw, '\\'))
+        return hm_error_set(err, HM_ERR_INVALID,
+                            "entry '%s' has a backslash (a path separator to some extractors)", raw);
+    const char *s = strncmp(raw, "./", 2) == 0 ? raw + 2 : raw;
+    size_t k = strlen(s);
+    if (is_dir && k && s[k - 1] == '/')
+        k--;
+    if (k == 0 && s != raw)
+        return HM_OK; /* "./": the archive root */
+    if (k == 0)
+        return hm_error_set(err, HM_ERR_INVALID, "an entry has an empty name");
+    for (size_t i = 0; i <= k;) {
+        size_t j = i;
+        while (j < k && s[j] != '/')
+            j++;
+        size_t len = j - i;
+        if (len == 0)
+            return hm_error_set(err, HM_ERR_INVALID, "entry '%s' has an empty path component", raw);
+        if (len == 2 && s[i] == '.' && s[i + 1] == '.')
+            return hm_error_set(err, HM_ERR_INVALID, "entry '%s' has a '..' component", raw);
+        if (len == 1 && s[i] == '.')
+            return hm_error_set(err, HM_ERR_INVALID, "entry '%s' has a '.' component", raw);
+        i = j + 1;
+    }
+    *out = strndup(s, k);
+    return *out ? HM_OK : hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+}
+
+/* Refuses every entry that is not a plain file or folder. */
+static enum hm_status check_type(struct archive_entry *e, const char *name, int *is_dir,
+                                 struct hm_error *err)
+{
+    const char *what = NULL;
+    mode_t t = archive_entry_filetype(e);
+    if (archive_entry_hardlink(e))
+        what = "a hard link";
+    else if (archive_entry_symlink(e) || t == AE_IFLNK)
+        what = "a symlink";
+    else if (t == AE_IFCHR)
+        what = "a character device";
+    else if (t == AE_IFBLK)
+        what = "a block device";
+    else if (t == AE_IFIFO)
+        what = "a FIFO";
+    else if (t == AE_IFSOCK)
+        what = "a socket";
+    else if (t != AE_IFREG && t != AE_IFDIR)
+        what = "not a regular file";
+    else if (archive_entry_sparse_count(e) > 0)
+        what = "a sparse file";
+    if (what)
+        return hm_error_set(err, HM_ERR_INVALID, "entry '%s' is %s", name ? name : "?", what);
+    *is_dir = t == AE_IFDIR;
+    return HM_OK;
+}
+
+static enum hm_status read_data(struct archive *ar, struct entry *en, uint64_t *total,
+                                uint64_t max_total, la_int64_t declared, struct hm_error *err)
+{
+    size_t cap = declared > 0 ? (size_t)(declared < (64 << 20) ? declared : (64 << 20)) : 4096;
+    char *buf = malloc(cap);
+    if (!buf)
+        return hm_error_set(err, HM_ERR_NOMEM, "out of memory reading entry '%s'", en->name);
+    size_t n = 0;
+    for (;;) {
+        if (n == cap) {
+            size_t ncap = cap > SIZE_MAX / 2 ? SIZE_MAX : cap * 2;
+            char *nb = ncap > cap ? realloc(buf, ncap) : NULL;
+            if (!nb) {
+                free(buf);
+                return hm_error_set(err, HM_ERR_NOMEM, "out of memory reading entry '%s'",
+                                    en->name);
+            }
+            buf = nb;
+            cap = ncap;
+        }
+        la_ssize_t r = archive_read_data(ar, buf + n, cap - n);
+        if (r < 0) {
+            free(buf);
+            return hm_error_set(err, HM_ERR_FORMAT, "cannot read entry '%s': %s", en->name,
+                                archive_error_string(ar) ? archive_error_string(ar) : "corrupt data");
+        }
+        if (r == 0)
+            break;
+        n += (size_t)r;
+        *total += (uint64_t)r;
+        if (*total > max_total) {
+            free(buf);
+            return hm_error_set(err, HM_ERR_UNSUPPORTED,
+                                "members exceed %llu bytes, the most read into memory (at entry '%s')",
+                                (unsigned long long)max_total, en->name);
+        }
+    }
+    en->data = buf;
+    en->size = n;
+    return HM_OK;
+}
+
+static int cmp_entry(const void *x, const void *y)
+{
+    return strcmp(((const struct entry *)x)->name, ((const struct entry *)y)->name);
+}
+
+/* Sorted entries: no name twice, no file that another entry sits inside. */
+static enum hm_status check_names(struct hm_archive *a, struct hm_error *err)
+{
+    if (a->n > 1)
+        qsort(a->e, (size_t)a->n, sizeof *a->e, cmp_entry);
+    for (int64_t i = 1; i < a->n; i++)
+        if (strcmp(a->e[i].name, a->e[i - 1].name) == 0)
+            return hm_error_set(err, HM_ERR_INVALID, "entry '%s' appears twice", a->e[i].name);
+    for (int64_t i = 0; i < a->n; i++) {
+        if (a->e[i].is_dir)
+            continue;
+        size_t k = strlen(a->e[i].name);
+        /* the first name >= "name/" is the only candidate inside it */
+        int64_t lo = i + 1, hi = a->n;
+        while (lo < hi) {
+            int64_t mid = lo + (hi - lo) / 2;
+            int c = strncmp(a->e[mid].name, a->e[i].name, k);
+            if (c < 0 || (c == 0 && a->e[mid].name[k] < '/'))
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo < a->n && strncmp(a->e[lo].name, a->e[i].name, k) == 0 && a->e[lo].name[k] == '/')
+            return hm_error_set(err, HM_ERR_INVALID, "entry '%s' is inside the file '%s'",
+                                a->e[lo].name, a->e[i].name);
+    }
+    return HM_OK;
+}
+
+/* Drops folder entries and makes the member views. */
+static enum hm_status finish(struct hm_archive *a, struct hm_error *err)
+{
+    int64_t k = 0;
+    for (int64_t i = 0; i < a->n; i++) {
+        if (a->e[i].is_dir) {
+            free(a->e[i].name);
+            free(a->e[i].data);
+            continue;
+        }
+        a->e[k++] = a->e[i];
+    }
+    a->n = k;
+    a->m = calloc((size_t)k + 1, sizeof *a->m);
+    if (!a->m)
+        return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+    for (int64_t i = 0; i < k; i++)
+        a->m[i] = (struct hm_archive_member){a->e[i].name, a->e[i].data, a->e[i].size};
+    return HM_OK;
+}
+
+static enum hm_status read_all(struct archive *ar, const struct hm_archive_limits *lim,
+                               struct hm_archive *a, struct hm_error *err)
+{
+    uint64_t max_total = lim && lim->max_total ? lim->max_total : HM_ARCHIVE_MAX_TOTAL;
+    int64_t max_entries = lim && lim->max_entries ? lim->max_entries : HM_ARCHIVE_MAX_ENTRIES;
+    uint64_t total = 0;
+    struct archive_entry *e;
+    for (;;) {
+        int r = archive_read_next_header(ar, &e);
+        if (r == ARCHIVE_EOF)
+            break;
+        if (r != ARCHIVE_OK && r != ARCHIVE_WARN) {
+            const char *m = archive_error_string(ar);
+            return hm_error_set(err, HM_ERR_FORMAT, "not a readable archive: %s",
+                                m ? m : "unknown error");
+        }
+        const char *raw = archive_entry_pathname_utf8(e);
+        if (!raw)
+            raw = archive_entry_pathname(e);
+        int is_dir = 0;
+        char *name = NULL;
+        enum hm_status st = check_type(e, raw, &is_dir, err);
+        if (st == HM_OK)
+            st = clean_name(raw, is_dir, &name, err);
+        if (st != HM_OK)
+            return st;
+        if (!name)
+            continue; /* the "./" root entry */
+        if (a->n >= max_entries) {
+            free(name);
+            return hm_error_set(err, HM_ERR_UNSUPPORTED, "more than %lld entries",
+                                (long long)max_entries);
+        }
+        if (a->n == a->cap) {
+            int64_t nc = a->cap ? a->cap * 2 : 16;
+            struct entry *ne = realloc(a->e, sizeof *ne * (size_t)nc);
+            if (!ne) {
+                free(name);
+                return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+            }
+            a->e = ne;
+            a->cap = nc;
+        }
+        struct entry *en = &a->e[a->n++];
+        *en = (struct entry){name, NULL, 0, is_dir};
+        if (!is_dir) {
+            la_int64_t declared = archive_entry_size_is_set(e) ? archive_entry_size(e) : 0;
+            if ((st = read_data(ar, en, &total, max_total, declared, err)) != HM_OK)
+                return st;
+        }
+    }
+    enum hm_status st = check_names(a, err);
+    return st == HM_OK ? finish(a, err) : st;
+}
+
+static enum hm_status read_common(const char *path, const void *buf, size_t len,
+                                  const struct hm_archive_limits *lim, struct hm_archive **out,
+                                  struct hm_error *err)
+{
+    *out = NULL;
+    struct hm_archive *a = calloc(1, sizeof *a);
+    struct archive *ar = archive_read_new();
+    enum hm_status st = HM_OK;
+    if (!a || !ar) {
+        st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    /* only the formats and filters bundles use: no raw or mtree reader
+     * that would take any text for an archive */
+    archive_read_support_format_tar(ar);
+    archive_read_support_format_zip(ar);
+    archive_read_support_filter_gzip(ar);
+    archive_read_support_filter_xz(ar);
+    archive_read_support_filter_zstd(ar);
+    int r = path ? archive_read_open_filename(ar, path, 1 << 16)
+                 : archive_read_open_memory(ar, buf, len);
+    if (r != ARCHIVE_OK) {
+        int e = archive_errno(ar);
+        const char *m = archive_error_string(ar);
+        int io = e == ENOENT || e == EACCES || e == EISDIR || e == ENOTDIR || e == ELOOP ||
+                 e == EIO || e == EPERM || e == ENAMETOOLONG;
+        st = path && io ? hm_error_set_errno(err, HM_ERR_IO, e, "cannot open")
+                 : hm_error_set(err, HM_ERR_FORMAT, "not a readable archive: %s",
+                                m ? m : "unknown format");
+        goto out;
+    }
+    st = read_all(ar, lim, a, err);
+    a->format = format_read(ar);
+out:
+    if (ar)
+        archive_read_free(ar);
+    if (st != HM_OK) {
+        hm_archive_free(a);
+        return st;
+    }
+    *out = a;
+    return HM_OK;
+}
+
+enum hm_status hm_archive_read_path(const char *path, const struct hm_archive_limits *lim,
+                                    struct hm_archive **out, struct hm_error *err)
+{
+    return read_common(path, NULL, 0, lim, out, err);
+}
+
+enum hm_status hm_archive_read_memory(const void *buf, size_t len,
+                                      const struct hm_archive_limits *lim,
+                                      struct hm_archive **out, struct hm_error *err)
+{
+    return read_common(NULL, buf, len, lim, out, err);
+}

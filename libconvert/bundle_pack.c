@@ -1,0 +1,419 @@
+/* bundle_pack.c — hm_bundle_pack (bundle.h): a checkpoint into a bundle.
+ *
+ * model.safetensors is produced twice, streaming, one tensor at a time: a
+ * first pass only hashes it (the file's and every tensor's XXH3, and the
+ * F16/BF16 overflow checks), because MANIFEST.json sorts first and must
+ * hold those hashes; the second pass writes it into the output and must
+ * hash the same (an input that changes meanwhile is refused). Memory stays
+ * at one tensor, whatever the model's size. */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "bundle.h"
+#include "bundle_internal.h"
+#include "checkpoint.h"
+#include "dtype.h"
+#include "hash.h"
+#include "params.h"
+#include "provenance.h"
+
+struct ptensor {
+    const char *name;      /* borrowed from the checkpoint */
+    int ndim;
+    const int64_t *shape;  /* [ndim] */
+    int64_t numel;
+    enum hm_dtype src, dst;
+    const void *data;      /* stored bytes in src */
+    uint64_t xxh3;         /* of the dst bytes (pass 1) */
+};
+
+/* One output file; data NULL for model.safetensors (streamed). */
+struct pfile {
+    const char *name;
+    const void *data;
+    size_t len;
+    uint64_t xxh3;
+};
+
+/* A FILE that hashes what passes through it and forwards it to a sink. */
+struct tee {
+    XXH3_state_t *h;
+    uint64_t n;
+    struct hm_bundle_sink *s; /* NULL: hash only */
+    struct hm_error *err;
+    int failed;
+};
+
+struct pack {
+    struct ptensor *t;
+    int64_t n;
+    int pass;
+};
+
+static int cmp_ptensor(const void *a, const void *b)
+{
+    return strcmp(((const struct ptensor *)a)->name, ((const struct ptensor *)b)->name);
+}
+
+static int cmp_pfile(const void *a, const void *b)
+{
+    return strcmp(((const struct pfile *)a)->name, ((const struct pfile *)b)->name);
+}
+
+static int cmp_pfile_card(const void *a, const void *b)
+{
+    return strcmp(((const struct hm_bundle_card_file *)a)->name,
+                  ((const struct hm_bundle_card_file *)b)->name);
+}
+
+/* ---- tensors -------------------------------------------------------------------- */
+
+static enum hm_status collect(const struct hm_ckpt *ck, int dtype, struct pack *p,
+                              struct hm_bundle_pack_result *res, struct hm_error *err)
+{
+    const struct hm_config *cfg = hm_ckpt_config(ck);
+    struct hm_param_spec *specs = NULL;
+    int64_t ns = hm_param_specs(cfg, &specs);
+    if (ns < 0)
+        return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+    enum hm_status st = HM_OK;
+    p->t = calloc((size_t)ns + 1, sizeof *p->t);
+    if (!p->t) {
+        st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    for (int64_t i = 0; i < ns; i++) {
+        int64_t j = hm_ckpt_find(ck, specs[i].name);
+        if (j < 0) {
+            st = hm_error_set(err, HM_ERR_INVALID, "tensor '%s' of the %s model is missing",
+                              specs[i].name, hm_arch_name(cfg));
+            goto out;
+        }
+        const struct hm_ckpt_tensor *t = hm_ckpt_tensor_at(ck, j);
+        int same = t->ndim == specs[i].ndim;
+        for (int d = 0; same && d < t->ndim; d++)
+            same = t->shape[d] == specs[i].shape[d];
+        if (!same) {
+            st = hm_error_set(err, HM_ERR_INVALID, "tensor '%s' does not have the shape its "
+                              "config implies", t->name);
+            goto out;
+        }
+        if (!hm_dtype_is_float(t->dtype)) {
+            st = hm_error_set(err, HM_ERR_UNSUPPORTED, "tensor '%s' is %s, not a float",
+                              t->name, hm_dtype_name(t->dtype));
+            goto out;
+        }
+        enum hm_dtype dst = dtype >= 0 ? (enum hm_dtype)dtype
+                            : t->dtype == HM_DTYPE_F64 ? HM_DTYPE_F32 : t->dtype;
+        p->t[p->n++] = (struct ptensor){t->name, t->ndim, t->shape, t->numel, t->dtype, dst,
+                                        hm_ckpt_data_view(ck, j), 0};
+    }
+    for (int64_t j = 0; j < hm_ckpt_n_tensors(ck); j++) {
+        const char *name = hm_ckpt_tensor_at(ck, j)->name;
+        int known = 0;
+        for (int64_t i = 0; i < ns && !known; i++)
+            known = strcmp(specs[i].name, name) == 0;
+        if (known)
+            continue;
+        if (hm_is_ignored_buffer(name))
+            res->dropped_buffers++;
+        else if (res->dropped_other++ == 0)
+            snprintf(res->first_other, sizeof res->first_other, "%s", name);
+    }
+    if (p->n > 1)
+        qsort(p->t, (size_t)p->n, sizeof *p->t, cmp_ptensor);
+out:
+    free(specs);
+    return st;
+}
+
+/* Refuses a finite value that became ±Inf in dst (F16/BF16). */
+static enum hm_status check_overflow(const float *f, const uint16_t *h, int64_t n,
+                                     enum hm_dtype dst, struct hm_error *err)
+{
+    const uint16_t inf = dst == HM_DTYPE_F16 ? 0x7c00 : 0x7f80;
+    for (int64_t i = 0; i < n; i++)
+        if ((h[i] & 0x7fff) == inf && isfinite(f[i]))
+            return hm_error_set(err, HM_ERR_NUMERIC,
+                                "value %g at index %lld overflows %s (largest finite %s)",
+                                (double)f[i], (long long)i, hm_dtype_name(dst),
+                                dst == HM_DTYPE_F16 ? "65504" : "3.39e38");
+    return HM_OK;
+}
+
+static enum hm_status fill(void *ctx, int64_t index, void *dst, size_t nbytes,
+                           struct hm_error *err)
+{
+    struct pack *p = ctx;
+    struct ptensor *t = &p->t[index];
+    enum hm_status st = HM_OK;
+    if (t->src == t->dst) {
+        memcpy(dst, t->data, nbytes);
+    } else if (t->dst == HM_DTYPE_F32) {
+        st = hm_to_f32(t->data, t->src, t->numel, dst, err);
+    } else {
+        float *f = malloc(sizeof(float) * (size_t)(t->numel ? t->numel : 1));
+        if (!f)
+            return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+        st = hm_to_f32(t->data, t->src, t->numel, f, err);
+        if (st == HM_OK)
+            st = hm_from_f32(f, t->numel, t->dst, dst, err);
+        if (st == HM_OK)
+            st = check_overflow(f, dst, t->numel, t->dst, err);
+        free(f);
+    }
+    if (st != HM_OK)
+        return st;
+    uint64_t h = hm_xxh3(dst, nbytes);
+    if (p->pass == 1)
+        t->xxh3 = h;
+    else if (h != t->xxh3)
+        return hm_error_set(err, HM_ERR_IO, "changed while it was being packed");
+    return HM_OK;
+}
+
+/* ---- the hashing/forwarding stream ---------------------------------------------- */
+
+static ssize_t tee_write(void *cookie, const char *buf, size_t n)
+{
+    struct tee *t = cookie;
+    if (t->failed)
+        return -1;
+    XXH3_64bits_update(t->h, buf, n);
+    t->n += n;
+    if (t->s && hm_bundle_sink_write(t->s, buf, n, t->err) != 0) {
+        t->failed = 1;
+        return -1;
+    }
+    return (ssize_t)n;
+}
+
+/* Streams the safetensors writer through a tee into s (NULL: hash only). */
+static enum hm_status stream_weights(struct hm_st_writer *w, struct hm_bundle_sink *s, uint64_t *h,
+                                     uint64_t *n, struct hm_error *err)
+{
+    struct tee t = {XXH3_createState(), 0, s, err, 0};
+    if (!t.h)
+        return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+    XXH3_64bits_reset(t.h);
+    FILE *fp = fopencookie(&t, "w", (cookie_io_functions_t){.write = tee_write});
+    enum hm_status st = HM_OK;
+    if (!fp) {
+        st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+    } else {
+        setvbuf(fp, NULL, _IOFBF, 1 << 20);
+        st = hm_st_writer_write_stream(w, fp, err);
+        if (fclose(fp) != 0 && st == HM_OK)
+            st = t.failed ? err->status : hm_error_set(err, HM_ERR_IO, "write failed");
+    }
+    if (st == HM_OK && t.failed)
+        st = err->status;
+    if (st != HM_OK)
+        hm_error_prefix(err, "%s: ", HM_BUNDLE_WEIGHTS);
+    *h = XXH3_64bits_digest(t.h);
+    *n = t.n;
+    XXH3_freeState(t.h);
+    return st;
+}
+
+/* ---- documents ------------------------------------------------------------------ */
+
+static const char *torch_name(enum hm_dtype d)
+{
+    return d == HM_DTYPE_F16 ? "float16" : d == HM_DTYPE_BF16 ? "bfloat16" : "float32";
+}
+
+/* "F16 (50 tensors), F32 (2 tensors)" into buf; *major: the dtype of most elements. */
+static void dtype_summary(const struct pack *p, char *buf, size_t size, enum hm_dtype *major)
+{
+    int64_t cnt[HM_DTYPE_COUNT] = {0}, el[HM_DTYPE_COUNT] = {0};
+    for (int64_t i = 0; i < p->n; i++) {
+        cnt[p->t[i].dst]++;
+        el[p->t[i].dst] += p->t[i].numel;
+    }
+    size_t k = 0;
+    buf[0] = '\0';
+    *major = HM_DTYPE_F32;
+    for (int d = 0; d < HM_DTYPE_COUNT; d++) {
+        if (!cnt[d])
+            continue;
+        if (el[d] > el[*major] || !cnt[*major])
+            *major = (enum hm_dtype)d;
+        k += (size_t)snprintf(buf + k, k < size ? size - k : 0, "%s%s (%lld tensors)",
+                              k ? ", " : "", hm_dtype_name((enum hm_dtype)d), (long long)cnt[d]);
+    }
+}
+
+static cJSON *raw_u64(uint64_t v)
+{
+    char b[32];
+    snprintf(b, sizeof b, "%llu", (unsigned long long)v);
+    return cJSON_CreateRaw(b);
+}
+
+static char *manifest_json(const struct pack *p, const struct pfile *f, int nf,
+                           const char *provenance)
+{
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "format", HM_BUNDLE_FORMAT_NAME);
+    cJSON_AddNumberToObject(m, "version", HM_BUNDLE_VERSION);
+    cJSON *files = cJSON_AddObjectToObject(m, "files");
+    char hex[17];
+    for (int i = 0; i < nf; i++) {
+        if (strcmp(f[i].name, HM_BUNDLE_MANIFEST) == 0)
+            continue;
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddItemToObject(e, "bytes", raw_u64(f[i].len));
+        hm_xxh3_hex(f[i].xxh3, hex);
+        cJSON_AddStringToObject(e, "xxh3", hex);
+        cJSON_AddItemToObject(files, f[i].name, e);
+    }
+    cJSON *ts = cJSON_AddObjectToObject(m, "tensors");
+    for (int64_t i = 0; i < p->n; i++) {
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "dtype", hm_dtype_name(p->t[i].dst));
+        cJSON *sh = cJSON_AddArrayToObject(e, "shape");
+        for (int d = 0; d < p->t[i].ndim; d++)
+            cJSON_AddItemToArray(sh, raw_u64((uint64_t)p->t[i].shape[d]));
+        hm_xxh3_hex(p->t[i].xxh3, hex);
+        cJSON_AddStringToObject(e, "xxh3", hex);
+        cJSON_AddItemToObject(ts, p->t[i].name, e);
+    }
+    cJSON *prov = provenance ? cJSON_Parse(provenance) : NULL;
+    cJSON_AddItemToObject(m, "provenance", cJSON_IsArray(prov) ? prov : cJSON_CreateArray());
+    if (prov && !cJSON_IsArray(prov))
+        cJSON_Delete(prov);
+    char *s = cJSON_Print(m);
+    cJSON_Delete(m);
+    return s;
+}
+
+/* ---- the whole ------------------------------------------------------------------ */
+
+static enum hm_status write_all(struct hm_st_writer *w, struct pfile *f, int nf,
+                                uint64_t weights_xxh3, const char *out,
+                                const struct hm_bundle_pack_opts *o, struct hm_error *err)
+{
+    struct hm_bundle_sink s;
+    enum hm_status st = hm_bundle_sink_open(&s, out, o->kind, o->mtime, o->force, err);
+    for (int i = 0; st == HM_OK && i < nf; i++) {
+        st = hm_bundle_sink_begin(&s, f[i].name, f[i].len, err);
+        if (st == HM_OK && f[i].data)
+            st = hm_bundle_sink_write(&s, f[i].data, f[i].len, err) == 0 ? HM_OK : err->status;
+        uint64_t h, n;
+        if (st == HM_OK && !f[i].data && (st = stream_weights(w, &s, &h, &n, err)) == HM_OK &&
+            (h != weights_xxh3 || n != f[i].len))
+            st = hm_error_set(err, HM_ERR_IO, "%s changed while it was being packed",
+                              HM_BUNDLE_WEIGHTS);
+        if (st == HM_OK)
+            st = hm_bundle_sink_end(&s, err);
+    }
+    if (st == HM_OK)
+        st = hm_bundle_sink_commit(&s, out, err);
+    if (st != HM_OK)
+        hm_bundle_sink_abort(&s);
+    return st;
+}
+
+enum hm_status hm_bundle_pack(const struct hm_ckpt *ck, const char *out_path,
+                              const struct hm_bundle_pack_opts *o,
+                              struct hm_bundle_pack_result *res, struct hm_error *err)
+{
+    struct hm_bundle_pack_result dummy;
+    if (!res)
+        res = &dummy;
+    memset(res, 0, sizeof *res);
+    if (!o->tokenizer || !o->tokenizer_name)
+        return hm_error_set(err, HM_ERR_INVALID, "a bundle needs a tokenizer");
+    if (strcmp(o->tokenizer_name, "tokenizer.json") != 0 &&
+        strcmp(o->tokenizer_name, "tokenizer.bin") != 0)
+        return hm_error_set(err, HM_ERR_INVALID, "the tokenizer is stored as tokenizer.json or "
+                            "tokenizer.bin, not '%s'", o->tokenizer_name);
+    if (o->provenance && hm_provenance_count(o->provenance) < 0)
+        return hm_error_set(err, HM_ERR_FORMAT, "the provenance is not a JSON array");
+    const struct hm_config *cfg = hm_ckpt_config(ck);
+    struct pack p = {0};
+    struct hm_st_writer *w = hm_st_writer_new();
+    char *cfg_meta = hm_config_to_json(cfg), *config = NULL, *card = NULL, *manifest = NULL;
+    enum hm_status st = w && cfg_meta ? HM_OK : hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+    if (st == HM_OK)
+        st = collect(ck, o->dtype, &p, res, err);
+    for (int64_t i = 0; st == HM_OK && i < p.n; i++)
+        st = hm_st_writer_add_fill(w, p.t[i].name, p.t[i].dst, p.t[i].ndim, p.t[i].shape, fill,
+                                   &p, err);
+    if (st == HM_OK)
+        st = hm_st_writer_set_metadata(w, "hm.config", cfg_meta, err);
+    if (st == HM_OK && o->provenance)
+        st = hm_st_writer_set_metadata(w, "hm.provenance", o->provenance, err);
+    if (st == HM_OK)
+        st = hm_st_writer_set_metadata(w, "format", "pt", err);
+    uint64_t wh = 0, wn = 0;
+    p.pass = 1;
+    if (st == HM_OK)
+        st = stream_weights(w, NULL, &wh, &wn, err);
+    if (st != HM_OK)
+        goto out;
+    char dtypes[256];
+    enum hm_dtype major;
+    dtype_summary(&p, dtypes, sizeof dtypes, &major);
+    config = hm_bundle_config_json(cfg, torch_name(major), o->bos_id, o->eos_id);
+    struct pfile f[8];
+    int nf = 0;
+    f[nf++] = (struct pfile){"config.json", config, config ? strlen(config) : 0, 0};
+    f[nf++] = (struct pfile){HM_BUNDLE_WEIGHTS, NULL, (size_t)wn, wh};
+    f[nf++] = (struct pfile){o->tokenizer_name, o->tokenizer, o->tokenizer_len, 0};
+    if (o->onnx)
+        f[nf++] = (struct pfile){HM_BUNDLE_ONNX, o->onnx, o->onnx_len, 0};
+    struct hm_bundle_card_file cf[8];
+    for (int i = 0; i < nf; i++)
+        cf[i] = (struct hm_bundle_card_file){f[i].name, f[i].len};
+    qsort(cf, (size_t)nf, sizeof *cf, cmp_pfile_card);
+    char tok_desc[256];
+    snprintf(tok_desc, sizeof tok_desc, "`%s`%s%s", o->tokenizer_name,
+             o->tokenizer_desc ? " " : "", o->tokenizer_desc ? o->tokenizer_desc : "");
+    card = hm_bundle_card(cfg, hm_param_count(cfg), dtypes, tok_desc, o->provenance, cf, nf);
+    f[nf++] = (struct pfile){"README.md", card, card ? strlen(card) : 0, 0};
+    if (!config || !card) {
+        st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    for (int i = 0; i < nf; i++)
+        if (f[i].data)
+            f[i].xxh3 = hm_xxh3(f[i].data, f[i].len);
+    qsort(f, (size_t)nf, sizeof *f, cmp_pfile);
+    manifest = manifest_json(&p, f, nf, o->provenance);
+    if (!manifest) {
+        st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    f[nf++] = (struct pfile){HM_BUNDLE_MANIFEST, manifest, strlen(manifest), 0};
+    qsort(f, (size_t)nf, sizeof *f, cmp_pfile);
+    res->tensors = p.n;
+    res->weights_bytes = wn;
+    res->files = nf;
+    for (int i = 0; i < nf; i++)
+        res->total_bytes += f[i].len;
+    p.pass = 2;
+    if (!o->dry_run) {
+        /* "out/" names the folder "out" */
+        size_t ol = strlen(out_path);
+        while (ol > 1 && out_path[ol - 1] == '/')
+            ol--;
+        char *out = strndup(out_path, ol);
+        st = out ? write_all(w, f, nf, wh, out, o, err)
+                 : hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+        free(out);
+    }
+out:
+    hm_st_writer_free(w);
+    free(p.t);
+    free(cfg_meta);
+    free(config);
+    free(card);
+    free(manifest);
+    return st;
+}

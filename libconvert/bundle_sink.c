@@ -1,0 +1,240 @@
+/* bundle_sink.c — where a bundle's bytes go (bundle_internal.h): an archive
+ * through an atomic output file, or a folder built beside its final path
+ * as ".NAME.tmp.PID.XXXXXX" and renamed (or exchanged) into place. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "atomic_file.h"
+#include "bundle_internal.h"
+#include "fileio.h"
+
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+static void rm_tree(const char *path)
+{
+    nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static char *join(const char *a, const char *b)
+{
+    size_t n = strlen(a) + strlen(b) + 2;
+    char *p = malloc(n);
+    if (p)
+        snprintf(p, n, "%s/%s", a, b);
+    return p;
+}
+
+/* Removes "<dir>/.<base>.tmp.<pid>.XXXXXX" folders of runs that are dead,
+ * as atomic_file.c does for files. */
+static void remove_dead_leftovers(const char *dir, const char *base)
+{
+    size_t pn = strlen(base) + 6; /* ".BASE.tmp." */
+    char *prefix = malloc(pn + 1);
+    DIR *d = prefix ? opendir(dir) : NULL;
+    struct dirent *e;
+    if (d)
+        snprintf(prefix, pn + 1, ".%s.tmp.", base);
+    while (d && (e = readdir(d))) {
+        char *end = NULL;
+        if (strncmp(e->d_name, prefix, pn) != 0)
+            continue;
+        long pid = strtol(e->d_name + pn, &end, 10);
+        if (end == e->d_name + pn || *end != '.' || pid <= 0 ||
+            kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue;
+        char *full = join(dir, e->d_name);
+        if (full)
+            rm_tree(full);
+        free(full);
+    }
+    if (d)
+        closedir(d);
+    free(prefix);
+}
+
+/* May an existing out be replaced by a folder bundle? */
+static enum hm_status check_replace(const char *out, const struct stat *sb, int force,
+                                    struct hm_error *err)
+{
+    if (!force)
+        return hm_error_set(err, HM_ERR_INVALID, "exists (use -f/--force to replace it)");
+    if (!S_ISDIR(sb->st_mode) && !S_ISREG(sb->st_mode) && !S_ISLNK(sb->st_mode))
+        return hm_error_set(err, HM_ERR_INVALID,
+                            "is not a regular file or folder: refusing to replace it");
+    if (!S_ISDIR(sb->st_mode))
+        return HM_OK;
+    char *m = join(out, HM_BUNDLE_MANIFEST);
+    int bundle = m && hm_is_file(m), empty = 1;
+    free(m);
+    DIR *d = opendir(out);
+    struct dirent *de;
+    while (d && (de = readdir(d)))
+        empty &= strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0;
+    if (d)
+        closedir(d);
+    return bundle || empty ? HM_OK
+                           : hm_error_set(err, HM_ERR_INVALID,
+                                          "is a folder that is not a bundle: refusing to replace it");
+}
+
+enum hm_status hm_bundle_sink_open(struct hm_bundle_sink *s, const char *out, int kind,
+                                   int64_t mtime, int force, struct hm_error *err)
+{
+    memset(s, 0, sizeof *s);
+    s->kind = kind;
+    if (kind != HM_BUNDLE_DIR) {
+        enum hm_status st = hm_afile_open(out, force ? HM_AFILE_FORCE : 0, &s->af, err);
+        if (st == HM_OK)
+            st = hm_archive_writer_open(hm_afile_stream(s->af), (enum hm_archive_format)kind,
+                                        mtime, &s->aw, err);
+        return st;
+    }
+    if (strcmp(out, "-") == 0)
+        return hm_error_set(err, HM_ERR_INVALID, "a folder bundle cannot go to stdout "
+                            "(give --format with an archive format)");
+    struct stat sb;
+    enum hm_status st = lstat(out, &sb) == 0 ? check_replace(out, &sb, force, err) : HM_OK;
+    if (st != HM_OK)
+        return st;
+    const char *slash = strrchr(out, '/');
+    const char *base = slash ? slash + 1 : out;
+    char *dir = slash ? strndup(out, slash == out ? 1 : (size_t)(slash - out)) : strdup(".");
+    size_t n = (dir ? strlen(dir) : 0) + strlen(base) + 40;
+    s->tmpdir = dir ? malloc(n) : NULL;
+    if (!s->tmpdir) {
+        free(dir);
+        return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+    }
+    remove_dead_leftovers(dir, base);
+    snprintf(s->tmpdir, n, "%s/.%s.tmp.%ld.XXXXXX", dir, base, (long)getpid());
+    free(dir);
+    if (!mkdtemp(s->tmpdir)) {
+        free(s->tmpdir);
+        s->tmpdir = NULL;
+        return hm_error_set_errno(err, HM_ERR_IO, errno, "cannot create a temporary folder");
+    }
+    /* mkdtemp makes it 0700: give the bundle the usual mode */
+    mode_t um = umask(022);
+    umask(um);
+    chmod(s->tmpdir, 0777 & ~um);
+    return HM_OK;
+}
+
+int hm_bundle_sink_write(struct hm_bundle_sink *s, const void *data, size_t n, struct hm_error *err)
+{
+    if (s->kind != HM_BUNDLE_DIR)
+        return hm_archive_writer_data(s->aw, data, n, err) == HM_OK ? 0 : -1;
+    if (fwrite(data, 1, n, s->cur) != n) {
+        hm_error_set_errno(err, HM_ERR_IO, errno, "write failed");
+        return -1;
+    }
+    return 0;
+}
+
+enum hm_status hm_bundle_sink_begin(struct hm_bundle_sink *s, const char *name, uint64_t size,
+                                 struct hm_error *err)
+{
+    if (s->kind != HM_BUNDLE_DIR)
+        return hm_archive_writer_begin(s->aw, name, size, err);
+    char *p = join(s->tmpdir, name);
+    if (!p)
+        return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+    for (char *q = p + strlen(s->tmpdir) + 1; (q = strchr(q, '/')); q++) {
+        *q = '\0';
+        int r = mkdir(p, 0755);
+        *q = '/';
+        if (r != 0 && errno != EEXIST) {
+            free(p);
+            return hm_error_set_errno(err, HM_ERR_IO, errno, "cannot create folder for '%s'", name);
+        }
+    }
+    s->cur = fopen(p, "wbx");
+    free(p);
+    return s->cur ? HM_OK : hm_error_set_errno(err, HM_ERR_IO, errno, "cannot create '%s'", name);
+}
+
+enum hm_status hm_bundle_sink_end(struct hm_bundle_sink *s, struct hm_error *err)
+{
+    if (s->kind != HM_BUNDLE_DIR)
+        return hm_archive_writer_end(s->aw, err);
+    int bad = fflush(s->cur) != 0 || fsync(fileno(s->cur)) != 0;
+    int e = errno;
+    bad |= fclose(s->cur) != 0;
+    s->cur = NULL;
+    return bad ? hm_error_set_errno(err, HM_ERR_IO, e ? e : EIO, "write failed") : HM_OK;
+}
+
+void hm_bundle_sink_abort(struct hm_bundle_sink *s)
+{
+    if (s->cur)
+        fclose(s->cur);
+    hm_archive_writer_free(s->aw);
+    hm_afile_abort(s->af);
+    if (s->tmpdir)
+        rm_tree(s->tmpdir);
+    free(s->tmpdir);
+    memset(s, 0, sizeof *s);
+}
+
+/* Puts the finished folder at out: renamed into place, or atomically
+ * exchanged with what is there (then removed). */
+static enum hm_status swap_in(struct hm_bundle_sink *s, const char *out, struct hm_error *err)
+{
+    int fd = open(s->tmpdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
+    struct stat sb;
+    if (lstat(out, &sb) != 0) {
+        if (rename(s->tmpdir, out) != 0)
+            return hm_error_set_errno(err, HM_ERR_IO, errno, "cannot rename the finished folder");
+    } else if (renameat2(AT_FDCWD, s->tmpdir, AT_FDCWD, out, RENAME_EXCHANGE) == 0) {
+        rm_tree(s->tmpdir); /* now the replaced output */
+    } else {
+        /* no RENAME_EXCHANGE here: move the old one aside first */
+        size_t n = strlen(s->tmpdir) + 8;
+        char *old = malloc(n);
+        if (!old)
+            return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+        snprintf(old, n, "%s.old", s->tmpdir);
+        if (rename(out, old) != 0 || rename(s->tmpdir, out) != 0) {
+            int e = errno;
+            rename(old, out);
+            free(old);
+            return hm_error_set_errno(err, HM_ERR_IO, e, "cannot replace the existing output");
+        }
+        rm_tree(old);
+        free(old);
+    }
+    free(s->tmpdir);
+    s->tmpdir = NULL;
+    return HM_OK;
+}
+
+enum hm_status hm_bundle_sink_commit(struct hm_bundle_sink *s, const char *out, struct hm_error *err)
+{
+    if (s->kind == HM_BUNDLE_DIR)
+        return swap_in(s, out, err);
+    enum hm_status st = hm_archive_writer_finish(s->aw, err);
+    s->aw = NULL;
+    if (st != HM_OK)
+        return st;
+    st = hm_afile_commit(s->af, err);
+    s->af = NULL;
+    return st;
+}
+
