@@ -1,11 +1,13 @@
 /* archive_read.c — whole archives into memory, every entry checked (archive_read.h). */
 #include "archive_read.h"
 
+#include "sorted_names.h"
 #include <archive.h>
 #include <archive_entry.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -91,18 +93,7 @@ const struct hm_archive_member *hm_archive_member_at(const struct hm_archive *a,
 
 int64_t hm_archive_find(const struct hm_archive *a, const char *name)
 {
-    int64_t lo = 0, hi = a->n - 1;
-    while (lo <= hi) {
-        int64_t mid = lo + (hi - lo) / 2;
-        int c = strcmp(a->e[mid].name, name);
-        if (c == 0)
-            return mid;
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid - 1;
-    }
-    return -1;
+    return hm_find_sorted_name(a->e, a->n, sizeof *a->e, offsetof(struct entry, name), name);
 }
 
 /* The entry's name without one leading "./" (and, for a folder, one

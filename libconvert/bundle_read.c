@@ -1,11 +1,13 @@
 /* bundle_read.c — opening a bundle: a directory or an archive (bundle.h). */
 #include "bundle.h"
 
+#include "sorted_names.h"
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -265,18 +267,8 @@ const char *hm_bundle_file_disk_path(const struct hm_bundle *b, int64_t i)
 
 int64_t hm_bundle_find(const struct hm_bundle *b, const char *name)
 {
-    int64_t lo = 0, hi = b->n - 1;
-    while (lo <= hi) {
-        int64_t mid = lo + (hi - lo) / 2;
-        int c = strcmp(b->f[mid].name, name);
-        if (c == 0)
-            return mid;
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid - 1;
-    }
-    return -1;
+    return hm_find_sorted_name(b->f, b->n, sizeof *b->f, offsetof(struct bundle_file, name),
+                               name);
 }
 
 enum hm_status hm_bundle_file_data(struct hm_bundle *b, int64_t i, const void **data,

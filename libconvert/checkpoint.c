@@ -2,10 +2,12 @@
  * logical checkpoint (see checkpoint.h). */
 #include "checkpoint.h"
 
+#include "sorted_names.h"
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "bundle.h"
@@ -492,18 +494,8 @@ const struct hm_ckpt_tensor *hm_ckpt_tensor_at(const struct hm_ckpt *ck, int64_t
 
 int64_t hm_ckpt_find(const struct hm_ckpt *ck, const char *name)
 {
-    int64_t lo = 0, hi = ck->n - 1;
-    while (lo <= hi) {
-        int64_t mid = lo + (hi - lo) / 2;
-        int c = strcmp(ck->t[mid].name, name);
-        if (c == 0)
-            return mid;
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid - 1;
-    }
-    return -1;
+    return hm_find_sorted_name(ck->t, ck->n, sizeof *ck->t, offsetof(struct hm_ckpt_tensor, name),
+                               name);
 }
 
 const void *hm_ckpt_data_view(const struct hm_ckpt *ck, int64_t i)
