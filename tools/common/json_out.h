@@ -1,0 +1,14 @@
+/* json_out.h — writing JSON by hand where a tool streams its own objects. */
+#ifndef HM_JSON_OUT_H
+#define HM_JSON_OUT_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+/* Writes s: [n] bytes as a JSON string (quotes included) to f: '"', '\\'
+ * and control characters escaped, and every byte that is not part of valid
+ * UTF-8 (overlong forms, surrogates, > U+10FFFF, truncated sequences)
+ * written as \ufffd, so the output is always valid JSON in UTF-8. */
+void hm_json_write_string(FILE *f, const char *s, size_t n);
+
+#endif

@@ -1,0 +1,630 @@
+/* hm-generate — text generation and decoding benchmarks (SPEC §8): a chunked
+ * prefill of the prompt, then one token at a time (the teacher's KV cache,
+ * the students' constant-size state), each token chosen by the sampler of
+ * libconvert/sample.h. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "batches.h"
+#include "checkpoint.h"
+#include "cli.h"
+#include "gen_text.h"
+#include "json_out.h"
+#include "model.h"
+#include "procmem.h"
+#include "recurrent.h"
+#include "sample.h"
+#include "threads.h"
+#include "tokenizer.h"
+
+static const char usage[] =
+    "usage: hm-generate [OPTIONS] MODEL [--prompt TEXT | --prompt-ids LIST]\n"
+    "       hm-generate --bench --context N [--batch B] [--decode-tokens M] MODEL\n"
+    "\n"
+    "Generates text from MODEL (a safetensors file, HuggingFace folder, index or\n"
+    "bundle; '-' = stdin): the prompt is prefilled in chunks, then every new token\n"
+    "is one step (a softmax teacher keeps a KV cache that grows with the context;\n"
+    "Hedgehog and HedgeMamba students keep a constant-size state). The new text\n"
+    "(not the prompt) is streamed to stdout as it is decoded, flushed per token,\n"
+    "with no newline added (one is added on a terminal). Bytes that may still\n"
+    "change are held back: an unfinished UTF-8 character, and a tail that could\n"
+    "be the start of a --stop string; the next token settles them, or the end.\n"
+    "\n"
+    "Prompt:\n"
+    "  --prompt TEXT        tokenized with the bundle's tokenizer or --tokenizer\n"
+    "                       (llama2.c tokenizers prepend BOS, as run.c does); an\n"
+    "                       empty prompt (the default) is just BOS, or the\n"
+    "                       end-of-text id for tokenizers without a BOS\n"
+    "  --prompt-ids LIST    token ids, comma-separated (\"1,403,407\"), each < vocab,\n"
+    "                       used as given (no BOS added)\n"
+    "  --tokenizer FILE     HuggingFace tokenizer.json or llama2.c tokenizer.bin\n"
+    "  --bytes              the byte-level vocabulary (257 ids)\n"
+    "                       Without any tokenizer only --prompt-ids works, and the\n"
+    "                       new ids are printed (as --ids). Ids past the\n"
+    "                       tokenizer's vocabulary (padded embedding rows) are\n"
+    "                       never generated.\n"
+    "Sampling (in this order):\n"
+    "  --temperature T      z = logits / T, softmax in double (default 1); 0 =\n"
+    "                       greedy: argmax, the lowest id on ties (no top-k/p)\n"
+    "  --top-k K            keep the K most probable tokens (default 0 = all)\n"
+    "  --top-p P            then the smallest set of most probable tokens whose\n"
+    "                       mass reaches P (default 1 = all); renormalize, draw\n"
+    "  --seed S             seed of the generator (default 0): splitmix64 seeded\n"
+    "                       with S; each sampled token draws one uniform\n"
+    "                       u = (splitmix64() >> 11) * 2^-53 in [0, 1) and takes the\n"
+    "                       first kept id (ascending ids) at which the running sum\n"
+    "                       of exp(z_i - max z) exceeds u times the kept sum.\n"
+    "                       Probability ties order by the lower id; greedy draws\n"
+    "                       nothing. The same model, prompt and flags give the same\n"
+    "                       tokens bit for bit (libconvert/sample.h has every step).\n"
+    "Stopping:\n"
+    "  --max-new-tokens N   at most N new tokens (default 256)\n"
+    "  --stop STRING        stop when STRING appears in the new text, which ends\n"
+    "                       just before it (may repeat; needs a tokenizer)\n"
+    "  --eot-id ID          end-of-text ids that stop generation (may repeat;\n"
+    "                       default: the tokenizer's: NeoX <|endoftext|> 0, bytes\n"
+    "                       256, llama2.c BOS 1 and EOS 2; without a tokenizer:\n"
+    "                       llama 1 and 2, neox 256 for 257 ids, else 0); the id\n"
+    "                       itself is not part of the output\n"
+    "  --ignore-eot         never stop at an end-of-text id\n"
+    "  A softmax teacher refuses a prompt plus --max-new-tokens longer than its\n"
+    "  max_position_embeddings. Hedgehog and HedgeMamba students have no position\n"
+    "  limit (their state does not grow): they take any length.\n"
+    "Output:\n"
+    "  --ids                print the new ids, space-separated, instead of the text\n"
+    "  --json               one object at the end instead of streaming: {\"version\":\n"
+    "                       1, \"model\", \"arch\", \"family\", \"prompt_ids\",\n"
+    "                       \"new_ids\", \"text\" (null without a tokenizer; invalid\n"
+    "                       UTF-8 as U+FFFD), \"stop_reason\" (\"max_new_tokens\" |\n"
+    "                       \"end_of_text\" | \"stop_string\"), \"end_id\",\n"
+    "                       \"stop_string\", \"prompt_tokens\", \"tokens\" (new),\n"
+    "                       \"prefill_s\", \"decode_s\", \"prefill_tokens_per_s\",\n"
+    "                       \"decode_tokens_per_s\", \"seed\", \"threads\"}\n"
+    "Benchmark:\n"
+    "  --bench              time prefill and decoding of random prompts (ids\n"
+    "                       splitmix64(seed) mod vocab) instead of generating text;\n"
+    "                       --json for one object\n"
+    "  --context N          prompt length of each sequence\n"
+    "  --batch B            B independent sequences decoded in lock-step, one state\n"
+    "                       each (default 1)\n"
+    "  --decode-tokens M    greedy steps per sequence after the prefill (default 64)\n"
+    "                       JSON: prefill_tokens_per_s, decode_tokens_per_s (B*M\n"
+    "                       over the decode time), peak_rss_bytes (getrusage\n"
+    "                       ru_maxrss, reset after loading where Linux allows: the\n"
+    "                       loaded model plus what prefill and decoding add; the\n"
+    "                       loading peak is load_peak_rss_bytes), rss_loaded_bytes,\n"
+    "                       rss_end_bytes, state_bytes (all B states at the end: the\n"
+    "                       KV caches' rows, or the constant states), weights_bytes,\n"
+    "                       prefill_cpu_s, decode_cpu_s (process CPU time, steadier\n"
+    "                       than wall time on a busy machine), context, batch,\n"
+    "                       threads, ... The teacher's position\n"
+    "                       limit holds here too: for a longer context make it with\n"
+    "                       a larger max_position_embeddings (hm-init --config);\n"
+    "                       the point is the cost.\n"
+    "Run:\n"
+    "  --prefill-chunk N    prompt rows per prefill chunk (default 256; a softmax\n"
+    "                       teacher takes at most 64)\n"
+    "  --threads N          threads for OpenMP and BLAS (default: OpenMP's)\n"
+    "  --backend NAME       ref or fast (default fast)\n"
+    "  -q, --quiet  -v, --verbose (timings on stderr)  -h, --help  --version\n"
+    "\n"
+    "Exit status: 0 success, 1 failure, 2 bad usage.\n";
+
+enum {
+    OPT_PROMPT = HM_OPT_FIRST_TOOL, OPT_PROMPT_IDS, OPT_TOKENIZER, OPT_BYTES, OPT_TEMP,
+    OPT_TOPK, OPT_TOPP, OPT_SEED, OPT_MAXNEW, OPT_STOP, OPT_EOT, OPT_IGNORE_EOT, OPT_IDS,
+    OPT_BENCH, OPT_CONTEXT, OPT_BATCH, OPT_DECODE, OPT_CHUNK, OPT_THREADS, OPT_BACKEND,
+};
+
+#define MAX_LIST 64
+
+struct opts {
+    struct hm_cli_common common;
+    const char *model, *prompt, *prompt_ids, *tokenizer, *backend;
+    struct hm_sample_params sp;
+    uint64_t seed;
+    int64_t max_new, context, batch, decode_tokens, chunk, threads;
+    const char *stop[MAX_LIST];
+    int n_stop;
+    int32_t eot[MAX_LIST];
+    int n_eot, bytes, ignore_eot, ids, bench;
+};
+
+struct run {
+    const struct opts *o;
+    struct hm_model *m;
+    const struct hm_backend *be;
+    struct hm_tokenizer *tok;     /* or NULL */
+    int32_t end_ids[MAX_LIST];
+    int n_end;
+    struct hm_ids ids;            /* prompt + new */
+    int64_t n_prompt;
+    struct hm_gen_text *text;     /* the new text (with a tokenizer) */
+    int stop_hit;                 /* index of the --stop string that ended it, or -1 */
+    int stream_text, stream_ids;
+    double rss_loaded;            /* resident bytes once the model is loaded */
+    double load_peak;             /* peak RSS while loading */
+    int peak_reset;               /* 1: the peak was reset after loading */
+};
+
+static void json_ids(const int32_t *v, int64_t n)
+{
+    putchar('[');
+    for (int64_t i = 0; i < n; i++)
+        printf(i ? ", %d" : "%d", v[i]);
+    putchar(']');
+}
+
+/* "1,2, 3" → ids (syntax errors are usage errors). */
+static void parse_ids(const char *s, struct hm_ids *out)
+{
+    const char *p = s;
+    for (;;) {
+        while (*p == ' ' || *p == '\t')
+            p++;
+        char *end;
+        errno = 0;
+        long long v = strtoll(p, &end, 10);
+        if (end == p || errno || v < 0 || v > INT32_MAX)
+            hm_usage_error("--prompt-ids '%s': expected comma-separated ids >= 0", s);
+        int32_t id = (int32_t)v;
+        if (hm_ids_append(out, &id, 1, NULL) != HM_OK)
+            hm_die("out of memory");
+        p = end;
+        while (*p == ' ' || *p == '\t')
+            p++;
+        if (*p == '\0')
+            return;
+        if (*p++ != ',')
+            hm_usage_error("--prompt-ids '%s': expected comma-separated ids >= 0", s);
+    }
+}
+
+static int is_end(const struct run *r, int32_t id)
+{
+    for (int i = 0; i < r->n_end; i++)
+        if (r->end_ids[i] == id)
+            return 1;
+    return 0;
+}
+
+/* CPU seconds of the process (all threads): less sensitive than wall time
+ * to other programs on a shared machine. */
+static double cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Where the tokenizer came from, for messages. */
+static const char *tok_source(const struct opts *o)
+{
+    return o->bytes ? "bytes" : o->tokenizer ? o->tokenizer : o->model;
+}
+
+static void load_tokenizer(struct run *r, const struct hm_ckpt *ck)
+{
+    const struct opts *o = r->o;
+    struct hm_error err;
+    size_t len = 0;
+    const void *bundled = hm_ckpt_bundle_tokenizer(ck, &len);
+    if (o->bytes) {
+        if (hm_tokenizer_bytes(&r->tok, &err) != HM_OK)
+            hm_die_err("cannot make", "bytes", &err);
+    } else if (o->tokenizer) {
+        if (hm_tokenizer_load(o->tokenizer, &r->tok, &err) != HM_OK)
+            hm_die_err("cannot read", o->tokenizer, &err);
+    } else if (bundled) {
+        if (hm_tokenizer_load_memory(bundled, len, &r->tok, &err) != HM_OK)
+            hm_die("cannot read '%s': its tokenizer: %s", o->model, err.msg);
+    }
+}
+
+/* The end-of-text ids (see --eot-id in the usage). */
+static void end_ids(struct run *r)
+{
+    const struct opts *o = r->o;
+    if (o->ignore_eot)
+        return;
+    if (o->n_eot) {
+        memcpy(r->end_ids, o->eot, sizeof(int32_t) * (size_t)o->n_eot);
+        r->n_end = o->n_eot;
+        return;
+    }
+    if (r->tok) {
+        int32_t c[3] = {hm_tokenizer_eot_id(r->tok), hm_tokenizer_eos_id(r->tok),
+                        hm_tokenizer_kind(r->tok) == HM_TOKENIZER_KIND_LLAMA2C
+                            ? hm_tokenizer_bos_id(r->tok) : -1};
+        for (int i = 0; i < 3; i++)
+            if (c[i] >= 0)
+                r->end_ids[r->n_end++] = c[i];
+    } else if (r->m->cfg.family == HM_FAMILY_LLAMA) {
+        r->end_ids[r->n_end++] = 1;
+        r->end_ids[r->n_end++] = 2;
+    } else {
+        r->end_ids[r->n_end++] = r->m->cfg.vocab_size == 257 ? 256 : 0;
+    }
+}
+
+/* Prefill rows per chunk. A softmax teacher takes at most 64: its KV cache
+ * (mixer_softmax.c kv_reserve) grows by one doubling per chunk from 64, so a
+ * first chunk of more than 64 rows (or one that more than doubles the
+ * positions) would write past the cache; chunks of ≤ 64 never do. The
+ * teacher's prefill runs row by row against the cache anyway, so the
+ * chunk's size costs it nothing. */
+static int64_t prefill_chunk(const struct run *r)
+{
+    int64_t c = r->o->chunk ? r->o->chunk : HM_PREFILL_CHUNK;
+    if (r->m->cfg.mixer == HM_MIXER_SOFTMAX && c > 64)
+        c = 64;
+    return c;
+}
+
+static void check_positions(const struct run *r, int64_t n_prompt, int64_t n_new,
+                            const char *what)
+{
+    const struct hm_config *c = &r->m->cfg;
+    if (c->mixer == HM_MIXER_SOFTMAX && c->max_position_embeddings > 0 &&
+        n_prompt + n_new > c->max_position_embeddings)
+        hm_die("cannot generate from '%s': %s (%lld tokens) plus %lld new tokens exceed the "
+               "teacher's position limit, max_position_embeddings %lld (students have none)",
+               r->o->model, what, (long long)n_prompt, (long long)n_new,
+               (long long)c->max_position_embeddings);
+}
+
+static void generate(struct run *r)
+{
+    const struct opts *o = r->o;
+    const int64_t V = r->m->cfg.vocab_size;
+    struct hm_error err;
+    if (o->prompt_ids) {
+        parse_ids(o->prompt_ids, &r->ids);
+        for (int64_t i = 0; i < r->ids.n; i++)
+            if (r->ids.v[i] >= V)
+                hm_die("cannot generate from '%s': --prompt-ids: id %d at position %lld is "
+                       "outside the vocabulary (%lld)", o->model, r->ids.v[i], (long long)i,
+                       (long long)V);
+    } else {
+        const char *p = o->prompt ? o->prompt : "";
+        unsigned fl = hm_tokenizer_bos_id(r->tok) >= 0 ? HM_TOKENIZER_BOS : 0;
+        if (hm_tokenizer_encode_ex(r->tok, p, strlen(p), fl, &r->ids, &err) != HM_OK)
+            hm_die("cannot tokenize the prompt with '%s': %s", tok_source(o), err.msg);
+        int32_t eot = hm_tokenizer_eot_id(r->tok);
+        if (r->ids.n == 0 && eot >= 0)
+            hm_ids_append(&r->ids, &eot, 1, NULL);
+        if (r->ids.n == 0)
+            hm_die("cannot generate: the prompt is empty and '%s' has no BOS or end-of-text "
+                   "id", tok_source(o));
+        for (int64_t i = 0; i < r->ids.n; i++)
+            if (r->ids.v[i] >= V)
+                hm_die("cannot generate from '%s': prompt token %d is outside the model's "
+                       "vocabulary (%lld)", o->model, r->ids.v[i], (long long)V);
+    }
+    r->n_prompt = r->ids.n;
+    check_positions(r, r->n_prompt, o->max_new, "the prompt");
+    if (r->tok && hm_gen_text_new(r->tok, r->ids.v, r->ids.n, o->stop, o->n_stop, &r->text,
+                                  &err) != HM_OK)
+        hm_die("cannot decode the prompt with '%s': %s", tok_source(o), err.msg);
+    /* ids the tokenizer cannot decode (padding rows) are never generated */
+    const int64_t Vtok = r->tok ? hm_tokenizer_vocab_size(r->tok) : V;
+
+    struct hm_model_state *st = NULL;
+    struct hm_sampler *smp = NULL;
+    float *logits = malloc(sizeof(float) * (size_t)V);
+    if (!logits)
+        hm_die("out of memory");
+    if (hm_model_state_new(r->m, &st, &err) != HM_OK ||
+        hm_sampler_new(V, &o->sp, o->seed, &smp, &err) != HM_OK)
+        hm_die("cannot generate from '%s': %s", o->model, err.msg);
+    double t0 = hm_now();
+    if (hm_model_prefill(r->m, r->be, st, r->ids.v, r->n_prompt, prefill_chunk(r), NULL, logits,
+                         &err) != HM_OK)
+        hm_die("cannot generate from '%s': prefill: %s", o->model, err.msg);
+    double t1 = hm_now();
+    const char *reason = "max_new_tokens";
+    int32_t end_id = -1;
+    for (int64_t i = 0; i < o->max_new; i++) {
+        for (int64_t v = Vtok; v < V; v++)
+            logits[v] = -INFINITY;
+        int32_t tok;
+        if (hm_sampler_sample(smp, logits, &tok, &err) != HM_OK)
+            hm_die("cannot generate from '%s': token %lld: %s", o->model, (long long)i,
+                   err.msg);
+        if (is_end(r, tok)) {
+            reason = "end_of_text";
+            end_id = tok;
+            break;
+        }
+        if (hm_ids_append(&r->ids, &tok, 1, NULL) != HM_OK)
+            hm_die("out of memory");
+        if (r->stream_ids) {
+            printf(i ? " %d" : "%d", tok);
+            fflush(stdout);
+        }
+        if (r->text) {
+            const char *bytes;
+            size_t n;
+            if (hm_gen_text_push(r->text, tok, &bytes, &n, &r->stop_hit, &err) != HM_OK)
+                hm_die("cannot decode the generated ids with '%s': %s", tok_source(o),
+                       err.msg);
+            if (r->stream_text && n) {
+                fwrite(bytes, 1, n, stdout);
+                fflush(stdout);
+            }
+            if (r->stop_hit >= 0) {
+                reason = "stop_string";
+                break;
+            }
+        }
+        if (i + 1 == o->max_new)
+            break; /* the last token is not fed */
+        if (hm_model_step(r->m, r->be, st, tok, logits, &err) != HM_OK)
+            hm_die("cannot generate from '%s': token %lld: %s", o->model, (long long)i,
+                   err.msg);
+    }
+    size_t text_len = 0;
+    if (r->text) {
+        const char *bytes;
+        hm_gen_text_finish(r->text, &bytes, &text_len);
+        if (r->stream_text)
+            fwrite(bytes, 1, text_len, stdout);
+        hm_gen_text_view(r->text, &text_len);
+    }
+    double t2 = hm_now();
+    const int64_t n_new = r->ids.n - r->n_prompt;
+    if (r->stream_ids)
+        putchar('\n');
+    else if (r->stream_text && isatty(STDOUT_FILENO) && text_len)
+        putchar('\n');
+    const double pre = t1 - t0, dec = t2 - t1;
+    if (o->common.json) {
+        printf("{\"version\": 1, \"model\": ");
+        hm_json_write_string(stdout, o->model, strlen(o->model));
+        printf(", \"arch\": \"%s\", \"family\": \"%s\", \"prompt_ids\": ",
+               hm_arch_name(&r->m->cfg), hm_family_name(r->m->cfg.family));
+        json_ids(r->ids.v, r->n_prompt);
+        printf(", \"new_ids\": ");
+        json_ids(r->ids.v + r->n_prompt, n_new);
+        printf(", \"text\": ");
+        if (r->text)
+            hm_json_write_string(stdout, hm_gen_text_view(r->text, &text_len), text_len);
+        else
+            printf("null");
+        printf(", \"stop_reason\": \"%s\", \"end_id\": ", reason);
+        printf(end_id >= 0 ? "%d" : "null", end_id);
+        printf(", \"stop_string\": ");
+        if (r->stop_hit >= 0)
+            hm_json_write_string(stdout, o->stop[r->stop_hit], strlen(o->stop[r->stop_hit]));
+        else
+            printf("null");
+        printf(", \"prompt_tokens\": %lld, \"tokens\": %lld, \"prefill_s\": %.6g, "
+               "\"decode_s\": %.6g, \"prefill_tokens_per_s\": %.6g, \"decode_tokens_per_s\": "
+               "%.6g, \"seed\": %llu, \"threads\": %d}\n",
+               (long long)r->n_prompt, (long long)n_new, pre, dec,
+               pre > 0 ? (double)r->n_prompt / pre : 0, dec > 0 ? (double)n_new / dec : 0,
+               (unsigned long long)o->seed, hm_threads_get());
+    }
+    if (o->common.verbose)
+        hm_info(&o->common, "%lld prompt tokens (%.1f tokens/s), %lld new tokens (%.1f "
+                "tokens/s), stop: %s", (long long)r->n_prompt,
+                pre > 0 ? (double)r->n_prompt / pre : 0, (long long)n_new,
+                dec > 0 ? (double)n_new / dec : 0, reason);
+    free(logits);
+    hm_sampler_free(smp);
+    hm_model_state_free(st);
+}
+
+static void bench(struct run *r)
+{
+    const struct opts *o = r->o;
+    const struct hm_config *c = &r->m->cfg;
+    const int64_t V = c->vocab_size, B = o->batch, N = o->context, M = o->decode_tokens;
+    struct hm_error err;
+    check_positions(r, N, M, "--context");
+    struct hm_model_state **st = calloc((size_t)B, sizeof *st);
+    float *logits = malloc(sizeof(float) * (size_t)(B * V));
+    int32_t *prompt = malloc(sizeof(int32_t) * (size_t)N);
+    if (!st || !logits || !prompt)
+        hm_die("out of memory");
+    uint64_t rng = o->seed;
+    double pre = 0, pre_cpu = 0, dec;
+    for (int64_t b = 0; b < B; b++) {
+        if (hm_model_state_new(r->m, &st[b], &err) != HM_OK)
+            hm_die("cannot benchmark '%s': %s", o->model, err.msg);
+        for (int64_t i = 0; i < N; i++)
+            prompt[i] = (int32_t)(hm_splitmix64(&rng) % (uint64_t)V);
+        double t0 = hm_now(), c0 = cpu_now();
+        if (hm_model_prefill(r->m, r->be, st[b], prompt, N, prefill_chunk(r), NULL, logits + b * V,
+                             &err) != HM_OK)
+            hm_die("cannot benchmark '%s': prefill: %s", o->model, err.msg);
+        pre += hm_now() - t0;
+        pre_cpu += cpu_now() - c0;
+    }
+    double t1 = hm_now(), c1 = cpu_now();
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t b = 0; b < B; b++) {
+            int32_t tok = hm_sample_argmax(logits + b * V, V);
+            if (hm_model_step(r->m, r->be, st[b], tok, logits + b * V, &err) != HM_OK)
+                hm_die("cannot benchmark '%s': step %lld: %s", o->model, (long long)i, err.msg);
+        }
+    dec = hm_now() - t1;
+    const double dec_cpu = cpu_now() - c1;
+    const int64_t nkv = c->num_key_value_heads ? c->num_key_value_heads : c->num_attention_heads;
+    double state = 0;
+    for (int64_t b = 0; b < B; b++)
+        state += 4.0 * (double)hm_model_state_floats(st[b], nkv, c->head_dim);
+    const double rss = hm_procmem_peak_rss(), rss_end = hm_procmem_rss();
+    const double ptps = pre > 0 ? (double)(B * N) / pre : 0;
+    const double dtps = dec > 0 ? (double)(B * M) / dec : 0;
+    if (o->common.json) {
+        printf("{\"version\": 1, \"bench\": true, \"model\": ");
+        hm_json_write_string(stdout, o->model, strlen(o->model));
+        printf(", \"arch\": \"%s\", \"family\": \"%s\", \"mixer\": \"%s\", \"context\": %lld, "
+               "\"batch\": %lld, \"decode_tokens\": %lld, \"threads\": %d, \"prefill_chunk\": "
+               "%lld, \"prefill_s\": %.6g, \"prefill_tokens_per_s\": %.6g, \"decode_s\": %.6g, "
+               "\"decode_tokens_per_s\": %.6g, \"ms_per_step\": %.6g, \"prefill_cpu_s\": %.6g, "
+               "\"decode_cpu_s\": %.6g, \"peak_rss_bytes\": %.0f, "
+               "\"peak_rss_includes_load\": %s, \"load_peak_rss_bytes\": %.0f, "
+               "\"rss_end_bytes\": %.0f, \"rss_loaded_bytes\": %.0f, \"weights_bytes\": %.0f, "
+               "\"state_bytes\": %.0f}\n",
+               hm_arch_name(c), hm_family_name(c->family), hm_mixer_name(c->mixer),
+               (long long)N, (long long)B, (long long)M, hm_threads_get(),
+               (long long)prefill_chunk(r), pre, ptps, dec, dtps,
+               M > 0 ? 1e3 * dec / (double)M : 0, pre_cpu, dec_cpu, rss,
+               r->peak_reset ? "false" : "true",
+               r->load_peak, rss_end, r->rss_loaded,
+               4.0 * (double)r->m->n_params, state);
+    } else {
+        printf("model: %s (%s, %s)\ncontext: %lld  batch: %lld  decode tokens: %lld  threads: %d\n"
+               "prefill: %.1f tokens/s (%.3f s)\ndecode: %.1f tokens/s (%.3f s)\n"
+               "peak RSS: %.1f MiB (at the end %.1f MiB)  state: %.1f MiB  weights: %.1f MiB\n",
+               o->model, hm_arch_name(c), hm_family_name(c->family), (long long)N, (long long)B,
+               (long long)M, hm_threads_get(), ptps, pre, dtps, dec, rss / 1048576.0,
+               rss_end / 1048576.0, state / 1048576.0, 4.0 * (double)r->m->n_params / 1048576.0);
+    }
+    for (int64_t b = 0; b < B; b++)
+        hm_model_state_free(st[b]);
+    free(st);
+    free(logits);
+    free(prompt);
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        HM_CLI_COMMON_LONGOPTS,
+        {"prompt", required_argument, NULL, OPT_PROMPT},
+        {"prompt-ids", required_argument, NULL, OPT_PROMPT_IDS},
+        {"tokenizer", required_argument, NULL, OPT_TOKENIZER},
+        {"bytes", no_argument, NULL, OPT_BYTES},
+        {"temperature", required_argument, NULL, OPT_TEMP},
+        {"top-k", required_argument, NULL, OPT_TOPK},
+        {"top-p", required_argument, NULL, OPT_TOPP},
+        {"seed", required_argument, NULL, OPT_SEED},
+        {"max-new-tokens", required_argument, NULL, OPT_MAXNEW},
+        {"stop", required_argument, NULL, OPT_STOP},
+        {"eot-id", required_argument, NULL, OPT_EOT},
+        {"ignore-eot", no_argument, NULL, OPT_IGNORE_EOT},
+        {"ids", no_argument, NULL, OPT_IDS},
+        {"bench", no_argument, NULL, OPT_BENCH},
+        {"context", required_argument, NULL, OPT_CONTEXT},
+        {"batch", required_argument, NULL, OPT_BATCH},
+        {"decode-tokens", required_argument, NULL, OPT_DECODE},
+        {"prefill-chunk", required_argument, NULL, OPT_CHUNK},
+        {"threads", required_argument, NULL, OPT_THREADS},
+        {"backend", required_argument, NULL, OPT_BACKEND},
+        {NULL, 0, NULL, 0},
+    };
+    struct opts o = {.common = {.progress = -1}, .backend = "fast", .max_new = 256,
+                     .sp = {.temperature = 1, .top_k = 0, .top_p = 1}, .decode_tokens = 64,
+                     .context = -1, .batch = 0};
+    hm_cli_init("hm-generate", usage, argv);
+    int c;
+    while ((c = getopt_long(argc, argv, HM_CLI_COMMON_SHORTOPTS, longopts, NULL)) != -1) {
+        switch (c) {
+        HM_CLI_COMMON_CASES(&o.common);
+        case OPT_PROMPT: o.prompt = optarg; break;
+        case OPT_PROMPT_IDS: o.prompt_ids = optarg; break;
+        case OPT_TOKENIZER: o.tokenizer = optarg; break;
+        case OPT_BYTES: o.bytes = 1; break;
+        case OPT_TEMP: o.sp.temperature = hm_parse_f64(optarg, "--temperature", 0, 1e6); break;
+        case OPT_TOPK: o.sp.top_k = hm_parse_i64(optarg, "--top-k", 0, INT32_MAX); break;
+        case OPT_TOPP: o.sp.top_p = hm_parse_f64(optarg, "--top-p", 0, 1); break;
+        case OPT_SEED: o.seed = (uint64_t)hm_parse_i64(optarg, "--seed", 0, INT64_MAX); break;
+        case OPT_MAXNEW:
+            o.max_new = hm_parse_i64(optarg, "--max-new-tokens", 0, (int64_t)1 << 40);
+            break;
+        case OPT_STOP:
+            if (o.n_stop == MAX_LIST)
+                hm_usage_error("at most %d --stop strings", MAX_LIST);
+            if (!optarg[0])
+                hm_usage_error("--stop: the string is empty");
+            o.stop[o.n_stop++] = optarg;
+            break;
+        case OPT_EOT:
+            if (o.n_eot == MAX_LIST)
+                hm_usage_error("at most %d --eot-id ids", MAX_LIST);
+            o.eot[o.n_eot++] = (int32_t)hm_parse_i64(optarg, "--eot-id", 0, INT32_MAX);
+            break;
+        case OPT_IGNORE_EOT: o.ignore_eot = 1; break;
+        case OPT_IDS: o.ids = 1; break;
+        case OPT_BENCH: o.bench = 1; break;
+        case OPT_CONTEXT: o.context = hm_parse_i64(optarg, "--context", 1, (int64_t)1 << 30); break;
+        case OPT_BATCH: o.batch = hm_parse_i64(optarg, "--batch", 1, 1 << 16); break;
+        case OPT_DECODE:
+            o.decode_tokens = hm_parse_i64(optarg, "--decode-tokens", 0, (int64_t)1 << 30);
+            break;
+        case OPT_CHUNK: o.chunk = hm_parse_i64(optarg, "--prefill-chunk", 1, 1 << 20); break;
+        case OPT_THREADS: o.threads = hm_parse_i64(optarg, "--threads", 1, 1024); break;
+        case OPT_BACKEND: o.backend = optarg; break;
+        }
+    }
+    if (argc - optind == 0)
+        hm_usage_error("missing model");
+    if (argc - optind > 1)
+        hm_usage_error("expected one model, got %d arguments", argc - optind);
+    o.model = argv[optind];
+    if (o.prompt && o.prompt_ids)
+        hm_usage_error("--prompt and --prompt-ids exclude each other");
+    if (o.tokenizer && o.bytes)
+        hm_usage_error("--tokenizer and --bytes exclude each other");
+    if (o.ids && o.common.json)
+        hm_usage_error("--ids and --json exclude each other");
+    if (o.ignore_eot && o.n_eot)
+        hm_usage_error("--ignore-eot and --eot-id exclude each other");
+    if (o.sp.top_p <= 0)
+        hm_usage_error("--top-p must be in (0, 1]");
+    if (o.bench) {
+        if (o.context < 0)
+            hm_usage_error("--bench needs --context N");
+        if (o.prompt || o.prompt_ids || o.n_stop || o.ids)
+            hm_usage_error("--bench takes no prompt, --stop or --ids");
+        if (!o.batch)
+            o.batch = 1;
+    } else if (o.context >= 0 || o.batch) {
+        hm_usage_error("--context and --batch need --bench");
+    }
+    const struct hm_backend *be = hm_backend_get(o.backend);
+    if (!be)
+        hm_usage_error("unknown backend '%s' (expected %s)", o.backend, hm_backend_names());
+    if (o.threads)
+        hm_threads_set((int)o.threads);
+
+    struct hm_error err;
+    struct hm_ckpt *ck = NULL;
+    struct run r = {.o = &o, .be = be, .stop_hit = -1};
+    if (hm_ckpt_open(o.model, &ck, &err) != HM_OK || hm_model_load(ck, &r.m, &err) != HM_OK)
+        hm_die_err("cannot read", o.model, &err);
+    if (!o.bench)
+        load_tokenizer(&r, ck);
+    hm_ckpt_close(ck);
+    r.rss_loaded = hm_procmem_rss();
+    if (o.bench) { /* the cells' peak is prefill + decode, not the file next to its copy */
+        r.load_peak = hm_procmem_peak_rss();
+        r.peak_reset = hm_procmem_reset_peak();
+    }
+    if (o.bench) {
+        bench(&r);
+    } else {
+        if (!r.tok && !o.prompt_ids)
+            hm_usage_error("'%s' carries no tokenizer: give --tokenizer FILE or --bytes, or "
+                           "--prompt-ids", o.model);
+        if (!r.tok && o.n_stop)
+            hm_usage_error("--stop needs a tokenizer (--tokenizer FILE or --bytes)");
+        r.stream_ids = !o.common.json && (o.ids || !r.tok);
+        r.stream_text = !o.common.json && !r.stream_ids;
+        end_ids(&r);
+        generate(&r);
+    }
+    hm_ids_release(&r.ids);
+    hm_gen_text_free(r.text);
+    hm_tokenizer_free(r.tok);
+    hm_model_free(r.m);
+    return hm_cli_finish(HM_EXIT_OK);
+}
