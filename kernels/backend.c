@@ -57,7 +57,7 @@ static const struct hm_backend g_ref = {
         .rmsnorm_backward = hm_ref_rmsnorm_backward,
         .qkv_expand_forward = hm_ref_qkv_expand_forward,
         .qkv_expand_backward = hm_ref_qkv_expand_backward,
-        .attention_decode = hm_ref_attention_decode,
+        .attention_cached = hm_ref_attention_cached,
         .adamw_step = hm_ref_adamw_step,
         .sgd_step = hm_ref_sgd_step,
         .sqnorm = hm_ref_sqnorm,
@@ -108,12 +108,13 @@ static const struct hm_backend g_fast = {
         .rmsnorm_backward = hm_fast_rmsnorm_backward,
         .qkv_expand_forward = hm_fast_qkv_expand_forward,
         .qkv_expand_backward = hm_fast_qkv_expand_backward,
+        .attention_cached = hm_fast_attention_cached,
         .adamw_step = hm_fast_adamw_step,
         .sgd_step = hm_fast_sgd_step,
         .sqnorm = hm_fast_sqnorm,
         .kl_backward = hm_fast_kl_backward,
         .fill = hm_fast_fill,
-        /* conv1d_step, ssm_step, attention_decode, copy2d, clamp, first_nonfinite:
+        /* conv1d_step, ssm_step, copy2d, clamp, first_nonfinite:
          * ref (O(state) per token, or tiny) */
     },
 };
@@ -461,11 +462,18 @@ void hm_backend_qkv_expand_backward(const struct hm_backend *be, float *dx, cons
     HM_CALL(be, qkv_expand_backward, dx, dy, T, n_h, n_kv, p);
 }
 
-void hm_backend_attention_decode(const struct hm_backend *be, float *out, const float *q,
-                                 const float *kc, const float *vc, int64_t T, int64_t n_h,
+int64_t hm_backend_attention_cached_scratch_floats(int64_t T, int64_t n, int64_t n_h)
+{
+    return n * (T > n_h ? T : n_h);
+}
+
+void hm_backend_attention_cached(const struct hm_backend *be, float *out, const float *q,
+                                 int64_t q_row_stride, int64_t q_head_stride, const float *kc,
+                                 const float *vc, int64_t P0, int64_t T, int64_t n_h,
                                  int64_t n_kv, int64_t p, float *scratch)
 {
-    HM_CALL(be, attention_decode, out, q, kc, vc, T, n_h, n_kv, p, scratch);
+    HM_CALL(be, attention_cached, out, q, q_row_stride, q_head_stride, kc, vc, P0, T, n_h, n_kv,
+            p, scratch);
 }
 
 void hm_backend_adamw_step(const struct hm_backend *be, float *w, float *g, float *m, float *v,

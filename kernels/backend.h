@@ -48,7 +48,7 @@ enum hm_op {
     HM_OP_NLL,
     HM_OP_RMSNORM,
     HM_OP_QKV_EXPAND,
-    HM_OP_ATTENTION_DECODE,
+    HM_OP_ATTENTION_CACHED,
     HM_OP_CROSS_ENTROPY,
     HM_OP_FEATUREMAP,
     HM_OP_LINATTN,
@@ -191,7 +191,8 @@ struct hm_backend_ops {
                                int64_t p);
     void (*qkv_expand_backward)(void *ctx, float *dx, const float *dy, int64_t T, int64_t n_h,
                                 int64_t n_kv, int64_t p);
-    void (*attention_decode)(void *ctx, float *out, const float *q, const float *kc, const float *vc,
+    void (*attention_cached)(void *ctx, float *out, const float *q, int64_t q_row_stride,
+                             int64_t q_head_stride, const float *kc, const float *vc, int64_t P0,
                              int64_t T, int64_t n_h, int64_t n_kv, int64_t p, float *scratch);
 
     /* training and utility ops (wrappers at the end of this file) */
@@ -587,12 +588,28 @@ void hm_backend_qkv_expand_forward(const struct hm_backend *be, float *y, const 
 void hm_backend_qkv_expand_backward(const struct hm_backend *be, float *dx, const float *dy,
                                     int64_t T, int64_t n_h, int64_t n_kv, int64_t p);
 
-/* One decoding step of causal softmax attention against a KV cache:
- * out_h = Σ_t softmax_t(q_h·k_{t,g(h)} / sqrt(p)) v_{t,g(h)} over the T
- * cached positions (the current token's k, v included).
- * out: [n_h, p]  q: [n_h, p]  kc, vc: [T, n_kv, p]  scratch: [T] */
-void hm_backend_attention_decode(const struct hm_backend *be, float *out, const float *q,
-                                 const float *kc, const float *vc, int64_t T, int64_t n_h,
+/* Floats of scratch attention_cached needs: n · max(T, n_h) with n = P0 + T
+ * the cached positions (T ≥ 1). The same for every backend, a pure function
+ * of the shapes. */
+int64_t hm_backend_attention_cached_scratch_floats(int64_t T, int64_t n, int64_t n_h);
+
+/* Causal softmax attention of T new query rows against a KV cache (a
+ * decoding step, T = 1, or a prefill chunk): row t sits at position P0 + t
+ * and attends the cached positions s = 0 .. P0 + t (its own k, v are already
+ * in the cache at P0 + t). With g(h) = h / (n_h / n_kv) (GQA),
+ *   out_{t,h} = Σ_{s ≤ P0+t} softmax_s(q_{t,h}·k_{s,g(h)} / sqrt(p)) v_{s,g(h)}
+ * (the max subtracted before exp).
+ *   out: [T, n_h, p] contiguous (row t head h at out + (t n_h + h) p)
+ *   q: row t head h at q + t q_row_stride + h q_head_stride (p contiguous
+ *      floats); the per-head fused layout [T, n_h, 3p] of
+ *      hm_backend_qkv_expand_forward passes directly (row stride 3 n_h p,
+ *      head stride 3p)
+ *   kc, vc: [P0 + T, n_kv, p] (positions past P0 + T − 1 are not read)
+ *   scratch: [hm_backend_attention_cached_scratch_floats(T, P0 + T, n_h)]
+ * n_h must be a multiple of n_kv; out must not alias q, kc, vc or scratch. */
+void hm_backend_attention_cached(const struct hm_backend *be, float *out, const float *q,
+                                 int64_t q_row_stride, int64_t q_head_stride, const float *kc,
+                                 const float *vc, int64_t P0, int64_t T, int64_t n_h,
                                  int64_t n_kv, int64_t p, float *scratch);
 
 /* ---- training and utility ops -------------------------------------------- */

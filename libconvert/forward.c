@@ -30,8 +30,9 @@ enum hm_status hm_model_layers_forward(const struct hm_model *m, const struct hm
         float *hn = l + 1 < L ? f->la[f->shared ? 0 : l + 1].h : f->h_out;
         /* mixer */
         hm_model_norm_forward(m, be, a->a, a->mean1, a->rstd1, a->h, ly->ln1_w, ly->ln1_b, N);
-        const struct hm_mix x = {m, be, l, B, T, f->pos0, a, f->ws, f->ws_size,
-                                 f->st ? &f->st[l] : NULL};
+        const struct hm_mix x = {.m = m, .be = be, .l = l, .B = B, .T = T, .pos0 = f->pos0,
+                                 .a = a, .ws = f->ws, .ws_size = f->ws_size, .st = f->st,
+                                 .pos = f->pos};
         if (u->proj_forward)
             u->proj_forward(&x);
         else
@@ -40,8 +41,9 @@ enum hm_status hm_model_layers_forward(const struct hm_model *m, const struct hm
             hm_backend_qkv_expand_forward(be, a->qkv, a->proj, N, nh, c->num_key_value_heads, p);
         for (int64_t b = 0; r > 0 && b < B; b++) {
             float *q = a->qkv + b * T * H3;
-            hm_backend_rotary_forward(be, q, T, nh, r, H3, 3 * p, f->pos0, m->inv_freq);
-            hm_backend_rotary_forward(be, q + p, T, nh, r, H3, 3 * p, f->pos0, m->inv_freq);
+            const int64_t pos = hm_mix_pos(&x, b);
+            hm_backend_rotary_forward(be, q, T, nh, r, H3, 3 * p, pos, m->inv_freq);
+            hm_backend_rotary_forward(be, q + p, T, nh, r, H3, 3 * p, pos, m->inv_freq);
         }
         if ((st = u->forward(&x, err)) != HM_OK)
             return st;

@@ -3,7 +3,8 @@
  * own when it has one: the HedgeMamba conv) → GQA expansion (llama) →
  * rotary → the mixer unit (mixer.h) → dense → residual → norm2 → MLP →
  * residual. Inference, training, stage 1 (through hooks) and decoding
- * (B = T = 1 with per-layer states) all run it; the backward mirror is in
+ * (T = 1 rows of B sequences, each with its per-layer states; prefill
+ * chunks of one sequence) all run it; the backward mirror is in
  * trainer.c. The final norm and the output layer belong to the callers.
  *
  * Residual order (HF, to the last ulp): parallel h' = (mlp + o) + h;
@@ -22,7 +23,8 @@ struct hm_fwd {
     float *o, *m, *act;          /* [N, d], [N, d], [N, I] scratch (act may be mh: inference) */
     void *ws;                    /* mixer forward workspace */
     size_t ws_size;
-    struct hm_mixer_state *st;   /* [L] decoding states, or NULL */
+    struct hm_mixer_state *const *st; /* decoding: [B] each sequence's [L] states, or NULL */
+    const int64_t *pos;          /* decoding (T = 1): [B] each row's position, or NULL: pos0 */
     const struct hm_model_hooks *hooks; /* may be NULL */
 };
 

@@ -194,7 +194,8 @@ static enum hm_status on_layer(void *ctx, int64_t l, const float *a_in, const fl
     const int64_t Da = sm->cfg.attn_dim;
     struct hm_layer_acts a = {.a = (float *)a_in, .qkv = (float *)qkv, .att = lz->y,
                               .lse = lz->den, .phiq = lz->phiq, .phik = lz->phik};
-    const struct hm_mix x = {sm, be, l, 1, T, 0, &a, lz->ws, lz->ws_size, NULL};
+    const struct hm_mix x = {.m = sm, .be = be, .l = l, .B = 1, .T = T, .a = &a, .ws = lz->ws,
+                             .ws_size = lz->ws_size};
     enum hm_status st = hm_mixer_hedgehog.forward(&x, err);
     if (st != HM_OK)
         return st;

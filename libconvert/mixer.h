@@ -30,15 +30,16 @@ struct hm_mixer_state {
     float *win;              /* [K−1, Q] conv window (hedgemamba) */
     float *S;                /* [n_h, 2F, p + 1] (hedgehog, hedgemamba) */
     float *kc, *vc;          /* [kv_cap, n_kv, p] KV cache (softmax) */
-    float *scores;           /* [kv_cap] */
-    int64_t kv_cap;
-    float *q, *v;            /* [n_h p] gathered per-head q, v of the token */
+    float *scores;           /* [scores_cap] attention scratch (softmax) */
+    int64_t kv_cap, scores_cap;
+    float *v;                /* [n_h p] the token's v, gathered per head */
     float *conv_in, *conv_out; /* [K−1 + chunk, Q] prefill scratch (hedgemamba; shared) */
     const float *one, *zero; /* [n_h] 1s and 0s (hedgehog as HedgeMamba at Λ = I) */
 };
 
 /* A mixer call: layer l of m on B sequences of T rows, positions pos0..
- * With st (decoding, B = 1): T = 1 is one step; T > 1 is a prefill chunk
+ * With st (decoding): T = 1 is one step of B sequences, each with its own
+ * state and position (rows are sequences); T > 1 (B = 1) is a prefill chunk
  * that starts from the carried state, leaves the state after its last row
  * and needs a->lse (den [n_h, T]). */
 struct hm_mix {
@@ -48,8 +49,21 @@ struct hm_mix {
     struct hm_layer_acts *a;
     void *ws;                    /* forward/backward workspace (ws_size bytes) */
     size_t ws_size;
-    struct hm_mixer_state *st;   /* decoding (B = T = 1) or NULL */
+    struct hm_mixer_state *const *st; /* decoding: [B] each sequence's [L] states, or NULL */
+    const int64_t *pos;          /* decoding: [B] positions of the rows, or NULL: pos0 */
 };
+
+/* Sequence b's state of this layer (decoding). */
+static inline struct hm_mixer_state *hm_mix_state(const struct hm_mix *x, int64_t b)
+{
+    return &x->st[b][x->l];
+}
+
+/* Position of sequence b's first row. */
+static inline int64_t hm_mix_pos(const struct hm_mix *x, int64_t b)
+{
+    return x->pos ? x->pos[b] : x->pos0;
+}
 
 /* Gradients of one mixer call (all [N, ...] like the activations). */
 struct hm_mix_grads {

@@ -70,11 +70,15 @@ static enum hm_status hh_forward(const struct hm_mix *x, struct hm_error *err)
     const int64_t T = x->T, nh = c->num_attention_heads, p = c->head_dim;
     const int64_t F2 = 2 * c->feature_dim, Da = c->attn_dim, H3 = 3 * Da;
     const struct hm_layer_acts *a = x->a;
-    if (x->st && T == 1) {
-        hm_mixer_featuremaps_forward(x, a->qkv, a->phiq, a->phik, 1);
-        hm_backend_copy2d(x->be, x->st->v, p, a->qkv + 2 * p, 3 * p, nh, p); /* v, contiguous */
-        hm_backend_ssm_step(x->be, a->att, x->st->S, a->phiq, a->phik, x->st->v, x->st->one,
-                            x->st->zero, x->st->zero, nh, F2, p, HM_LINATTN_EPS);
+    if (x->st && T == 1) { /* one step of B sequences: row b against its state */
+        hm_mixer_featuremaps_forward(x, a->qkv, a->phiq, a->phik, x->B);
+        for (int64_t b = 0; b < x->B; b++) {
+            struct hm_mixer_state *st = hm_mix_state(x, b);
+            hm_backend_copy2d(x->be, st->v, p, a->qkv + b * H3 + 2 * p, 3 * p, nh, p);
+            hm_backend_ssm_step(x->be, a->att + b * Da, st->S, a->phiq + b * nh * F2,
+                                a->phik + b * nh * F2, st->v, st->one, st->zero, st->zero, nh,
+                                F2, p, HM_LINATTN_EPS);
+        }
         return HM_OK;
     }
     for (int64_t b = 0; b < x->B; b++) {
@@ -87,7 +91,8 @@ static enum hm_status hh_forward(const struct hm_mix *x, struct hm_error *err)
     }
     if (x->st) /* a prefill chunk: add the carried state's share, advance it */
         hm_backend_ssm_chunk_carry(x->be, a->att, a->lse, a->phiq, a->phik, a->qkv + 2 * p, NULL,
-                                   NULL, NULL, x->st->S, T, nh, F2, p, H3, 3 * p);
+                                   NULL, NULL, hm_mix_state(x, 0)->S, T, nh, F2, p, H3,
+                                   3 * p);
     return HM_OK;
 }
 

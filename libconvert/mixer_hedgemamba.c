@@ -33,14 +33,16 @@ static void hb_proj_forward(const struct hm_mix *x)
     const struct hm_layer_acts *a = x->a;
     const int64_t d = c->hidden_size, Q = c->qkv_dim, T = x->T, K = c->conv_width;
     hm_backend_matmul_forward(x->be, a->xraw, a->a, ly->qkv_w, ly->qkv_b, x->B * T, d, Q);
-    if (x->st && T == 1) {
-        hm_backend_conv1d_step(x->be, a->proj, a->xraw, x->st->win, ly->conv_w, ly->conv_b, Q, K);
+    if (x->st && T == 1) { /* one step of B sequences, each its own window */
+        for (int64_t b = 0; b < x->B; b++)
+            hm_backend_conv1d_step(x->be, a->proj + b * Q, a->xraw + b * Q, hm_mix_state(x, b)->win,
+                                   ly->conv_w, ly->conv_b, Q, K);
         return;
     }
     if (x->st) {
         /* a prefill chunk: the conv reads [window (K−1 rows) ; chunk], and the
          * window becomes the last K−1 input rows */
-        struct hm_mixer_state *st = x->st;
+        struct hm_mixer_state *st = hm_mix_state(x, 0);
         const int64_t W = K - 1;
         hm_backend_copy2d(x->be, st->conv_in, Q, st->win, Q, W, Q);
         hm_backend_copy2d(x->be, st->conv_in + W * Q, Q, a->xraw, Q, T, Q);
@@ -65,11 +67,15 @@ static enum hm_status hb_forward(const struct hm_mix *x, struct hm_error *err)
     const int64_t p = c->head_dim, F2 = 2 * c->feature_dim, Da = c->attn_dim, H3 = 3 * Da;
     hm_backend_matmul_forward(x->be, a->dtz, a->a, ly->dt_w, ly->dt_b, N, d, nh);
     hm_backend_softplus_forward(x->be, a->dt, a->dtz, N * nh);
-    if (x->st && T == 1) {
-        hm_mixer_featuremaps_forward(x, a->qkv, a->phiq, a->phik, 1);
-        hm_backend_copy2d(x->be, x->st->v, p, a->qkv + 2 * p, 3 * p, nh, p); /* v, contiguous */
-        hm_backend_ssm_step(x->be, a->y, x->st->S, a->phiq, a->phik, x->st->v, a->dt, ly->A,
-                            ly->D, nh, F2, p, HM_LINATTN_EPS);
+    if (x->st && T == 1) { /* one step of B sequences: row b against its state */
+        hm_mixer_featuremaps_forward(x, a->qkv, a->phiq, a->phik, x->B);
+        for (int64_t b = 0; b < x->B; b++) {
+            struct hm_mixer_state *st = hm_mix_state(x, b);
+            hm_backend_copy2d(x->be, st->v, p, a->qkv + b * H3 + 2 * p, 3 * p, nh, p);
+            hm_backend_ssm_step(x->be, a->y + b * Da, st->S, a->phiq + b * nh * F2,
+                                a->phik + b * nh * F2, st->v, a->dt + b * nh, ly->A, ly->D, nh,
+                                F2, p, HM_LINATTN_EPS);
+        }
     } else {
         for (int64_t b = 0; b < x->B; b++) {
             const float *qkv = a->qkv + b * T * H3;
@@ -82,7 +88,8 @@ static enum hm_status hb_forward(const struct hm_mix *x, struct hm_error *err)
         }
         if (x->st) /* a prefill chunk: add the carried state's share, advance it */
             hm_backend_ssm_chunk_carry(x->be, a->y, a->lse, a->phiq, a->phik, a->qkv + 2 * p,
-                                       a->dt, ly->A, ly->D, x->st->S, T, nh, F2, p, H3, 3 * p);
+                                       a->dt, ly->A, ly->D, hm_mix_state(x, 0)->S, T, nh, F2, p,
+                                       H3, 3 * p);
     }
     hm_backend_matmul_forward(x->be, a->z, a->a, ly->gate_w, ly->gate_b, N, d, Da);
     hm_backend_silu_gate_forward(x->be, a->att, a->y, a->z, N * Da);

@@ -16,54 +16,75 @@ static size_t sm_bws(const struct hm_config *c, const struct hm_backend *be, int
     return hm_backend_attention_backward_ws_size(be, T, c->num_attention_heads, c->head_dim);
 }
 
-/* Room for position pos in the KV cache (doubling). */
+/* Room for positions 0..pos in the KV cache (doubling from 64). */
 static enum hm_status kv_reserve(struct hm_mixer_state *st, const struct hm_config *c,
                                  int64_t pos, struct hm_error *err)
 {
     if (pos < st->kv_cap)
         return HM_OK;
     const int64_t row = c->num_key_value_heads * c->head_dim;
-    const int64_t cap = st->kv_cap ? 2 * st->kv_cap : 64;
-    if (cap > ((int64_t)1 << 40) / row)
-        return hm_error_set(err, HM_ERR_NOMEM, "KV cache too large");
+    int64_t cap = st->kv_cap ? st->kv_cap : 64;
+    while (cap <= pos) {
+        if (cap > ((int64_t)1 << 40) / row)
+            return hm_error_set(err, HM_ERR_NOMEM, "KV cache too large");
+        cap *= 2;
+    }
     float *k = realloc(st->kc, sizeof(float) * (size_t)(cap * row));
     if (k)
         st->kc = k;
     float *v = realloc(st->vc, sizeof(float) * (size_t)(cap * row));
     if (v)
         st->vc = v;
-    float *sc = realloc(st->scores, sizeof(float) * (size_t)cap);
-    if (sc)
-        st->scores = sc;
-    if (!k || !v || !sc)
+    if (!k || !v)
         return hm_error_set(err, HM_ERR_NOMEM, "out of memory for the KV cache");
     st->kv_cap = cap;
     return HM_OK;
 }
 
-/* T tokens against the KV cache (a step, or a prefill chunk): their rotated
- * keys and values join the cache, then row t attends to positions
- * 0..pos0 + t (causal). */
+/* Scratch of the attention of T rows at positions P0.. (grown as needed). */
+static enum hm_status scores_reserve(struct hm_mixer_state *st, const struct hm_config *c,
+                                     int64_t P0, int64_t T, struct hm_error *err)
+{
+    const int64_t need =
+        hm_backend_attention_cached_scratch_floats(T, P0 + T, c->num_attention_heads);
+    if (need <= st->scores_cap)
+        return HM_OK;
+    float *sc = realloc(st->scores, sizeof(float) * (size_t)need);
+    if (!sc)
+        return hm_error_set(err, HM_ERR_NOMEM, "out of memory for attention scores");
+    st->scores = sc;
+    st->scores_cap = need;
+    return HM_OK;
+}
+
+/* T rows of each of B sequences against its KV cache (one step: T = 1; a
+ * prefill chunk: B = 1): their rotated keys and values join the cache, then
+ * row t attends to positions 0..pos + t (causal). */
 static enum hm_status sm_decode(const struct hm_mix *x, struct hm_error *err)
 {
     const struct hm_config *c = &x->m->cfg;
     const int64_t nh = c->num_attention_heads, nkv = c->num_key_value_heads, p = c->head_dim;
-    const int64_t Da = c->attn_dim, H3 = 3 * Da, grp = nh / nkv;
-    struct hm_mixer_state *st = x->st;
-    enum hm_status s = kv_reserve(st, c, x->pos0 + x->T - 1, err);
-    if (s != HM_OK)
-        return s;
-    for (int64_t t = 0; t < x->T; t++) {
+    const int64_t Da = c->attn_dim, H3 = 3 * Da, grp = nh / nkv, T = x->T;
+    for (int64_t b = 0; b < x->B; b++) {
+        struct hm_mixer_state *st = hm_mix_state(x, b);
+        const int64_t P0 = hm_mix_pos(x, b);
+        const float *qkv = x->a->qkv + b * T * H3;
+        float *att = x->a->att + b * T * Da;
+        enum hm_status s = kv_reserve(st, c, P0 + T - 1, err);
+        if (s == HM_OK)
+            s = scores_reserve(st, c, P0, T, err);
+        if (s != HM_OK)
+            return s;
         /* the new key/value rows: each group's first query head holds them */
-        const float *heads = x->a->qkv + t * H3;
-        const int64_t pos = x->pos0 + t;
-        hm_backend_copy2d(x->be, st->kc + pos * nkv * p, p, heads + p, grp * 3 * p, nkv, p);
-        hm_backend_copy2d(x->be, st->vc + pos * nkv * p, p, heads + 2 * p, grp * 3 * p, nkv, p);
-    }
-    for (int64_t t = 0; t < x->T; t++) {
-        hm_backend_copy2d(x->be, st->q, p, x->a->qkv + t * H3, 3 * p, nh, p);
-        hm_backend_attention_decode(x->be, x->a->att + t * Da, st->q, st->kc, st->vc,
-                                    x->pos0 + t + 1, nh, nkv, p, st->scores);
+        for (int64_t t = 0; t < T; t++) {
+            const float *heads = qkv + t * H3;
+            const int64_t pos = P0 + t;
+            hm_backend_copy2d(x->be, st->kc + pos * nkv * p, p, heads + p, grp * 3 * p, nkv, p);
+            hm_backend_copy2d(x->be, st->vc + pos * nkv * p, p, heads + 2 * p, grp * 3 * p, nkv,
+                              p);
+        }
+        hm_backend_attention_cached(x->be, att, qkv, H3, 3 * p, st->kc, st->vc, P0, T, nh, nkv,
+                                    p, st->scores);
     }
     return HM_OK;
 }

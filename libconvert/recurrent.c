@@ -1,7 +1,9 @@
 /* recurrent.c — one token at a time through any model (recurrent.h): the
- * forward skeleton (forward.h) with B = T = 1, positions counting up from 0,
+ * forward skeleton (forward.h) with T = 1 (B sequences in a batch step), positions counting up from 0,
  * and each layer's mixer state (mixer.h): the KV cache (softmax, grown by
- * its unit), or the conv window and S of a student (constant size). */
+ * its unit), or the conv window and S of a student (constant size). A
+ * batch step runs B sequences' tokens as the B rows of one pass, so every
+ * weight is read once for all of them. */
 #include "recurrent.h"
 
 #include <stdlib.h>
@@ -11,15 +13,16 @@
 
 struct hm_model_state {
     int64_t pos;
-    struct hm_model_ws ws;         /* prefill chunks (grown on first use) */
+    struct hm_model_ws ws;         /* steps and prefill chunks (grown on first use) */
     float *lse, *conv;             /* owned: prefill den [n_h, chunk], conv scratch */
     int64_t chunk_cap;
     int64_t L, floats;             /* constant-size state floats per layer */
     float *store;                  /* owned: windows and states of every layer */
     struct hm_mixer_state *st;     /* [L] */
-    struct hm_layer_acts acts;     /* one token's activations */
-    float *o, *mo, *hf;            /* [d] */
-    float *scratch;                /* owned: the per-token vectors */
+    float *scratch;                /* owned: the per-token vectors of the units */
+    struct hm_mixer_state **bst;   /* [bcap] a batch step's states (this state leads it) */
+    int64_t *bpos;                 /* [bcap] their positions */
+    int64_t bcap;
 };
 
 void hm_model_state_free(struct hm_model_state *s)
@@ -37,6 +40,8 @@ void hm_model_state_free(struct hm_model_state *s)
     free(s->conv);
     free(s->store);
     free(s->scratch);
+    free(s->bst);
+    free(s->bpos);
     free(s);
 }
 
@@ -44,6 +49,11 @@ void hm_model_state_reset(struct hm_model_state *s)
 {
     s->pos = 0;
     memset(s->store, 0, sizeof(float) * (size_t)(s->L * s->floats));
+}
+
+int64_t hm_model_state_pos(const struct hm_model_state *s)
+{
+    return s->pos;
 }
 
 int64_t hm_model_state_floats(const struct hm_model_state *s, int64_t n_kv, int64_t p)
@@ -57,11 +67,9 @@ enum hm_status hm_model_state_new(const struct hm_model *m, struct hm_model_stat
 {
     *out = NULL;
     const struct hm_config *c = &m->cfg;
-    const int64_t L = c->num_hidden_layers, d = c->hidden_size, I = c->intermediate_size;
-    const int64_t nh = c->num_attention_heads, F2 = 2 * c->feature_dim;
-    const int64_t Q = c->qkv_dim, Da = c->attn_dim;
+    const int64_t L = c->num_hidden_layers, nh = c->num_attention_heads, Da = c->attn_dim;
     const int ssm = (hm_mixer_unit(c->mixer)->bufs & HM_MIX_SSM) != 0;
-    const int64_t win = ssm ? (c->conv_width - 1) * Q : 0;
+    const int64_t win = ssm ? (c->conv_width - 1) * c->qkv_dim : 0;
     struct hm_model_state *s = calloc(1, sizeof *s);
     if (!s)
         return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
@@ -70,49 +78,18 @@ enum hm_status hm_model_state_new(const struct hm_model *m, struct hm_model_stat
     s->floats = hm_mixer_unit(c->mixer)->state_floats(c);
     s->store = calloc((size_t)(L * s->floats) + 1, sizeof(float));
     s->st = calloc((size_t)L + 1, sizeof *s->st);
-    const int64_t n = 2 * Q + 3 * Da + 5 * Da + 6 * d + 3 * I + 2 * nh * F2 + 4 * nh;
-    s->scratch = calloc((size_t)n, sizeof(float));
+    s->scratch = calloc((size_t)(2 * nh + Da), sizeof(float));
     if (!s->store || !s->st || !s->scratch) {
         hm_model_state_free(s);
         return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
     }
-    float *q = s->scratch;
-#define TAKE(ptr, k) (ptr) = q, q += (k)
-    struct hm_layer_acts *a = &s->acts;
-    TAKE(a->xraw, Q);
-    TAKE(a->proj, Q);
-    a->qkv = a->proj; /* neox: the fused layout is per head */
-    if (c->qkv_layout == HM_QKV_GQA)
-        TAKE(a->qkv, 3 * Da);
-    TAKE(a->att, Da);
-    TAKE(a->z, Da);
-    TAKE(a->y, Da);
-    TAKE(a->h, d);
-    TAKE(a->a, d);
-    TAKE(a->a2, d);
-    TAKE(s->o, d);
-    TAKE(s->mo, d);
-    TAKE(s->hf, d);
-    TAKE(a->mh, I);
-    TAKE(a->mg, I);
-    TAKE(a->phiq, nh * F2);
-    TAKE(a->phik, nh * F2);
-    TAKE(a->dt, nh);
-    a->dtz = a->dt;
-    a->t = a->h;
-    float *one, *zero, *qv, *vv;
-    TAKE(one, nh);
-    TAKE(zero, nh);
-    TAKE(qv, Da);
-    TAKE(vv, Da);
-#undef TAKE
+    float *one = s->scratch, *zero = one + nh, *vv = zero + nh;
     for (int64_t h = 0; h < nh; h++)
         one[h] = 1.0f;
     for (int64_t l = 0; l < L; l++) {
         struct hm_mixer_state *ms = &s->st[l];
         ms->win = s->store + l * s->floats;
         ms->S = ms->win + win;
-        ms->q = qv;
         ms->v = vv;
         ms->one = one;
         ms->zero = zero;
@@ -121,27 +98,65 @@ enum hm_status hm_model_state_new(const struct hm_model *m, struct hm_model_stat
     return HM_OK;
 }
 
+enum hm_status hm_model_step_batch(const struct hm_model *m, const struct hm_backend *be,
+                                   struct hm_model_state *const *s, int64_t B,
+                                   const int32_t *tokens, float *logits, struct hm_error *err)
+{
+    const struct hm_config *c = &m->cfg;
+    const int64_t d = c->hidden_size;
+    if (B < 1)
+        return hm_error_set(err, HM_ERR_INVALID, "a step needs at least one sequence");
+    for (int64_t b = 0; b < B; b++) {
+        if (tokens[b] < 0 || tokens[b] >= c->vocab_size)
+            return hm_error_set(err, HM_ERR_INVALID,
+                                "token id %d (sequence %lld) is outside the vocabulary (%lld)",
+                                tokens[b], (long long)b, (long long)c->vocab_size);
+        for (int64_t j = 0; j < b; j++)
+            if (s[j] == s[b])
+                return hm_error_set(err, HM_ERR_INVALID,
+                                    "sequences %lld and %lld share one state", (long long)j,
+                                    (long long)b);
+    }
+    struct hm_model_state *lead = s[0];
+    enum hm_status st = hm_model_ws_reserve(&lead->ws, m, be, B, err);
+    if (st != HM_OK)
+        return st;
+    if (B > lead->bcap) {
+        struct hm_mixer_state **bst = realloc(lead->bst, sizeof *bst * (size_t)B);
+        if (bst)
+            lead->bst = bst;
+        int64_t *bpos = realloc(lead->bpos, sizeof *bpos * (size_t)B);
+        if (bpos)
+            lead->bpos = bpos;
+        if (!bst || !bpos)
+            return hm_error_set(err, HM_ERR_NOMEM, "out of memory for a batch of %lld",
+                                (long long)B);
+        lead->bcap = B;
+    }
+    for (int64_t b = 0; b < B; b++) {
+        lead->bst[b] = s[b]->st;
+        lead->bpos[b] = s[b]->pos;
+    }
+    struct hm_model_ws *w = &lead->ws;
+    const struct hm_fwd f = {.B = B, .T = 1, .pos0 = lead->pos, .la = &w->acts, .shared = 1,
+                             .h_out = w->h, .o = w->o, .m = w->m, .act = w->mh, .ws = w->att_ws,
+                             .ws_size = w->att_ws_size, .st = lead->bst, .pos = lead->bpos};
+    if ((st = hm_model_layers_forward(m, be, tokens, &f, err)) != HM_OK)
+        return st;
+    for (int64_t b = 0; b < B; b++)
+        s[b]->pos++;
+    if (!logits)
+        return hm_backend_sync(be, err);
+    hm_model_norm_forward(m, be, w->hf, NULL, NULL, w->h, m->lnf_w, m->lnf_b, B);
+    hm_backend_matmul_forward(be, logits, w->hf, m->embed_out, NULL, B, d, c->vocab_size);
+    return hm_backend_sync(be, err);
+}
+
 enum hm_status hm_model_step(const struct hm_model *m, const struct hm_backend *be,
                              struct hm_model_state *s, int32_t token, float *logits,
                              struct hm_error *err)
 {
-    const struct hm_config *c = &m->cfg;
-    const int64_t d = c->hidden_size;
-    if (token < 0 || token >= c->vocab_size)
-        return hm_error_set(err, HM_ERR_INVALID, "token id %d is outside the vocabulary (%lld)",
-                            token, (long long)c->vocab_size);
-    const struct hm_fwd f = {.B = 1, .T = 1, .pos0 = s->pos, .la = &s->acts, .shared = 1,
-                             .h_out = s->acts.h, .o = s->o, .m = s->mo, .act = s->acts.mh,
-                             .st = s->st};
-    enum hm_status st = hm_model_layers_forward(m, be, &token, &f, err);
-    if (st != HM_OK)
-        return st;
-    s->pos++;
-    if (!logits)
-        return HM_OK;
-    hm_model_norm_forward(m, be, s->hf, NULL, NULL, s->acts.h, m->lnf_w, m->lnf_b, 1);
-    hm_backend_matmul_forward(be, logits, s->hf, m->embed_out, NULL, 1, d, m->cfg.vocab_size);
-    return hm_backend_sync(be, err);
+    return hm_model_step_batch(m, be, &s, 1, &token, logits, err);
 }
 
 /* Buffers of prefill chunks of up to T tokens. */
@@ -189,9 +204,10 @@ enum hm_status hm_model_prefill(const struct hm_model *m, const struct hm_backen
             return st;
         struct hm_model_ws *w = &s->ws;
         w->acts.lse = s->lse;
+        struct hm_mixer_state *const sts[1] = {s->st};
         const struct hm_fwd f = {.B = 1, .T = T, .pos0 = s->pos, .la = &w->acts, .shared = 1,
                                  .h_out = w->h, .o = w->o, .m = w->m, .act = w->mh,
-                                 .ws = w->att_ws, .ws_size = w->att_ws_size, .st = s->st};
+                                 .ws = w->att_ws, .ws_size = w->att_ws_size, .st = sts};
         if ((st = hm_model_layers_forward(m, be, tokens + t0, &f, err)) != HM_OK)
             return st;
         s->pos += T;

@@ -22,6 +22,8 @@ enum hm_status hm_model_state_new(const struct hm_model *m, struct hm_model_stat
 void hm_model_state_free(struct hm_model_state *s);
 /* Back to position 0 with empty states (a KV cache keeps its memory). */
 void hm_model_state_reset(struct hm_model_state *s);
+/* Tokens fed so far (the position of the next one). */
+int64_t hm_model_state_pos(const struct hm_model_state *s);
 /* Floats of state s holds now (n_kv, p: the model's; a KV cache counts
  * the positions fed so far). */
 int64_t hm_model_state_floats(const struct hm_model_state *s, int64_t n_kv, int64_t p);
@@ -30,6 +32,14 @@ int64_t hm_model_state_floats(const struct hm_model_state *s, int64_t n_kv, int6
 enum hm_status hm_model_step(const struct hm_model *m, const struct hm_backend *be,
                             struct hm_model_state *s, int32_t token, float *logits,
                             struct hm_error *err);
+
+/* One step of B independent sequences (B ≥ 1 distinct states, each at its
+ * own position): tokens [B], logits [B, V] (or NULL). The B tokens are the
+ * rows of one pass through the skeleton (one weight read for all); each
+ * mixer row runs against its own sequence's state. Buffers: s[0]'s. */
+enum hm_status hm_model_step_batch(const struct hm_model *m, const struct hm_backend *be,
+                                   struct hm_model_state *const *s, int64_t B,
+                                   const int32_t *tokens, float *logits, struct hm_error *err);
 
 /* Default rows of a prefill chunk. */
 #define HM_PREFILL_CHUNK 256

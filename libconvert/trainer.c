@@ -326,7 +326,8 @@ static void mixer_backward(struct hm_trainer *tr, int64_t l)
     const int64_t B = tr->opt.B, T = tr->opt.T, N = tr->N;
     const int64_t d = c->hidden_size, nh = c->num_attention_heads, p = c->head_dim;
     const int64_t r = c->rotary_dims, H3 = 3 * c->attn_dim, Q = c->qkv_dim;
-    const struct hm_mix x = {m, be, l, B, T, 0, a, tr->att_ws, tr->attb_ws_size, NULL};
+    const struct hm_mix x = {.m = m, .be = be, .l = l, .B = B, .T = T, .a = a, .ws = tr->att_ws,
+                             .ws_size = tr->attb_ws_size};
     const struct hm_mix_grads g = {gw, tr->active, tr->datt, tr->dqkv, tr->dys, tr->dz,
                                    tr->ddt, tr->ddtz, tr->dphiq, tr->dphik, tr->dt3};
     u->backward(&x, &g);

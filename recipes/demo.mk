@@ -28,8 +28,12 @@ TRAIN_FLAGS = --batch $(BATCH) --seq-len $(SEQ) --threads $(THREADS) --seed $(SE
 EVALS = $(DEMO)/unigram.eval.json $(DEMO)/teacher.eval.json $(DEMO)/hedgehog-init.eval.json \
         $(DEMO)/hedgehog.eval.json $(DEMO)/hedgehog-ft.eval.json $(DEMO)/hedgemamba.eval.json \
         $(DEMO)/mapping.verify.json
+# the student leaves the lab: a bundle, its checksums verified, text from it
+PACKED = $(DEMO)/hedgemamba.bundle.verify.txt $(DEMO)/hedgemamba.samples.txt
+GEN_FLAGS ?= --max-new-tokens 160 --temperature 0.7 --top-k 40 --threads $(THREADS)
+PROMPTS ?= "Q: Why" "The best" "A man"
 
-demo: $(EVALS)
+demo: $(EVALS) $(PACKED)
 	@$(MAKE) --no-print-directory -f recipes/demo.mk demo-report DEMO=$(DEMO)
 
 demo-report:
@@ -44,6 +48,10 @@ demo-report:
 	          "hedgemamba:HedgeMamba (stage 1 + map + stage 2, $(DISTILL_TOKENS) tokens)"; do \
 	    f=$${m%%:*}; printf '  %-62s %8.3f\n' "$${m#*:}" \
 	        "$$(sed -n 's/.*"ppl": \([0-9.]*\).*/\1/p' $(DEMO)/$$f.eval.json)"; done
+	@printf '\nthe HedgeMamba student packed: %s (%s)\n' "$(DEMO)/hedgemamba.bundle.tar.gz" \
+	    "$$(cat $(DEMO)/hedgemamba.bundle.verify.txt)"
+	@printf 'generated from the bundle (hm-generate $(GEN_FLAGS)):\n'
+	@sed 's/^/  /' $(DEMO)/hedgemamba.samples.txt
 
 $(FORTUNES):
 	@echo "demo: the corpus comes from the Debian package 'fortunes';" >&2
@@ -101,3 +109,16 @@ $(DEMO)/hedgehog-ft.st: $(DEMO)/hedgehog.st $(DEMO)/train.tok $(BIN)/hm-finetune
 
 $(DEMO)/%.eval.json: $(DEMO)/%.st $(DEMO)/train.val.tok $(BIN)/hm-eval
 	$(BIN)/hm-eval $< --data $(DEMO)/train.val.tok --seq-len $(SEQ) --threads $(THREADS) --json > $@
+
+# pack → verify → generate (the bundle carries its byte-level tokenizer)
+$(DEMO)/hedgemamba.bundle.tar.gz: $(DEMO)/hedgemamba.st $(DEMO)/hedgemamba.eval.json $(BIN)/hm-pack
+	$(BIN)/hm-pack $< -o $@ --bytes -f -q
+
+$(DEMO)/hedgemamba.bundle.verify.txt: $(DEMO)/hedgemamba.bundle.tar.gz $(BIN)/hm-verify
+	$(BIN)/hm-verify bundle $< > $@.tmp && mv $@.tmp $@
+
+$(DEMO)/hedgemamba.samples.txt: $(DEMO)/hedgemamba.bundle.tar.gz $(DEMO)/hedgemamba.bundle.verify.txt $(BIN)/hm-generate
+	@rm -f $@.tmp; seed=0; for p in $(PROMPTS); do seed=$$((seed + 1)); \
+	    printf '%s' "$$p" >> $@.tmp; \
+	    $(BIN)/hm-generate $< --prompt "$$p" --seed $$seed $(GEN_FLAGS) >> $@.tmp || exit 1; \
+	    printf '\n---\n' >> $@.tmp; done; mv $@.tmp $@

@@ -62,6 +62,16 @@ static double rel_err(const float *a, const double *b, int64_t n)
     return mx / (mb > 0 ? mb : 1);
 }
 
+static double rel_err_f(const float *a, const float *b, int64_t n)
+{
+    double *bd = malloc(sizeof(double) * (size_t)n);
+    for (int64_t i = 0; i < n; i++)
+        bd[i] = b[i];
+    double e = rel_err(a, bd, n);
+    free(bd);
+    return e;
+}
+
 static int32_t *rand_tokens(int64_t T, int64_t V, uint64_t seed)
 {
     int32_t *t = malloc(sizeof(int32_t) * (size_t)T);
@@ -292,6 +302,60 @@ static void step_equals_forward(struct hm_config c, int64_t T, uint64_t seed)
     cr_assert(isfinite(next[0]));
     free(last), free(next), free(fd);
     hm_model_state_free(s);
+    /* a batch step: three other sequences prefilled to different lengths
+     * (one chunk of up to 100 rows, past the KV cache's first 64), then
+     * stepped together, the batch shrinking as each reaches T; every row's
+     * logits against that sequence's own full forward */
+    enum { NB = 3 };
+    const int64_t P0[NB] = {5, 100, 37};
+    struct hm_model_state *bs[NB];
+    int32_t *btok[NB];
+    float *bfull[NB];
+    for (int b = 0; b < NB; b++) {
+        btok[b] = rand_tokens(T, V, seed + 40 + (uint64_t)b);
+        bfull[b] = malloc(sizeof(float) * (size_t)(T * V));
+        cr_assert_eq(hm_model_forward(m, be, btok[b], T, bfull[b], &ws, &err), HM_OK, "%s",
+                     err.msg);
+        cr_assert_eq(hm_model_state_new(m, &bs[b], &err), HM_OK, "%s", err.msg);
+        const int64_t Pb = P0[b] < T ? P0[b] : T - 1;
+        cr_assert_eq(hm_model_prefill(m, be, bs[b], btok[b], Pb, 0, step, NULL, &err), HM_OK,
+                     "%s", err.msg);
+        e = rel_err_f(step, bfull[b], Pb * V);
+        cr_expect(e <= 1e-5, "%s/%s: one-chunk prefill of %lld rows %.3g",
+                  hm_family_name(c.family), hm_mixer_name(c.mixer), (long long)Pb, e);
+    }
+    double worst = 0;
+    for (;;) {
+        struct hm_model_state *act[NB];
+        int32_t tk[NB];
+        int idx[NB], n = 0;
+        for (int b = 0; b < NB; b++)
+            if (hm_model_state_pos(bs[b]) < T) {
+                idx[n] = b;
+                tk[n] = btok[b][hm_model_state_pos(bs[b])];
+                act[n++] = bs[b];
+            }
+        if (n == 0)
+            break;
+        int64_t at[NB];
+        for (int i = 0; i < n; i++)
+            at[i] = hm_model_state_pos(act[i]);
+        cr_assert_eq(hm_model_step_batch(m, be, act, n, tk, step, &err), HM_OK, "%s", err.msg);
+        for (int i = 0; i < n; i++) {
+            double ei = rel_err_f(step + i * V, bfull[idx[i]] + at[i] * V, V);
+            worst = ei > worst ? ei : worst;
+        }
+    }
+    fprintf(stderr, "batch step vs forward %s/%s: %.3g\n", hm_family_name(c.family),
+            hm_mixer_name(c.mixer), worst);
+    cr_expect(worst <= 1e-5, "%s/%s: batch step vs forward %.3g", hm_family_name(c.family),
+              hm_mixer_name(c.mixer), worst);
+    struct hm_model_state *twice[2] = {bs[0], bs[0]};
+    int32_t tk2[2] = {0, 0};
+    cr_expect_neq(hm_model_step_batch(m, be, twice, 2, tk2, NULL, &err), HM_OK,
+                  "one state twice in a batch is refused");
+    for (int b = 0; b < NB; b++)
+        hm_model_state_free(bs[b]), free(btok[b]), free(bfull[b]);
     hm_model_ws_release(&ws);
     free(tok), free(full), free(step);
     hm_model_free(m);

@@ -90,8 +90,10 @@ static const char usage[] =
     "                       splitmix64(seed) mod vocab) instead of generating text;\n"
     "                       --json for one object\n"
     "  --context N          prompt length of each sequence\n"
-    "  --batch B            B independent sequences decoded in lock-step, one state\n"
-    "                       each (default 1)\n"
+    "  --batch B            B independent sequences (each its own random prompt,\n"
+    "                       prefilled on its own) decoded in lock-step: a step runs\n"
+    "                       the B tokens as the rows of one pass (every weight read\n"
+    "                       once), each row against its own state (default 1)\n"
     "  --decode-tokens M    greedy steps per sequence after the prefill (default 64)\n"
     "                       JSON: prefill_tokens_per_s, decode_tokens_per_s (B*M\n"
     "                       over the decode time), peak_rss_bytes (getrusage\n"
@@ -107,8 +109,7 @@ static const char usage[] =
     "                       a larger max_position_embeddings (hm-init --config);\n"
     "                       the point is the cost.\n"
     "Run:\n"
-    "  --prefill-chunk N    prompt rows per prefill chunk (default 256; a softmax\n"
-    "                       teacher takes at most 64)\n"
+    "  --prefill-chunk N    prompt rows per prefill chunk (default 256)\n"
     "  --threads N          threads for OpenMP and BLAS (default: OpenMP's)\n"
     "  --backend NAME       ref or fast (default fast)\n"
     "  -q, --quiet  -v, --verbose (timings on stderr)  -h, --help  --version\n"
@@ -252,18 +253,10 @@ static void end_ids(struct run *r)
     }
 }
 
-/* Prefill rows per chunk. A softmax teacher takes at most 64: its KV cache
- * (mixer_softmax.c kv_reserve) grows by one doubling per chunk from 64, so a
- * first chunk of more than 64 rows (or one that more than doubles the
- * positions) would write past the cache; chunks of ≤ 64 never do. The
- * teacher's prefill runs row by row against the cache anyway, so the
- * chunk's size costs it nothing. */
+/* Prefill rows per chunk. */
 static int64_t prefill_chunk(const struct run *r)
 {
-    int64_t c = r->o->chunk ? r->o->chunk : HM_PREFILL_CHUNK;
-    if (r->m->cfg.mixer == HM_MIXER_SOFTMAX && c > 64)
-        c = 64;
-    return c;
+    return r->o->chunk ? r->o->chunk : HM_PREFILL_CHUNK;
 }
 
 static void check_positions(const struct run *r, int64_t n_prompt, int64_t n_new,
@@ -446,14 +439,18 @@ static void bench(struct run *r)
         pre += hm_now() - t0;
         pre_cpu += cpu_now() - c0;
     }
+    int32_t *toks = malloc(sizeof(int32_t) * (size_t)B);
+    if (!toks)
+        hm_die("out of memory");
     double t1 = hm_now(), c1 = cpu_now();
-    for (int64_t i = 0; i < M; i++)
-        for (int64_t b = 0; b < B; b++) {
-            int32_t tok = hm_sample_argmax(logits + b * V, V);
-            if (hm_model_step(r->m, r->be, st[b], tok, logits + b * V, &err) != HM_OK)
-                hm_die("cannot benchmark '%s': step %lld: %s", o->model, (long long)i, err.msg);
-        }
+    for (int64_t i = 0; i < M; i++) {
+        for (int64_t b = 0; b < B; b++)
+            toks[b] = hm_sample_argmax(logits + b * V, V);
+        if (hm_model_step_batch(r->m, r->be, st, B, toks, logits, &err) != HM_OK)
+            hm_die("cannot benchmark '%s': step %lld: %s", o->model, (long long)i, err.msg);
+    }
     dec = hm_now() - t1;
+    free(toks);
     const double dec_cpu = cpu_now() - c1;
     const int64_t nkv = c->num_key_value_heads ? c->num_key_value_heads : c->num_attention_heads;
     double state = 0;

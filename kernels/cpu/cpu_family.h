@@ -1,7 +1,8 @@
 /* cpu_family.h — private: the CPU ops of the llama family skeleton
  * (RMSNorm, the GQA expansion of [q | k | v] into per-query-head triples)
- * and the KV-cache attention of one decoding step. Semantics are those of
- * the hm_backend_* wrappers in kernels/backend.h. */
+ * and the causal attention of new rows against a KV cache (a decoding step
+ * or a prefill chunk). Semantics are those of the hm_backend_* wrappers in
+ * kernels/backend.h; ref in ref_family.c, fast in fast_attention_cached.c. */
 #ifndef HM_CPU_FAMILY_H
 #define HM_CPU_FAMILY_H
 
@@ -31,7 +32,8 @@ void hm_ref_qkv_expand_forward(HM_CPU_CTX, float *y, const float *x, int64_t T, 
                                int64_t p);
 void hm_ref_qkv_expand_backward(HM_CPU_CTX, float *dx, const float *dy, int64_t T, int64_t n_h,
                                 int64_t n_kv, int64_t p);
-void hm_ref_attention_decode(HM_CPU_CTX, float *out, const float *q, const float *kc, const float *vc,
+void hm_ref_attention_cached(HM_CPU_CTX, float *out, const float *q, int64_t q_row_stride,
+                             int64_t q_head_stride, const float *kc, const float *vc, int64_t P0,
                              int64_t T, int64_t n_h, int64_t n_kv, int64_t p, float *scratch);
 
 void hm_fast_rmsnorm_forward(HM_CPU_CTX, float *y, float *rstd, const float *x, const float *w, int64_t T,
@@ -42,5 +44,8 @@ void hm_fast_qkv_expand_forward(HM_CPU_CTX, float *y, const float *x, int64_t T,
                                 int64_t p);
 void hm_fast_qkv_expand_backward(HM_CPU_CTX, float *dx, const float *dy, int64_t T, int64_t n_h,
                                  int64_t n_kv, int64_t p);
+void hm_fast_attention_cached(HM_CPU_CTX, float *out, const float *q, int64_t q_row_stride,
+                              int64_t q_head_stride, const float *kc, const float *vc, int64_t P0,
+                              int64_t T, int64_t n_h, int64_t n_kv, int64_t p, float *scratch);
 
 #endif

@@ -69,34 +69,41 @@ void hm_ref_qkv_expand_backward(HM_CPU_CTX, float *dx, const float *dy, int64_t 
         }
 }
 
-/* out_h = Σ_t softmax_t(q_h · k_{t,g(h)} / sqrt(p)) v_{t,g(h)}.
- * q: [n_h, p]; kc, vc: [T, n_kv, p]; out: [n_h, p]; scratch: [T]. */
-void hm_ref_attention_decode(HM_CPU_CTX, float *out, const float *q, const float *kc, const float *vc,
+/* Row t (position P0 + t) of head h against cached positions s ≤ P0 + t:
+ * out_{t,h} = Σ_s softmax_s(q_{t,h} · k_{s,g(h)} / sqrt(p)) v_{s,g(h)}.
+ * q: row t head h at q + t q_row_stride + h q_head_stride; kc, vc: [P0 + T,
+ * n_kv, p]; out: [T, n_h, p]; scratch: the n = P0 + t + 1 scores of one row. */
+void hm_ref_attention_cached(HM_CPU_CTX, float *out, const float *q, int64_t q_row_stride,
+                             int64_t q_head_stride, const float *kc, const float *vc, int64_t P0,
                              int64_t T, int64_t n_h, int64_t n_kv, int64_t p, float *scratch)
 {
     const int64_t grp = n_h / n_kv;
     const float scale = 1.0f / sqrtf((float)p);
-    for (int64_t h = 0; h < n_h; h++) {
-        const int64_t g = h / grp;
-        float mx = -INFINITY;
-        for (int64_t t = 0; t < T; t++) {
-            float s = 0;
-            for (int64_t i = 0; i < p; i++)
-                s += q[h * p + i] * kc[(t * n_kv + g) * p + i];
-            scratch[t] = s * scale;
-            mx = scratch[t] > mx ? scratch[t] : mx;
-        }
-        double sum = 0;
-        for (int64_t t = 0; t < T; t++) {
-            scratch[t] = expf(scratch[t] - mx);
-            sum += scratch[t];
-        }
-        float *o = out + h * p;
-        memset(o, 0, sizeof(float) * (size_t)p);
-        for (int64_t t = 0; t < T; t++) {
-            const float a = (float)(scratch[t] / sum);
-            for (int64_t i = 0; i < p; i++)
-                o[i] += a * vc[(t * n_kv + g) * p + i];
+    for (int64_t t = 0; t < T; t++) {
+        const int64_t n = P0 + t + 1;
+        for (int64_t h = 0; h < n_h; h++) {
+            const int64_t g = h / grp;
+            const float *qh = q + t * q_row_stride + h * q_head_stride;
+            float mx = -INFINITY;
+            for (int64_t s = 0; s < n; s++) {
+                float a = 0;
+                for (int64_t i = 0; i < p; i++)
+                    a += qh[i] * kc[(s * n_kv + g) * p + i];
+                scratch[s] = a * scale;
+                mx = scratch[s] > mx ? scratch[s] : mx;
+            }
+            double sum = 0;
+            for (int64_t s = 0; s < n; s++) {
+                scratch[s] = expf(scratch[s] - mx);
+                sum += scratch[s];
+            }
+            float *o = out + (t * n_h + h) * p;
+            memset(o, 0, sizeof(float) * (size_t)p);
+            for (int64_t s = 0; s < n; s++) {
+                const float a = (float)(scratch[s] / sum);
+                for (int64_t i = 0; i < p; i++)
+                    o[i] += a * vc[(s * n_kv + g) * p + i];
+            }
         }
     }
 }

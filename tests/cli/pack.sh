@@ -3,7 +3,9 @@
 # docs/bundle.md): hm-init teachers (tiny, llama-tiny), hm-linearize and
 # hm-map-ssm students, each packed in every format → hm-verify bundle (0) →
 # hm-inspect → hm-eval on the bundle (the same PPL) → hm-verify logits with
-# tolerance 0 against the checkpoint's --dump-logits; the model card shows
+# tolerance 0 against the checkpoint's --dump-logits → hm-generate on the
+# bundle (its tokenizer) gives the checkpoint's greedy and seeded sampled
+# ids; the model card shows
 # the chain tool by tool with its losses; packing twice gives the same
 # bytes; a tampered bundle gives 1 naming the member; refusals.
 # Env: HM_BIN, HM_TMP.
@@ -37,6 +39,16 @@ for m in neox neox-hedgehog neox-hedgemamba llama llama-hedgehog llama-hedgemamb
     ok "$B/hm-eval" "$T/$m.st" --data "$T/train.tok" --seq-len 32 --max-tokens 128 --json \
         --dump-logits "$T/$m.ref.st" || continue
     want=$(ppl)
+    # greedy and seeded sampling from the checkpoint (its tokenizer given)
+    gen=(--prompt "line 3: the" --max-new-tokens 24 --ignore-eot)
+    ok "$B/hm-generate" "$T/$m.st" --bytes "${gen[@]}" --temperature 0 --ids || continue
+    want_greedy=$(cat "$T/out")
+    [ "$(echo "$want_greedy" | wc -w)" -eq 24 ] || fail "$m: greedy gave '$want_greedy'"
+    # (ids, not text: a random model emits invalid UTF-8, which the bundle's
+    # tokenizer.json decodes as HuggingFace does, to U+FFFD, and --bytes raw)
+    ok "$B/hm-generate" "$T/$m.st" --bytes "${gen[@]}" --temperature 0.8 --top-k 20 --seed 7 \
+        --ids || continue
+    want_text=$(cat "$T/out")
     for fmt in dir tar tar.gz tar.xz tar.zst zip; do
         out="$T/$m.bundle.$fmt"
         ok "$B/hm-pack" "$T/$m.st" -o "$out" --bytes --format "$fmt" || continue
@@ -47,6 +59,13 @@ for m in neox neox-hedgehog neox-hedgemamba llama llama-hedgehog llama-hedgemamb
         [ "$(ppl)" = "$want" ] || fail "$m $fmt: PPL $(ppl) on the bundle, $want on the checkpoint"
         "$B/hm-verify" logits "$out" --reference "$T/$m.ref.st" --data "$T/train.tok" \
             --tolerance 0 >"$T/out" 2>&1 || fail "$m $fmt: logits differ: $(cat "$T/out")"
+        # generation from the bundle (its own tokenizer) = from the checkpoint
+        ok "$B/hm-generate" "$out" "${gen[@]}" --temperature 0 --ids &&
+            [ "$(cat "$T/out")" = "$want_greedy" ] ||
+            fail "$m $fmt: greedy from the bundle '$(cat "$T/out")' != checkpoint '$want_greedy'"
+        ok "$B/hm-generate" "$out" "${gen[@]}" --temperature 0.8 --top-k 20 --seed 7 --ids &&
+            [ "$(cat "$T/out")" = "$want_text" ] ||
+            fail "$m $fmt: sampled ids from the bundle differ from the checkpoint's"
     done
 done
 
