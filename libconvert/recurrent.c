@@ -98,6 +98,36 @@ enum hm_status hm_model_state_new(const struct hm_model *m, struct hm_model_stat
     return HM_OK;
 }
 
+enum hm_status hm_model_state_copy(struct hm_model_state *dst, const struct hm_model_state *src,
+                                   const struct hm_config *c, struct hm_error *err)
+{
+    if (dst->L != src->L || dst->floats != src->floats)
+        return hm_error_set(err, HM_ERR_INVALID, "the states are of different models");
+    const int64_t row = c->num_key_value_heads * c->head_dim;
+    for (int64_t l = 0; l < src->L; l++) {
+        const struct hm_mixer_state *a = &src->st[l];
+        struct hm_mixer_state *b = &dst->st[l];
+        if (!a->kc || src->pos == 0)
+            continue;
+        if (b->kv_cap < a->kv_cap) {
+            float *k = realloc(b->kc, sizeof(float) * (size_t)(a->kv_cap * row));
+            if (k)
+                b->kc = k;
+            float *v = realloc(b->vc, sizeof(float) * (size_t)(a->kv_cap * row));
+            if (v)
+                b->vc = v;
+            if (!k || !v)
+                return hm_error_set(err, HM_ERR_NOMEM, "out of memory for the KV cache");
+            b->kv_cap = a->kv_cap;
+        }
+        memcpy(b->kc, a->kc, sizeof(float) * (size_t)(src->pos * row));
+        memcpy(b->vc, a->vc, sizeof(float) * (size_t)(src->pos * row));
+    }
+    memcpy(dst->store, src->store, sizeof(float) * (size_t)(src->L * src->floats));
+    dst->pos = src->pos;
+    return HM_OK;
+}
+
 enum hm_status hm_model_step_batch(const struct hm_model *m, const struct hm_backend *be,
                                    struct hm_model_state *const *s, int64_t B,
                                    const int32_t *tokens, float *logits, struct hm_error *err)

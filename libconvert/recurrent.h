@@ -22,6 +22,10 @@ enum hm_status hm_model_state_new(const struct hm_model *m, struct hm_model_stat
 void hm_model_state_free(struct hm_model_state *s);
 /* Back to position 0 with empty states (a KV cache keeps its memory). */
 void hm_model_state_reset(struct hm_model_state *s);
+/* dst ← src (both of the model of config c): position, constant-size
+ * states, and the KV cache's filled rows (dst's grows as needed). */
+enum hm_status hm_model_state_copy(struct hm_model_state *dst, const struct hm_model_state *src,
+                                   const struct hm_config *c, struct hm_error *err);
 /* Tokens fed so far (the position of the next one). */
 int64_t hm_model_state_pos(const struct hm_model_state *s);
 /* Floats of state s holds now (n_kv, p: the model's; a KV cache counts

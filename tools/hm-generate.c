@@ -75,6 +75,17 @@ static const char usage[] =
     "  A softmax teacher refuses a prompt plus --max-new-tokens longer than its\n"
     "  max_position_embeddings. Hedgehog and HedgeMamba students have no position\n"
     "  limit (their state does not grow): they take any length.\n"
+    "Samples:\n"
+    "  --samples N          N samples of the prompt, sample i with seed S + i\n"
+    "                       (default 1): the prompt is prefilled once, its state\n"
+    "                       copied to each sample, and up to --batch B (default 16)\n"
+    "                       running samples step together (one pass, B rows).\n"
+    "                       The same flags give the same bytes; a batch's rounding\n"
+    "                       may differ from a lone run's in the last bit, so at a\n"
+    "                       near-tie sample i may differ from --seed S+i alone.\n"
+    "                       Output per sample, in order, once it is done: --ids a\n"
+    "                       line of ids, --json one object per line (with\n"
+    "                       \"sample\": i), else its text and a newline\n"
     "Output:\n"
     "  --ids                print the new ids, space-separated, instead of the text\n"
     "  --json               one object at the end instead of streaming: {\"version\":\n"
@@ -120,6 +131,7 @@ enum {
     OPT_PROMPT = HM_OPT_FIRST_TOOL, OPT_PROMPT_IDS, OPT_TOKENIZER, OPT_BYTES, OPT_TEMP,
     OPT_TOPK, OPT_TOPP, OPT_SEED, OPT_MAXNEW, OPT_STOP, OPT_EOT, OPT_IGNORE_EOT, OPT_IDS,
     OPT_BENCH, OPT_CONTEXT, OPT_BATCH, OPT_DECODE, OPT_CHUNK, OPT_THREADS, OPT_BACKEND,
+    OPT_SAMPLES,
 };
 
 #define MAX_LIST 64
@@ -129,7 +141,7 @@ struct opts {
     const char *model, *prompt, *prompt_ids, *tokenizer, *backend;
     struct hm_sample_params sp;
     uint64_t seed;
-    int64_t max_new, context, batch, decode_tokens, chunk, threads;
+    int64_t max_new, context, batch, decode_tokens, chunk, threads, samples, gen_batch;
     const char *stop[MAX_LIST];
     int n_stop;
     int32_t eot[MAX_LIST];
@@ -143,10 +155,8 @@ struct run {
     struct hm_tokenizer *tok;     /* or NULL */
     int32_t end_ids[MAX_LIST];
     int n_end;
-    struct hm_ids ids;            /* prompt + new */
+    struct hm_ids ids;            /* the prompt */
     int64_t n_prompt;
-    struct hm_gen_text *text;     /* the new text (with a tokenizer) */
-    int stop_hit;                 /* index of the --stop string that ended it, or -1 */
     int stream_text, stream_ids;
     double rss_loaded;            /* resident bytes once the model is loaded */
     double load_peak;             /* peak RSS while loading */
@@ -271,18 +281,14 @@ static void check_positions(const struct run *r, int64_t n_prompt, int64_t n_new
                (long long)c->max_position_embeddings);
 }
 
-static void generate(struct run *r)
+/* The prompt's ids into r->ids (checked against the vocabulary). */
+static void make_prompt(struct run *r)
 {
     const struct opts *o = r->o;
     const int64_t V = r->m->cfg.vocab_size;
     struct hm_error err;
     if (o->prompt_ids) {
         parse_ids(o->prompt_ids, &r->ids);
-        for (int64_t i = 0; i < r->ids.n; i++)
-            if (r->ids.v[i] >= V)
-                hm_die("cannot generate from '%s': --prompt-ids: id %d at position %lld is "
-                       "outside the vocabulary (%lld)", o->model, r->ids.v[i], (long long)i,
-                       (long long)V);
     } else {
         const char *p = o->prompt ? o->prompt : "";
         unsigned fl = hm_tokenizer_bos_id(r->tok) >= 0 ? HM_TOKENIZER_BOS : 0;
@@ -294,123 +300,223 @@ static void generate(struct run *r)
         if (r->ids.n == 0)
             hm_die("cannot generate: the prompt is empty and '%s' has no BOS or end-of-text "
                    "id", tok_source(o));
-        for (int64_t i = 0; i < r->ids.n; i++)
-            if (r->ids.v[i] >= V)
-                hm_die("cannot generate from '%s': prompt token %d is outside the model's "
-                       "vocabulary (%lld)", o->model, r->ids.v[i], (long long)V);
     }
+    for (int64_t i = 0; i < r->ids.n; i++)
+        if (r->ids.v[i] >= V)
+            hm_die("cannot generate from '%s': prompt token %d at position %lld is outside the "
+                   "model's vocabulary (%lld)", o->model, r->ids.v[i], (long long)i,
+                   (long long)V);
     r->n_prompt = r->ids.n;
-    check_positions(r, r->n_prompt, o->max_new, "the prompt");
-    if (r->tok && hm_gen_text_new(r->tok, r->ids.v, r->ids.n, o->stop, o->n_stop, &r->text,
-                                  &err) != HM_OK)
-        hm_die("cannot decode the prompt with '%s': %s", tok_source(o), err.msg);
+}
+
+/* One sample: its state, generator, new ids and text. */
+struct sample {
+    struct hm_model_state *st;
+    struct hm_sampler *smp;
+    struct hm_ids ids;          /* the new ids */
+    struct hm_gen_text *text;   /* with a tokenizer */
+    const char *reason;         /* NULL while it runs */
+    int32_t end_id;
+    int stop_hit;
+    uint64_t seed;
+};
+
+static void print_json(const struct run *r, const struct sample *q, double pre, double dec,
+                       int64_t index)
+{
+    const struct opts *o = r->o;
+    size_t len = 0;
+    printf("{\"version\": 1, \"model\": ");
+    hm_json_write_string(stdout, o->model, strlen(o->model));
+    printf(", \"arch\": \"%s\", \"family\": \"%s\", ", hm_arch_name(&r->m->cfg),
+           hm_family_name(r->m->cfg.family));
+    if (o->samples > 1)
+        printf("\"sample\": %lld, ", (long long)index);
+    printf("\"prompt_ids\": ");
+    json_ids(r->ids.v, r->n_prompt);
+    printf(", \"new_ids\": ");
+    json_ids(q->ids.v, q->ids.n);
+    printf(", \"text\": ");
+    if (q->text) {
+        const char *t = hm_gen_text_view(q->text, &len);
+        hm_json_write_string(stdout, t, len);
+    } else {
+        printf("null");
+    }
+    printf(", \"stop_reason\": \"%s\", \"end_id\": ", q->reason);
+    printf(q->end_id >= 0 ? "%d" : "null", q->end_id);
+    printf(", \"stop_string\": ");
+    if (q->stop_hit >= 0)
+        hm_json_write_string(stdout, o->stop[q->stop_hit], strlen(o->stop[q->stop_hit]));
+    else
+        printf("null");
+    printf(", \"prompt_tokens\": %lld, \"tokens\": %lld, \"prefill_s\": %.6g, "
+           "\"decode_s\": %.6g, \"prefill_tokens_per_s\": %.6g, \"decode_tokens_per_s\": "
+           "%.6g, \"seed\": %llu, \"threads\": %d}\n",
+           (long long)r->n_prompt, (long long)q->ids.n, pre, dec,
+           pre > 0 ? (double)r->n_prompt / pre : 0, dec > 0 ? (double)q->ids.n / dec : 0,
+           (unsigned long long)q->seed, hm_threads_get());
+}
+
+/* Chooses sample q's next token from logits [V] and settles its text;
+ * stream: print as it comes (one sample). Returns 1 if q ended here. */
+static int next_token(struct run *r, struct sample *q, float *logits, int stream, int32_t *tok)
+{
+    const struct opts *o = r->o;
+    const int64_t V = r->m->cfg.vocab_size;
     /* ids the tokenizer cannot decode (padding rows) are never generated */
     const int64_t Vtok = r->tok ? hm_tokenizer_vocab_size(r->tok) : V;
-
-    struct hm_model_state *st = NULL;
-    struct hm_sampler *smp = NULL;
-    float *logits = malloc(sizeof(float) * (size_t)V);
-    if (!logits)
+    struct hm_error err;
+    for (int64_t v = Vtok; v < V; v++)
+        logits[v] = -INFINITY;
+    if (hm_sampler_sample(q->smp, logits, tok, &err) != HM_OK)
+        hm_die("cannot generate from '%s': token %lld: %s", o->model, (long long)q->ids.n,
+               err.msg);
+    if (is_end(r, *tok)) {
+        q->reason = "end_of_text";
+        q->end_id = *tok;
+        return 1;
+    }
+    if (hm_ids_append(&q->ids, tok, 1, NULL) != HM_OK)
         hm_die("out of memory");
-    if (hm_model_state_new(r->m, &st, &err) != HM_OK ||
-        hm_sampler_new(V, &o->sp, o->seed, &smp, &err) != HM_OK)
-        hm_die("cannot generate from '%s': %s", o->model, err.msg);
-    double t0 = hm_now();
-    if (hm_model_prefill(r->m, r->be, st, r->ids.v, r->n_prompt, prefill_chunk(r), NULL, logits,
-                         &err) != HM_OK)
-        hm_die("cannot generate from '%s': prefill: %s", o->model, err.msg);
-    double t1 = hm_now();
-    const char *reason = "max_new_tokens";
-    int32_t end_id = -1;
-    for (int64_t i = 0; i < o->max_new; i++) {
-        for (int64_t v = Vtok; v < V; v++)
-            logits[v] = -INFINITY;
-        int32_t tok;
-        if (hm_sampler_sample(smp, logits, &tok, &err) != HM_OK)
-            hm_die("cannot generate from '%s': token %lld: %s", o->model, (long long)i,
-                   err.msg);
-        if (is_end(r, tok)) {
-            reason = "end_of_text";
-            end_id = tok;
-            break;
-        }
-        if (hm_ids_append(&r->ids, &tok, 1, NULL) != HM_OK)
-            hm_die("out of memory");
-        if (r->stream_ids) {
-            printf(i ? " %d" : "%d", tok);
+    if (stream && r->stream_ids) {
+        printf(q->ids.n > 1 ? " %d" : "%d", *tok);
+        fflush(stdout);
+    }
+    if (q->text) {
+        const char *bytes;
+        size_t n;
+        if (hm_gen_text_push(q->text, *tok, &bytes, &n, &q->stop_hit, &err) != HM_OK)
+            hm_die("cannot decode the generated ids with '%s': %s", tok_source(o), err.msg);
+        if (stream && r->stream_text && n) {
+            fwrite(bytes, 1, n, stdout);
             fflush(stdout);
         }
-        if (r->text) {
-            const char *bytes;
-            size_t n;
-            if (hm_gen_text_push(r->text, tok, &bytes, &n, &r->stop_hit, &err) != HM_OK)
-                hm_die("cannot decode the generated ids with '%s': %s", tok_source(o),
-                       err.msg);
-            if (r->stream_text && n) {
-                fwrite(bytes, 1, n, stdout);
-                fflush(stdout);
-            }
-            if (r->stop_hit >= 0) {
-                reason = "stop_string";
-                break;
-            }
+        if (q->stop_hit >= 0) {
+            q->reason = "stop_string";
+            return 1;
         }
-        if (i + 1 == o->max_new)
-            break; /* the last token is not fed */
-        if (hm_model_step(r->m, r->be, st, tok, logits, &err) != HM_OK)
-            hm_die("cannot generate from '%s': token %lld: %s", o->model, (long long)i,
-                   err.msg);
     }
-    size_t text_len = 0;
-    if (r->text) {
-        const char *bytes;
-        hm_gen_text_finish(r->text, &bytes, &text_len);
-        if (r->stream_text)
-            fwrite(bytes, 1, text_len, stdout);
-        hm_gen_text_view(r->text, &text_len);
+    if (q->ids.n == o->max_new) {
+        q->reason = "max_new_tokens"; /* the last token is not fed */
+        return 1;
     }
-    double t2 = hm_now();
-    const int64_t n_new = r->ids.n - r->n_prompt;
-    if (r->stream_ids)
-        putchar('\n');
-    else if (r->stream_text && isatty(STDOUT_FILENO) && text_len)
-        putchar('\n');
-    const double pre = t1 - t0, dec = t2 - t1;
+    return 0;
+}
+
+/* A finished sample's output (one sample streams: only the rest). */
+static void finish_sample(struct run *r, struct sample *q, double pre, double dec, int64_t index)
+{
+    const struct opts *o = r->o;
+    size_t len = 0;
+    const char *bytes = "";
+    if (q->text)
+        hm_gen_text_finish(q->text, &bytes, &len);
     if (o->common.json) {
-        printf("{\"version\": 1, \"model\": ");
-        hm_json_write_string(stdout, o->model, strlen(o->model));
-        printf(", \"arch\": \"%s\", \"family\": \"%s\", \"prompt_ids\": ",
-               hm_arch_name(&r->m->cfg), hm_family_name(r->m->cfg.family));
-        json_ids(r->ids.v, r->n_prompt);
-        printf(", \"new_ids\": ");
-        json_ids(r->ids.v + r->n_prompt, n_new);
-        printf(", \"text\": ");
-        if (r->text)
-            hm_json_write_string(stdout, hm_gen_text_view(r->text, &text_len), text_len);
-        else
-            printf("null");
-        printf(", \"stop_reason\": \"%s\", \"end_id\": ", reason);
-        printf(end_id >= 0 ? "%d" : "null", end_id);
-        printf(", \"stop_string\": ");
-        if (r->stop_hit >= 0)
-            hm_json_write_string(stdout, o->stop[r->stop_hit], strlen(o->stop[r->stop_hit]));
-        else
-            printf("null");
-        printf(", \"prompt_tokens\": %lld, \"tokens\": %lld, \"prefill_s\": %.6g, "
-               "\"decode_s\": %.6g, \"prefill_tokens_per_s\": %.6g, \"decode_tokens_per_s\": "
-               "%.6g, \"seed\": %llu, \"threads\": %d}\n",
-               (long long)r->n_prompt, (long long)n_new, pre, dec,
-               pre > 0 ? (double)r->n_prompt / pre : 0, dec > 0 ? (double)n_new / dec : 0,
-               (unsigned long long)o->seed, hm_threads_get());
+        print_json(r, q, pre, dec, index);
+    } else if (r->stream_ids) {
+        for (int64_t i = o->samples > 1 ? 0 : q->ids.n; i < q->ids.n; i++)
+            printf(i ? " %d" : "%d", q->ids.v[i]);
+        putchar('\n');
+    } else if (o->samples > 1) {
+        const char *t = hm_gen_text_view(q->text, &len);
+        fwrite(t, 1, len, stdout);
+        putchar('\n');
+    } else {
+        fwrite(bytes, 1, len, stdout);
+        hm_gen_text_view(q->text, &len);
+        if (isatty(STDOUT_FILENO) && len)
+            putchar('\n');
     }
-    if (o->common.verbose)
-        hm_info(&o->common, "%lld prompt tokens (%.1f tokens/s), %lld new tokens (%.1f "
-                "tokens/s), stop: %s", (long long)r->n_prompt,
-                pre > 0 ? (double)r->n_prompt / pre : 0, (long long)n_new,
-                dec > 0 ? (double)n_new / dec : 0, reason);
-    free(logits);
-    hm_sampler_free(smp);
-    hm_model_state_free(st);
+    fflush(stdout);
+}
+
+/* --samples N from one prompt, seeds seed, seed + 1, ...: the prompt is
+ * prefilled once, its state copied to each sample of a batch, and the
+ * batch's running samples step together (hm_model_step_batch). */
+static void generate(struct run *r)
+{
+    const struct opts *o = r->o;
+    const int64_t V = r->m->cfg.vocab_size, N = o->samples;
+    const int64_t Bmax = N < o->gen_batch ? N : o->gen_batch;
+    struct hm_error err;
+    make_prompt(r);
+    check_positions(r, r->n_prompt, o->max_new, "the prompt");
+    struct sample *q = calloc((size_t)Bmax, sizeof *q);
+    struct hm_model_state *st0 = NULL, **run = calloc((size_t)Bmax, sizeof *run);
+    float *last = malloc(sizeof(float) * (size_t)V);
+    float *logits = malloc(sizeof(float) * (size_t)(Bmax * V));
+    int32_t *toks = malloc(sizeof(int32_t) * (size_t)Bmax);
+    int64_t *idx = malloc(sizeof(int64_t) * (size_t)Bmax);
+    if (!q || !run || !last || !logits || !toks || !idx)
+        hm_die("out of memory");
+    if (hm_model_state_new(r->m, &st0, &err) != HM_OK)
+        hm_die("cannot generate from '%s': %s", o->model, err.msg);
+    for (int64_t b = 0; b < Bmax; b++)
+        if (hm_model_state_new(r->m, &q[b].st, &err) != HM_OK)
+            hm_die("cannot generate from '%s': %s", o->model, err.msg);
+    double t0 = hm_now();
+    if (hm_model_prefill(r->m, r->be, st0, r->ids.v, r->n_prompt, prefill_chunk(r), NULL, last,
+                         &err) != HM_OK)
+        hm_die("cannot generate from '%s': prefill: %s", o->model, err.msg);
+    const double pre = hm_now() - t0;
+    const int stream = N == 1;
+    for (int64_t s0 = 0; s0 < N; s0 += Bmax) {
+        const int64_t B = N - s0 < Bmax ? N - s0 : Bmax;
+        double t1 = hm_now();
+        int64_t n = 0; /* samples still running: their rows of logits */
+        for (int64_t b = 0; b < B; b++) {
+            struct sample *x = &q[b];
+            x->seed = o->seed + (uint64_t)(s0 + b);
+            x->ids.n = 0;
+            x->reason = NULL;
+            x->end_id = -1;
+            x->stop_hit = -1;
+            hm_sampler_free(x->smp);
+            hm_gen_text_free(x->text);
+            x->smp = NULL;
+            x->text = NULL;
+            if (hm_model_state_copy(x->st, st0, &r->m->cfg, &err) != HM_OK ||
+                hm_sampler_new(V, &o->sp, x->seed, &x->smp, &err) != HM_OK)
+                hm_die("cannot generate from '%s': %s", o->model, err.msg);
+            if (r->tok && hm_gen_text_new(r->tok, r->ids.v, r->ids.n, o->stop, o->n_stop,
+                                          &x->text, &err) != HM_OK)
+                hm_die("cannot decode the prompt with '%s': %s", tok_source(o), err.msg);
+            memcpy(logits + b * V, last, sizeof(float) * (size_t)V);
+            if (o->max_new == 0)
+                x->reason = "max_new_tokens";
+            else
+                idx[n++] = b;
+        }
+        while (n > 0) {
+            int64_t m = 0;
+            for (int64_t i = 0; i < n; i++) {
+                struct sample *x = &q[idx[i]];
+                if (next_token(r, x, logits + i * V, stream, &toks[m]))
+                    continue;
+                run[m] = x->st;
+                idx[m++] = idx[i];
+            }
+            n = m;
+            if (n > 0 && hm_model_step_batch(r->m, r->be, run, n, toks, logits, &err) != HM_OK)
+                hm_die("cannot generate from '%s': %s", o->model, err.msg);
+        }
+        const double dec = hm_now() - t1;
+        for (int64_t b = 0; b < B; b++)
+            finish_sample(r, &q[b], pre, dec, s0 + b);
+        if (o->common.verbose)
+            hm_info(&o->common, "samples %lld..%lld: %lld prompt tokens (%.1f tokens/s), "
+                    "decoding %.3f s", (long long)s0, (long long)(s0 + B - 1),
+                    (long long)r->n_prompt, pre > 0 ? (double)r->n_prompt / pre : 0, dec);
+    }
+    for (int64_t b = 0; b < Bmax; b++) {
+        hm_model_state_free(q[b].st);
+        hm_sampler_free(q[b].smp);
+        hm_gen_text_free(q[b].text);
+        hm_ids_release(&q[b].ids);
+    }
+    hm_model_state_free(st0);
+    free(q), free(run), free(last), free(logits), free(toks), free(idx);
 }
 
 static void bench(struct run *r)
@@ -516,11 +622,12 @@ int main(int argc, char **argv)
         {"prefill-chunk", required_argument, NULL, OPT_CHUNK},
         {"threads", required_argument, NULL, OPT_THREADS},
         {"backend", required_argument, NULL, OPT_BACKEND},
+        {"samples", required_argument, NULL, OPT_SAMPLES},
         {NULL, 0, NULL, 0},
     };
     struct opts o = {.common = {.progress = -1}, .backend = "fast", .max_new = 256,
                      .sp = {.temperature = 1, .top_k = 0, .top_p = 1}, .decode_tokens = 64,
-                     .context = -1, .batch = 0};
+                     .context = -1, .batch = 0, .samples = 1};
     hm_cli_init("hm-generate", usage, argv);
     int c;
     while ((c = getopt_long(argc, argv, HM_CLI_COMMON_SHORTOPTS, longopts, NULL)) != -1) {
@@ -560,6 +667,7 @@ int main(int argc, char **argv)
         case OPT_CHUNK: o.chunk = hm_parse_i64(optarg, "--prefill-chunk", 1, 1 << 20); break;
         case OPT_THREADS: o.threads = hm_parse_i64(optarg, "--threads", 1, 1024); break;
         case OPT_BACKEND: o.backend = optarg; break;
+        case OPT_SAMPLES: o.samples = hm_parse_i64(optarg, "--samples", 1, (int64_t)1 << 30); break;
         }
     }
     if (argc - optind == 0)
@@ -584,9 +692,12 @@ int main(int argc, char **argv)
             hm_usage_error("--bench takes no prompt, --stop or --ids");
         if (!o.batch)
             o.batch = 1;
-    } else if (o.context >= 0 || o.batch) {
-        hm_usage_error("--context and --batch need --bench");
+    } else if (o.context >= 0) {
+        hm_usage_error("--context needs --bench");
     }
+    if (o.bench && o.samples > 1)
+        hm_usage_error("--bench takes no --samples");
+    o.gen_batch = o.batch ? o.batch : 16;
     const struct hm_backend *be = hm_backend_get(o.backend);
     if (!be)
         hm_usage_error("unknown backend '%s' (expected %s)", o.backend, hm_backend_names());
@@ -595,7 +706,7 @@ int main(int argc, char **argv)
 
     struct hm_error err;
     struct hm_ckpt *ck = NULL;
-    struct run r = {.o = &o, .be = be, .stop_hit = -1};
+    struct run r = {.o = &o, .be = be};
     if (hm_ckpt_open(o.model, &ck, &err) != HM_OK || hm_model_load(ck, &r.m, &err) != HM_OK)
         hm_die_err("cannot read", o.model, &err);
     if (!o.bench)
@@ -620,7 +731,6 @@ int main(int argc, char **argv)
         generate(&r);
     }
     hm_ids_release(&r.ids);
-    hm_gen_text_free(r.text);
     hm_tokenizer_free(r.tok);
     hm_model_free(r.m);
     return hm_cli_finish(HM_EXIT_OK);
