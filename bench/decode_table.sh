@@ -10,6 +10,11 @@
 # cores (set OMP_WAIT_POLICY=PASSIVE to keep OpenMP's spinning out of it). Prints Markdown tables on stdout;
 # raw JSON lines go to $WORK/results.jsonl, progress to stderr.
 #
+# The B sequences of a cell share one random prompt (--shared-prompt): it is
+# prefilled once and its state copied into each sequence's own memory, so
+# every step reads B KV caches (or B states) as B independent prompts would,
+# without B long prefills. A step runs the B tokens as the rows of one pass.
+#
 # Random weights (the point is the cost): hm-init --preset pythia-70m with
 # max_position_embeddings raised to cover the longest context (the teacher
 # refuses longer prompts), hm-linearize --steps 0 (identity feature maps),
@@ -80,7 +85,7 @@ for ctx in $CONTEXTS; do
                 key="${names[$i]}:$ctx:$b"
                 case " $SKIP " in *" $key "*) continue ;; esac
                 log "$key round $r ($m decode tokens)"
-                out=$("$BIN/hm-generate" --bench --context "$ctx" --batch "$b" \
+                out=$("$BIN/hm-generate" --bench --shared-prompt --context "$ctx" --batch "$b" \
                       --decode-tokens "$m" --threads "$THREADS" --json "${files[$i]}") ||
                     die "hm-generate failed for $key"
                 echo "$out" >> "$res"
@@ -89,7 +94,7 @@ for ctx in $CONTEXTS; do
                 rss[$key]+="$(echo "$out" | field peak_rss_bytes) "
                 c=$(echo "$out" | field decode_cpu_s)
                 [ -n "$c" ] && cpu[$key]+="$(awk -v c="$c" -v n=$((b * m)) \
-                    'BEGIN { printf "%.6g", n > 0 ? 1e3 * c / n : 0 }') "
+                    'BEGIN { printf "%.6g", (n > 0 ? 1e3 * c / n : 0) }') "
             done
         done
         lim=$("$BENCH_BIN/bench_decode" --threads "$THREADS" 2>/dev/null) || lim=""

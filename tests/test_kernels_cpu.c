@@ -92,7 +92,11 @@ Test(kernels_cpu, registry)
 
 Test(kernels_cpu, matmul)
 {
-    int64_t shapes[][3] = {{1, 1, 1}, {7, 13, 5}, {33, 64, 97}, {130, 67, 259}, {2, 301, 3}};
+    /* T ≤ 16 (HM_MATMUL_FEW_ROWS: decoding) and larger (sgemm), with
+     * out·in past the threading threshold in both */
+    int64_t shapes[][3] = {{1, 1, 1},    {7, 13, 5},    {33, 64, 97}, {130, 67, 259},
+                           {2, 301, 3},  {1, 300, 517}, {8, 129, 700}, {16, 256, 300},
+                           {17, 256, 300}};
     for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++)
         for (int bias = 0; bias < 2; bias++) {
             int64_t T = shapes[k][0], in = shapes[k][1], out = shapes[k][2];

@@ -105,6 +105,10 @@ static const char usage[] =
     "                       prefilled on its own) decoded in lock-step: a step runs\n"
     "                       the B tokens as the rows of one pass (every weight read\n"
     "                       once), each row against its own state (default 1)\n"
+    "  --shared-prompt      one random prompt for all B sequences: prefilled once,\n"
+    "                       its state copied into each sequence's own memory (the\n"
+    "                       steps cost the same; prefill_tokens_per_s is the one\n"
+    "                       prefill's)\n"
     "  --decode-tokens M    greedy steps per sequence after the prefill (default 64)\n"
     "                       JSON: prefill_tokens_per_s, decode_tokens_per_s (B*M\n"
     "                       over the decode time), peak_rss_bytes (getrusage\n"
@@ -131,7 +135,7 @@ enum {
     OPT_PROMPT = HM_OPT_FIRST_TOOL, OPT_PROMPT_IDS, OPT_TOKENIZER, OPT_BYTES, OPT_TEMP,
     OPT_TOPK, OPT_TOPP, OPT_SEED, OPT_MAXNEW, OPT_STOP, OPT_EOT, OPT_IGNORE_EOT, OPT_IDS,
     OPT_BENCH, OPT_CONTEXT, OPT_BATCH, OPT_DECODE, OPT_CHUNK, OPT_THREADS, OPT_BACKEND,
-    OPT_SAMPLES,
+    OPT_SAMPLES, OPT_SHARED_PROMPT,
 };
 
 #define MAX_LIST 64
@@ -145,7 +149,7 @@ struct opts {
     const char *stop[MAX_LIST];
     int n_stop;
     int32_t eot[MAX_LIST];
-    int n_eot, bytes, ignore_eot, ids, bench;
+    int n_eot, bytes, ignore_eot, ids, bench, shared_prompt;
 };
 
 struct run {
@@ -533,9 +537,17 @@ static void bench(struct run *r)
         hm_die("out of memory");
     uint64_t rng = o->seed;
     double pre = 0, pre_cpu = 0, dec;
+    int64_t n_pre = 0; /* prompts prefilled */
     for (int64_t b = 0; b < B; b++) {
         if (hm_model_state_new(r->m, &st[b], &err) != HM_OK)
             hm_die("cannot benchmark '%s': %s", o->model, err.msg);
+        if (b > 0 && o->shared_prompt) { /* sequence 0's state, in memory of its own */
+            if (hm_model_state_copy(st[b], st[0], c, &err) != HM_OK)
+                hm_die("cannot benchmark '%s': %s", o->model, err.msg);
+            memcpy(logits + b * V, logits, sizeof(float) * (size_t)V);
+            continue;
+        }
+        n_pre++;
         for (int64_t i = 0; i < N; i++)
             prompt[i] = (int32_t)(hm_splitmix64(&rng) % (uint64_t)V);
         double t0 = hm_now(), c0 = cpu_now();
@@ -563,7 +575,7 @@ static void bench(struct run *r)
     for (int64_t b = 0; b < B; b++)
         state += 4.0 * (double)hm_model_state_floats(st[b], nkv, c->head_dim);
     const double rss = hm_procmem_peak_rss(), rss_end = hm_procmem_rss();
-    const double ptps = pre > 0 ? (double)(B * N) / pre : 0;
+    const double ptps = pre > 0 ? (double)(n_pre * N) / pre : 0;
     const double dtps = dec > 0 ? (double)(B * M) / dec : 0;
     if (o->common.json) {
         printf("{\"version\": 1, \"bench\": true, \"model\": ");
@@ -575,14 +587,14 @@ static void bench(struct run *r)
                "\"decode_cpu_s\": %.6g, \"peak_rss_bytes\": %.0f, "
                "\"peak_rss_includes_load\": %s, \"load_peak_rss_bytes\": %.0f, "
                "\"rss_end_bytes\": %.0f, \"rss_loaded_bytes\": %.0f, \"weights_bytes\": %.0f, "
-               "\"state_bytes\": %.0f}\n",
+               "\"state_bytes\": %.0f, \"shared_prompt\": %s}\n",
                hm_arch_name(c), hm_family_name(c->family), hm_mixer_name(c->mixer),
                (long long)N, (long long)B, (long long)M, hm_threads_get(),
                (long long)prefill_chunk(r), pre, ptps, dec, dtps,
                M > 0 ? 1e3 * dec / (double)M : 0, pre_cpu, dec_cpu, rss,
                r->peak_reset ? "false" : "true",
                r->load_peak, rss_end, r->rss_loaded,
-               4.0 * (double)r->m->n_params, state);
+               4.0 * (double)r->m->n_params, state, o->shared_prompt ? "true" : "false");
     } else {
         printf("model: %s (%s, %s)\ncontext: %lld  batch: %lld  decode tokens: %lld  threads: %d\n"
                "prefill: %.1f tokens/s (%.3f s)\ndecode: %.1f tokens/s (%.3f s)\n"
@@ -623,6 +635,7 @@ int main(int argc, char **argv)
         {"threads", required_argument, NULL, OPT_THREADS},
         {"backend", required_argument, NULL, OPT_BACKEND},
         {"samples", required_argument, NULL, OPT_SAMPLES},
+        {"shared-prompt", no_argument, NULL, OPT_SHARED_PROMPT},
         {NULL, 0, NULL, 0},
     };
     struct opts o = {.common = {.progress = -1}, .backend = "fast", .max_new = 256,
@@ -667,6 +680,7 @@ int main(int argc, char **argv)
         case OPT_CHUNK: o.chunk = hm_parse_i64(optarg, "--prefill-chunk", 1, 1 << 20); break;
         case OPT_THREADS: o.threads = hm_parse_i64(optarg, "--threads", 1, 1024); break;
         case OPT_BACKEND: o.backend = optarg; break;
+        case OPT_SHARED_PROMPT: o.shared_prompt = 1; break;
         case OPT_SAMPLES: o.samples = hm_parse_i64(optarg, "--samples", 1, (int64_t)1 << 30); break;
         }
     }
@@ -688,15 +702,15 @@ int main(int argc, char **argv)
     if (o.bench) {
         if (o.context < 0)
             hm_usage_error("--bench needs --context N");
-        if (o.prompt || o.prompt_ids || o.n_stop || o.ids)
-            hm_usage_error("--bench takes no prompt, --stop or --ids");
+        if (o.prompt || o.prompt_ids || o.n_stop || o.ids || o.samples > 1)
+            hm_usage_error("--bench takes no prompt, --stop, --ids or --samples");
         if (!o.batch)
             o.batch = 1;
     } else if (o.context >= 0) {
         hm_usage_error("--context needs --bench");
     }
-    if (o.bench && o.samples > 1)
-        hm_usage_error("--bench takes no --samples");
+    if (o.shared_prompt && !o.bench)
+        hm_usage_error("--shared-prompt needs --bench");
     o.gen_batch = o.batch ? o.batch : 16;
     const struct hm_backend *be = hm_backend_get(o.backend);
     if (!be)

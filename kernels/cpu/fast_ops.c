@@ -19,9 +19,54 @@
 /* Below this many elements an elementwise op runs on one thread. */
 #define HM_PAR_MIN 32768
 
+/* Rows per call up to which matmul streams the weights once (decoding: one
+ * token per sequence of a batch): sgemm would first copy (pack) all of w,
+ * which at a few rows costs more than the product. */
+#define HM_MATMUL_FEW_ROWS 16
+
+/* y[T,out] = x[T,in] · w[out,in]^T + b, T ≤ HM_MATMUL_FEW_ROWS: each weight
+ * row is read once (from memory) and dotted with the T rows of x (cached). */
+HM_CLONES static void matmul_few_rows(float *y, const float *x, const float *w, const float *b,
+                                      int64_t T, int64_t in, int64_t out)
+{
+#pragma omp parallel for schedule(static) if (out * in >= HM_PAR_MIN)
+    for (int64_t o = 0; o < out; o++) {
+        const float *wr = w + o * in;
+        const float bo = b ? b[o] : 0.0f;
+        int64_t t = 0;
+        for (; t + 4 <= T; t += 4) { /* four rows per pass over wr */
+            const float *x0 = x + t * in, *x1 = x0 + in, *x2 = x1 + in, *x3 = x2 + in;
+            float a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+#pragma omp simd reduction(+ : a0, a1, a2, a3)
+            for (int64_t i = 0; i < in; i++) {
+                a0 += x0[i] * wr[i];
+                a1 += x1[i] * wr[i];
+                a2 += x2[i] * wr[i];
+                a3 += x3[i] * wr[i];
+            }
+            y[t * out + o] = a0 + bo;
+            y[(t + 1) * out + o] = a1 + bo;
+            y[(t + 2) * out + o] = a2 + bo;
+            y[(t + 3) * out + o] = a3 + bo;
+        }
+        for (; t < T; t++) {
+            const float *xr = x + t * in;
+            float acc = 0;
+#pragma omp simd reduction(+ : acc)
+            for (int64_t i = 0; i < in; i++)
+                acc += xr[i] * wr[i];
+            y[t * out + o] = acc + bo;
+        }
+    }
+}
+
 void hm_fast_matmul_forward(HM_CPU_CTX, float *y, const float *x, const float *w, const float *b,
                             int64_t T, int64_t in, int64_t out)
 {
+    if (T <= HM_MATMUL_FEW_ROWS) {
+        matmul_few_rows(y, x, w, b, T, in, out);
+        return;
+    }
 #ifdef HM_HAVE_BLAS
     if (T > 0 && out > 0 && in > 0 && T <= INT32_MAX && in <= INT32_MAX && out <= INT32_MAX) {
         if (b) {
