@@ -1,0 +1,77 @@
+# stories_common.mk — what recipes/stories260k.mk and recipes/ablations.mk
+# share: the really pretrained teacher (llama2.c stories260K, imported
+# exactly), a distillation corpus sampled from the teacher itself (its
+# training corpus is not at hand), held-out text from other seeds, the
+# TinyStories sample, a multiple-choice set from held-out stories, and the
+# evaluation rules. Include it after setting OUT.
+#
+# The corpus: CORPUS_SAMPLES stories sampled at temperature 1 (no top-k/p:
+# the teacher's own distribution) from BOS, seeds 1.., each framed by BOS as
+# llama2.c's token files are; SHARDS processes of one thread each. Held-out:
+# HELD_SAMPLES stories from seeds 1000001.. (never in the corpus).
+BIN ?= build/bin
+THREADS ?= 2
+SHARED ?= ../shared/data
+TEACHER_BIN ?= $(SHARED)/llama2c_stories260K.bin
+TOKENIZER ?= $(SHARED)/llama2c_tok512.bin
+TINYSTORIES ?= $(SHARED)/cs336_tinystories_sample.txt
+CORPUS_SAMPLES ?= 3000
+HELD_SAMPLES ?= 240
+STORY_TOKENS ?= 400
+SHARDS ?= 2
+SEQ ?= 256
+BATCH ?= 16
+GEN = --tokenizer $(TOKENIZER) --max-new-tokens $(STORY_TOKENS) --temperature 1
+EVAL_FLAGS = --seq-len $(SEQ) --threads $(THREADS)
+
+.DELETE_ON_ERROR:
+
+$(OUT)/.dir:
+	mkdir -p $(OUT) && touch $@
+
+$(OUT)/teacher.st: $(TEACHER_BIN) $(BIN)/hm-import | $(OUT)/.dir
+	$(BIN)/hm-import llama2c $< -o $@ -f
+
+# seeds 1 .. CORPUS_SAMPLES, split into SHARDS runs side by side
+$(OUT)/corpus.ids: $(OUT)/teacher.st $(BIN)/hm-generate
+	@per=$$(( ($(CORPUS_SAMPLES) + $(SHARDS) - 1) / $(SHARDS) )); pids=; \
+	for k in $$(seq 0 $$(( $(SHARDS) - 1 ))); do \
+	    n=$$(( $(CORPUS_SAMPLES) - k * per )); [ $$n -gt $$per ] && n=$$per; [ $$n -gt 0 ] || continue; \
+	    echo "$(BIN)/hm-generate $< $(GEN) --samples $$n --seed $$(( 1 + k * per )) --ids --threads 1 > $@.$$k"; \
+	    $(BIN)/hm-generate $< $(GEN) --samples $$n --seed $$(( 1 + k * per )) --ids --threads 1 > $@.$$k & \
+	    pids="$$pids $$!"; done; \
+	for p in $$pids; do wait $$p || exit 1; done; \
+	cat $$(for k in $$(seq 0 $$(( $(SHARDS) - 1 ))); do [ -f $@.$$k ] && echo $@.$$k; done) > $@.tmp && \
+	rm -f $@.[0-9]* && mv $@.tmp $@
+
+# BOS before each story: the llama2.c framing
+$(OUT)/corpus.tok: $(OUT)/corpus.ids $(BIN)/hm-tokenize
+	awk '{ print "1 " $$0 }' $< > $@.framed
+	$(BIN)/hm-tokenize --ids-in --tokenizer $(TOKENIZER) $@.framed -o $@ -f -q
+	rm -f $@.framed
+
+$(OUT)/held.jsonl: $(OUT)/teacher.st $(BIN)/hm-generate
+	$(BIN)/hm-generate $< $(GEN) --samples $(HELD_SAMPLES) --seed 1000001 --json \
+	    --threads $(THREADS) > $@
+
+$(OUT)/held.tok: $(OUT)/held.jsonl $(BIN)/hm-tokenize
+	sed -e 's/.*"new_ids": \[\([^]]*\)\].*/1, \1/' -e 's/, *$$//' $< > $@.ids
+	$(BIN)/hm-tokenize --ids-in --tokenizer $(TOKENIZER) $@.ids -o $@ -f -q
+	rm -f $@.ids
+
+$(OUT)/tinystories.tok: $(TINYSTORIES) $(BIN)/hm-tokenize | $(OUT)/.dir
+	$(BIN)/hm-tokenize --tokenizer $(TOKENIZER) $< -o $@ -f -q
+
+$(OUT)/mc.jsonl: $(OUT)/held.jsonl recipes/stories_mc.awk
+	awk -v NCHOICES=4 -f recipes/stories_mc.awk $< > $@
+
+# evaluations of any model M.st: held-out generated text, the TinyStories
+# sample (windows of 128: it holds 1.9k tokens), the multiple choice
+$(OUT)/%.held.json: $(OUT)/%.st $(OUT)/held.tok $(BIN)/hm-eval
+	$(BIN)/hm-eval $< --data $(OUT)/held.tok $(EVAL_FLAGS) --json -q > $@
+
+$(OUT)/%.ts.json: $(OUT)/%.st $(OUT)/tinystories.tok $(BIN)/hm-eval
+	$(BIN)/hm-eval $< --data $(OUT)/tinystories.tok --seq-len 128 --threads $(THREADS) --json -q > $@
+
+$(OUT)/%.mc.json: $(OUT)/%.st $(OUT)/mc.jsonl $(BIN)/hm-eval
+	$(BIN)/hm-eval $< --mc $(OUT)/mc.jsonl --tokenizer $(TOKENIZER) --threads $(THREADS) --json -q > $@
