@@ -13,6 +13,7 @@
 #include "batches.h"
 #include "checkpoint.h"
 #include "cli.h"
+#include "gen_bench.h"
 #include "gen_text.h"
 #include "json_out.h"
 #include "model.h"
@@ -208,15 +209,6 @@ static int is_end(const struct run *r, int32_t id)
     return 0;
 }
 
-/* CPU seconds of the process (all threads): less sensitive than wall time
- * to other programs on a shared machine. */
-static double cpu_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Where the tokenizer came from, for messages. */
 static const char *tok_source(const struct opts *o)
 {
@@ -271,18 +263,6 @@ static void end_ids(struct run *r)
 static int64_t prefill_chunk(const struct run *r)
 {
     return r->o->chunk ? r->o->chunk : HM_PREFILL_CHUNK;
-}
-
-static void check_positions(const struct run *r, int64_t n_prompt, int64_t n_new,
-                            const char *what)
-{
-    const struct hm_config *c = &r->m->cfg;
-    if (c->mixer == HM_MIXER_SOFTMAX && c->max_position_embeddings > 0 &&
-        n_prompt + n_new > c->max_position_embeddings)
-        hm_die("cannot generate from '%s': %s (%lld tokens) plus %lld new tokens exceed the "
-               "teacher's position limit, max_position_embeddings %lld (students have none)",
-               r->o->model, what, (long long)n_prompt, (long long)n_new,
-               (long long)c->max_position_embeddings);
 }
 
 /* The prompt's ids into r->ids (checked against the vocabulary). */
@@ -445,7 +425,7 @@ static void generate(struct run *r)
     const int64_t Bmax = N < o->gen_batch ? N : o->gen_batch;
     struct hm_error err;
     make_prompt(r);
-    check_positions(r, r->n_prompt, o->max_new, "the prompt");
+    hm_gen_check_positions(r->m, o->model, r->n_prompt, o->max_new, "the prompt");
     struct sample *q = calloc((size_t)Bmax, sizeof *q);
     struct hm_model_state *st0 = NULL, **run = calloc((size_t)Bmax, sizeof *run);
     float *last = malloc(sizeof(float) * (size_t)V);
@@ -521,93 +501,6 @@ static void generate(struct run *r)
     }
     hm_model_state_free(st0);
     free(q), free(run), free(last), free(logits), free(toks), free(idx);
-}
-
-static void bench(struct run *r)
-{
-    const struct opts *o = r->o;
-    const struct hm_config *c = &r->m->cfg;
-    const int64_t V = c->vocab_size, B = o->batch, N = o->context, M = o->decode_tokens;
-    struct hm_error err;
-    check_positions(r, N, M, "--context");
-    struct hm_model_state **st = calloc((size_t)B, sizeof *st);
-    float *logits = malloc(sizeof(float) * (size_t)(B * V));
-    int32_t *prompt = malloc(sizeof(int32_t) * (size_t)N);
-    if (!st || !logits || !prompt)
-        hm_die("out of memory");
-    uint64_t rng = o->seed;
-    double pre = 0, pre_cpu = 0, dec;
-    int64_t n_pre = 0; /* prompts prefilled */
-    for (int64_t b = 0; b < B; b++) {
-        if (hm_model_state_new(r->m, &st[b], &err) != HM_OK)
-            hm_die("cannot benchmark '%s': %s", o->model, err.msg);
-        if (b > 0 && o->shared_prompt) { /* sequence 0's state, in memory of its own */
-            if (hm_model_state_copy(st[b], st[0], c, &err) != HM_OK)
-                hm_die("cannot benchmark '%s': %s", o->model, err.msg);
-            memcpy(logits + b * V, logits, sizeof(float) * (size_t)V);
-            continue;
-        }
-        n_pre++;
-        for (int64_t i = 0; i < N; i++)
-            prompt[i] = (int32_t)(hm_splitmix64(&rng) % (uint64_t)V);
-        double t0 = hm_now(), c0 = cpu_now();
-        if (hm_model_prefill(r->m, r->be, st[b], prompt, N, prefill_chunk(r), NULL, logits + b * V,
-                             &err) != HM_OK)
-            hm_die("cannot benchmark '%s': prefill: %s", o->model, err.msg);
-        pre += hm_now() - t0;
-        pre_cpu += cpu_now() - c0;
-    }
-    int32_t *toks = malloc(sizeof(int32_t) * (size_t)B);
-    if (!toks)
-        hm_die("out of memory");
-    double t1 = hm_now(), c1 = cpu_now();
-    for (int64_t i = 0; i < M; i++) {
-        for (int64_t b = 0; b < B; b++)
-            toks[b] = hm_sample_argmax(logits + b * V, V);
-        if (hm_model_step_batch(r->m, r->be, st, B, toks, logits, &err) != HM_OK)
-            hm_die("cannot benchmark '%s': step %lld: %s", o->model, (long long)i, err.msg);
-    }
-    dec = hm_now() - t1;
-    free(toks);
-    const double dec_cpu = cpu_now() - c1;
-    const int64_t nkv = c->num_key_value_heads ? c->num_key_value_heads : c->num_attention_heads;
-    double state = 0;
-    for (int64_t b = 0; b < B; b++)
-        state += 4.0 * (double)hm_model_state_floats(st[b], nkv, c->head_dim);
-    const double rss = hm_procmem_peak_rss(), rss_end = hm_procmem_rss();
-    const double ptps = pre > 0 ? (double)(n_pre * N) / pre : 0;
-    const double dtps = dec > 0 ? (double)(B * M) / dec : 0;
-    if (o->common.json) {
-        printf("{\"version\": 1, \"bench\": true, \"model\": ");
-        hm_json_write_string(stdout, o->model, strlen(o->model));
-        printf(", \"arch\": \"%s\", \"family\": \"%s\", \"mixer\": \"%s\", \"context\": %lld, "
-               "\"batch\": %lld, \"decode_tokens\": %lld, \"threads\": %d, \"prefill_chunk\": "
-               "%lld, \"prefill_s\": %.6g, \"prefill_tokens_per_s\": %.6g, \"decode_s\": %.6g, "
-               "\"decode_tokens_per_s\": %.6g, \"ms_per_step\": %.6g, \"prefill_cpu_s\": %.6g, "
-               "\"decode_cpu_s\": %.6g, \"peak_rss_bytes\": %.0f, "
-               "\"peak_rss_includes_load\": %s, \"load_peak_rss_bytes\": %.0f, "
-               "\"rss_end_bytes\": %.0f, \"rss_loaded_bytes\": %.0f, \"weights_bytes\": %.0f, "
-               "\"state_bytes\": %.0f, \"shared_prompt\": %s}\n",
-               hm_arch_name(c), hm_family_name(c->family), hm_mixer_name(c->mixer),
-               (long long)N, (long long)B, (long long)M, hm_threads_get(),
-               (long long)prefill_chunk(r), pre, ptps, dec, dtps,
-               M > 0 ? 1e3 * dec / (double)M : 0, pre_cpu, dec_cpu, rss,
-               r->peak_reset ? "false" : "true",
-               r->load_peak, rss_end, r->rss_loaded,
-               4.0 * (double)r->m->n_params, state, o->shared_prompt ? "true" : "false");
-    } else {
-        printf("model: %s (%s, %s)\ncontext: %lld  batch: %lld  decode tokens: %lld  threads: %d\n"
-               "prefill: %.1f tokens/s (%.3f s)\ndecode: %.1f tokens/s (%.3f s)\n"
-               "peak RSS: %.1f MiB (at the end %.1f MiB)  state: %.1f MiB  weights: %.1f MiB\n",
-               o->model, hm_arch_name(c), hm_family_name(c->family), (long long)N, (long long)B,
-               (long long)M, hm_threads_get(), ptps, pre, dtps, dec, rss / 1048576.0,
-               rss_end / 1048576.0, state / 1048576.0, 4.0 * (double)r->m->n_params / 1048576.0);
-    }
-    for (int64_t b = 0; b < B; b++)
-        hm_model_state_free(st[b]);
-    free(st);
-    free(logits);
-    free(prompt);
 }
 
 int main(int argc, char **argv)
@@ -732,7 +625,12 @@ int main(int argc, char **argv)
         r.peak_reset = hm_procmem_reset_peak();
     }
     if (o.bench) {
-        bench(&r);
+        const struct hm_gen_bench gb = {
+            .model = o.model, .m = r.m, .be = be, .context = o.context, .batch = o.batch,
+            .decode_tokens = o.decode_tokens, .chunk = o.chunk, .seed = o.seed,
+            .shared_prompt = o.shared_prompt, .json = o.common.json, .rss_loaded = r.rss_loaded,
+            .load_peak = r.load_peak, .peak_reset = r.peak_reset};
+        hm_gen_bench_run(&gb);
     } else {
         if (!r.tok && !o.prompt_ids)
             hm_usage_error("'%s' carries no tokenizer: give --tokenizer FILE or --bytes, or "

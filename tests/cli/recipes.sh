@@ -54,7 +54,7 @@ for f in teacher hedgemamba hedgehog-ft skip-stage1 naive control; do
 done
 [ -s "$O/results.md" ] && grep -q '^| HedgeMamba' "$O/results.md" || fail "results.md: no HedgeMamba row"
 grep -q '"equivalent": true' "$O/mapping.verify.json" || fail "the mapping is not proven"
-grep -q 'equivalent' "$O/hedgemamba.samples.txt" && [ "$(wc -l < "$O/hedgemamba.samples.txt")" -ge 3 ] ||
+grep -q '^valid: ' "$O/hedgemamba.samples.txt" && [ "$(wc -l < "$O/hedgemamba.samples.txt")" -ge 3 ] ||
     fail "no verified bundle samples"
 [ "$(wc -l < "$O/corpus.ids")" -eq 24 ] || fail "corpus: $(wc -l < "$O/corpus.ids") stories, want 24"
 $M -f recipes/stories260k.mk $SMALL >"$T/out" 2>&1 || fail "stories260k.mk, again: $(tail -3 "$T/out")"
@@ -62,7 +62,7 @@ grep -q "$B/hm-" "$T/out" && fail "stories260k.mk: a second make ran: $(grep "$B
 
 # ---- ablations.mk at toy size ---------------------------------------------
 A="$T/ab"
-SMALL="OUT=$A CORPUS_SAMPLES=16 HELD_SAMPLES=8 STORY_TOKENS=100 SEQ=64 BATCH=4 AB_BUDGET=2000"
+SMALL="OUT=$A CORPUS_SAMPLES=16 HELD_SAMPLES=8 STORY_TOKENS=100 SEQ=64 BATCH=4 AB_BUDGET=6000"
 $M -f recipes/ablations.mk $SMALL >"$T/out" 2>"$T/err" || fail "ablations.mk: $(tail -5 "$T/err")"
 for t in "Table 1" "Table 2" "Table 3" "Table 4"; do
     grep -q "^$t" "$A/ablations.md" || fail "ablations.md: no $t"

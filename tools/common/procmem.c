@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 double hm_procmem_peak_rss(void)
@@ -30,4 +31,11 @@ int hm_procmem_reset_peak(void)
         return 0;
     int ok = fputs("5", f) >= 0;
     return fclose(f) == 0 && ok;
+}
+
+double hm_procmem_cpu_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }

@@ -11,4 +11,8 @@ double hm_procmem_rss(void);
  * which ru_maxrss follows); 1 on success, 0 where not allowed. */
 int hm_procmem_reset_peak(void);
 
+/* CPU seconds of the process (all threads): less sensitive than wall time
+ * to other programs on a shared machine. */
+double hm_procmem_cpu_seconds(void);
+
 #endif
