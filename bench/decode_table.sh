@@ -125,35 +125,25 @@ for ctx in $CONTEXTS; do
             "${lim_gv[$ctx:$b]:--}"
     done
 done
-echo
-echo "Decoding CPU time of the same runs (process CPU ms per token, all threads):"
-echo
-echo "| context | batch | teacher | Hedgehog | HedgeMamba |"
-echo "|---|---|---|---|---|"
-for ctx in $CONTEXTS; do
-    for b in $BATCHES; do
-        row="| $ctx | $b |"
-        for n in "${names[@]}"; do
-            v="${cpu[$n:$ctx:$b]:-}"
-            if [ -z "$v" ]; then row+=" - |"
-            else row+=" $(echo "$v" | tr ' ' '\n' | grep . | stats 1 "%.3g") |"; fi
+# side_table TITLE ARRAY EMPTY: one more table of the same cells
+side_table() {
+    local -n vals=$2
+    echo
+    echo "$1"
+    echo
+    echo "| context | batch | teacher | Hedgehog | HedgeMamba |"
+    echo "|---|---|---|---|---|"
+    for ctx in $CONTEXTS; do
+        for b in $BATCHES; do
+            row="| $ctx | $b |"
+            for n in "${names[@]}"; do
+                v="${vals[$n:$ctx:$b]:-}"
+                if [ -z "$v" ]; then row+=" $3 |"
+                else row+=" $(echo "$v" | tr ' ' '\n' | grep . | stats 1 "%.3g") |"; fi
+            done
+            echo "$row"
         done
-        echo "$row"
     done
-done
-echo
-echo "Prefill of the same runs (prompt tokens/s over all sequences):"
-echo
-echo "| context | batch | teacher | Hedgehog | HedgeMamba |"
-echo "|---|---|---|---|---|"
-for ctx in $CONTEXTS; do
-    for b in $BATCHES; do
-        row="| $ctx | $b |"
-        for n in "${names[@]}"; do
-            v="${pre[$n:$ctx:$b]:-}"
-            if [ -z "$v" ]; then row+=" not run |"
-            else row+=" $(echo "$v" | tr ' ' '\n' | grep . | stats 1 "%.3g") |"; fi
-        done
-        echo "$row"
-    done
-done
+}
+side_table "Decoding CPU time of the same runs (process CPU ms per token, all threads):" cpu "-"
+side_table "Prefill of the same runs (prompt tokens/s of the one shared prefill):" pre "not run"

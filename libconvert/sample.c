@@ -150,20 +150,26 @@ static double kept_sum(const struct hm_sampler *s)
     return W;
 }
 
+/* Step 0: NaN and +inf are refused. */
+static enum hm_status check_logits(const float *logits, int64_t V, struct hm_error *err)
+{
+    for (int64_t i = 0; i < V; i++)
+        if (isnan(logits[i]) || logits[i] == INFINITY)
+            return hm_error_set(err, HM_ERR_NUMERIC, "logit %lld is %s", (long long)i,
+                                isnan(logits[i]) ? "NaN" : "+inf");
+    return HM_OK;
+}
+
 /* Steps 0, 2–6: s->w and s->keep; *W the kept mass. */
 static enum hm_status sample_truncate(struct hm_sampler *s, const float *logits, double *W,
                                struct hm_error *err)
 {
     const int64_t V = s->V;
     const double T = s->p.temperature;
-    int32_t top = 0;
-    for (int64_t i = 0; i < V; i++) {
-        if (isnan(logits[i]) || logits[i] == INFINITY)
-            return hm_error_set(err, HM_ERR_NUMERIC, "logit %lld is %s", (long long)i,
-                                isnan(logits[i]) ? "NaN" : "+inf");
-        if (logits[i] > logits[top])
-            top = (int32_t)i;
-    }
+    enum hm_status st = check_logits(logits, V, err);
+    if (st != HM_OK)
+        return st;
+    const int32_t top = hm_sample_argmax(logits, V);
     if (logits[top] == -INFINITY)
         return hm_error_set(err, HM_ERR_NUMERIC, "every logit is -inf");
     const double m = (double)logits[top] / T;
@@ -214,10 +220,9 @@ enum hm_status hm_sampler_probs(struct hm_sampler *s, const float *logits, doubl
 {
     const int64_t V = s->V;
     if (s->p.temperature == 0) {
-        for (int64_t i = 0; i < V; i++)
-            if (isnan(logits[i]) || logits[i] == INFINITY)
-                return hm_error_set(err, HM_ERR_NUMERIC, "logit %lld is %s", (long long)i,
-                                    isnan(logits[i]) ? "NaN" : "+inf");
+        enum hm_status st = check_logits(logits, V, err);
+        if (st != HM_OK)
+            return st;
         memset(probs, 0, sizeof(double) * (size_t)V);
         probs[hm_sample_argmax(logits, V)] = 1;
         return HM_OK;
@@ -236,10 +241,9 @@ enum hm_status hm_sampler_sample(struct hm_sampler *s, const float *logits, int3
 {
     const int64_t V = s->V;
     if (s->p.temperature == 0) {
-        for (int64_t i = 0; i < V; i++)
-            if (isnan(logits[i]) || logits[i] == INFINITY)
-                return hm_error_set(err, HM_ERR_NUMERIC, "logit %lld is %s", (long long)i,
-                                    isnan(logits[i]) ? "NaN" : "+inf");
+        enum hm_status st = check_logits(logits, V, err);
+        if (st != HM_OK)
+            return st;
         *token = hm_sample_argmax(logits, V);
         return HM_OK;
     }
