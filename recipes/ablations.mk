@@ -21,7 +21,7 @@ OUT ?= out/ablations
 AB_BUDGET ?= 300000
 SEEDS ?= 1 2
 STAGE1_LR ?= 1e-2
-STAGE2_LR ?= 1e-3
+STAGE2_LR ?= 3e-3
 .DEFAULT_GOAL := all
 include recipes/stories_common.mk
 
@@ -31,18 +31,11 @@ TRAIN = --data $(OUT)/corpus.tok --batch $(BATCH) --seq-len $(SEQ) --threads $(T
         --no-progress -q
 CE = $(TRAIN) --lr $(STAGE2_LR) --warmup 20 --freeze embeddings
 
-.PHONY: all FORCE
+.PHONY: all
 all: $(OUT)/ablations.md $(OUT)/plots/.done
-FORCE:
 
 $(AB)/.dir:
 	mkdir -p $(AB) && touch $@
-
-# $(1): run file base; $(2): its command (no single quotes)
-define CMD_FILE
-$(1).cmd: FORCE | $(AB)/.dir
-	@printf '%s\n' '$(2)' | cmp -s - $$@ || printf '%s\n' '$(2)' > $$@
-endef
 
 # stage 1: s1-TOKENS-sSEED
 define STAGE1

@@ -9,6 +9,8 @@
 #   plots/ppl_split.png     held-out PPL against the stage-1 share (Table 3)
 # Env: OUT, SEEDS, AB_BUDGET, ALL (the full component list of run names).
 set -eu
+command -v gnuplot >/dev/null ||
+    { echo "ablations_plots.sh: the plots need gnuplot (apt-get install gnuplot-nox)" >&2; exit 1; }
 P="$OUT/plots"
 mkdir -p "$P"
 S1=$(echo $SEEDS | cut -d' ' -f1)

@@ -25,6 +25,16 @@ GEN = --tokenizer $(TOKENIZER) --max-new-tokens $(STORY_TOKENS) --temperature 1
 EVAL_FLAGS = --seq-len $(SEQ) --threads $(THREADS)
 
 .DELETE_ON_ERROR:
+.PHONY: FORCE
+FORCE:
+
+# $(call CMD_FILE,BASE,COMMAND): BASE.cmd holds COMMAND (no single quotes),
+# rewritten only when it changes; a run that depends on BASE.cmd reruns when
+# its command line does (a variable changed), and only then.
+define CMD_FILE
+$(1).cmd: FORCE | $(dir $(1)).dir
+	@printf '%s\n' '$(2)' | cmp -s - $$@ || printf '%s\n' '$(2)' > $$@
+endef
 
 $(OUT)/.dir:
 	mkdir -p $(OUT) && touch $@
