@@ -18,7 +18,7 @@
 # and changing a variable (a learning rate, BATCH, ...) reruns only the runs
 # whose command it changes, and what depends on them.
 OUT ?= out/ablations
-AB_BUDGET ?= 300000
+AB_BUDGET ?= 200000
 SEEDS ?= 1 2
 STAGE1_LR ?= 1e-2
 STAGE2_LR ?= 3e-3
