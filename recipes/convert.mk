@@ -11,7 +11,8 @@
 # archive of documents (hm-tokenize). Stages: tokenize (VAL_FRACTION held
 # out) → stage 1 (hm-linearize, STAGE1_TOKENS) → hm-map-ssm → hm-verify
 # mapping → stage 2 (hm-finetune, STAGE2_TOKENS) → evaluations of teacher and
-# student → hm-pack bundle with ONNX.
+# student → hm-pack bundle with ONNX. A training stage that was interrupted
+# (its OUT.state is there, saved every SAVE_EVERY steps) resumes bit for bit.
 #
 # The paper's hyper-parameters (Pythia-1B): batch 48 x 1024, AdamW (0.9,
 # 0.95), warm-up then cosine to 0.1 x peak, peak LR 0.01, stage 1 = 1B tokens
@@ -36,7 +37,7 @@ SEED ?= 1
 SAVE_EVERY ?= 1000
 TRAIN = --data $(OUT)/train.tok --val-data $(OUT)/train.val.tok --batch $(BATCH) \
         --seq-len $(SEQ) --threads $(THREADS) --seed $(SEED) --warmup $(WARMUP) \
-        --save-every $(SAVE_EVERY) --resume
+        --save-every $(SAVE_EVERY) $(if $(wildcard $@.state),--resume,)
 .DEFAULT_GOAL := all
 .DELETE_ON_ERROR:
 .PHONY: all plan check-vars

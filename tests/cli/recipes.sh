@@ -6,7 +6,8 @@
 # make does nothing, and changing one variable (STAGE2_LR) reruns the
 # stage-2 runs and what depends on them but no stage-1 run; `plan` of
 # recipes/pythia.mk and recipes/llama.mk on a Pythia-shaped and a
-# Llama-shaped folder, and the family check between them. The stories parts
+# Llama-shaped folder, and the family check between them; the whole
+# pythia.mk conversion at toy size. The stories parts
 # skip visibly without the shared data.
 # Env: HM_BIN, HM_SRC, HM_SHARED_DATA, HM_TMP.
 set -u
@@ -38,6 +39,20 @@ grep -q "is a llama model; this recipe is for neox" "$T/out" || fail "no family 
 $M -f recipes/llama.mk TEACHER="$T/llama" plan >"$T/out" 2>&1 && fail "SEQ 1024 > max positions 512 accepted"
 $M -f recipes/pythia.mk plan >"$T/out" 2>&1 && fail "plan without TEACHER succeeded"
 grep -q 'set TEACHER=' "$T/out" || fail "plan without TEACHER: no message"
+
+# the whole conversion at toy size on the Pythia-shaped folder: tokenize,
+# stage 1, map, verify, stage 2, evaluations, the bundle with ONNX
+for i in $(seq 40); do
+    printf '{"text": "document %d of a small corpus for the conversion recipe test."}\n' "$i"
+done > "$T/corpus.jsonl"
+CONV="TEACHER=$T/pythia DATA=$T/corpus.jsonl OUT=$T/conv BATCH=2 SEQ=32 STAGE1_TOKENS=128 STAGE2_TOKENS=256 WARMUP=1 SAVE_EVERY=2 VAL_FRACTION=0.2"
+$M -f recipes/pythia.mk $CONV >"$T/out" 2>&1 || fail "pythia.mk conversion: $(tail -5 "$T/out")"
+grep -q '"equivalent": true' "$T/conv/mapping.verify.json" 2>/dev/null || fail "pythia.mk: the mapping is not proven"
+[ -s "$T/conv/student.bundle/onnx/model.onnx" ] && "$B/hm-verify" bundle "$T/conv/student.bundle" >/dev/null ||
+    fail "pythia.mk: no verified bundle with ONNX"
+for e in student teacher; do
+    grep -q '"ppl": [0-9]' "$T/conv/$e.eval.json" 2>/dev/null || fail "pythia.mk: no $e evaluation"
+done
 
 if [ ! -r "$HM_SHARED_DATA/llama2c_stories260K.bin" ]; then
     echo "SKIP: no shared data at $HM_SHARED_DATA (the stories260K recipes)"
