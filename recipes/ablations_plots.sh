@@ -55,10 +55,13 @@ set output "$P/ppl_budget.png"
 set title "Held-out perplexity against total tokens (split 10/90)"
 set xlabel "total distillation tokens"; set ylabel "held-out PPL"
 set logscale x 2
+set xrange [$((AB_BUDGET * 3 / 4)):$((AB_BUDGET * 5))]
+set xtics ("$((AB_BUDGET / 1000))k x1" $AB_BUDGET, "$((AB_BUDGET * 2 / 1000))k x2" $((AB_BUDGET * 2)), "$((AB_BUDGET * 4 / 1000))k x4" $((AB_BUDGET * 4)))
 plot "$P/budget.dat" using 1:2 with points pt 7 ps 1.2 title "each seed", \
      "$P/budget_mean.dat" using 1:2 with linespoints lw 2 pt 5 title "mean", \
      $tp with lines dt 2 lw 2 title "teacher"
 unset logscale x
+set xtics autofreq
 set output "$P/ppl_split.png"
 set title "Held-out perplexity against the stage-1 share of $AB_BUDGET tokens"
 set xlabel "stage 1 share (%)"; set ylabel "held-out PPL"
