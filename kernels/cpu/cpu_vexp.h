@@ -1,0 +1,63 @@
+/* cpu_vexp.h — private: branch-free expf and erff that vectorize inside
+ * HM_CLONES loops (libm's expf and erff are scalar calls that stop a loop
+ * from vectorizing). Used by the fast kernels only; the ref kernels keep
+ * libm, and the tests hold every fast kernel to its ref's tolerance. */
+#ifndef HM_CPU_VEXP_H
+#define HM_CPU_VEXP_H
+
+#include <stdint.h>
+
+/* e^x, within 2 ulp of expf over the normal range: x = n ln2 + r with
+ * |r| ≤ ln2/2 (ln2 split in two for an exact product), e^r by Cephes'
+ * degree-6 polynomial, 2^n built in the exponent bits. x < −87.33 gives 0
+ * (so −∞ does, as masked scores need), x > 88.72 gives ∞-free 3.4e38
+ * clamping; NaN stays NaN. */
+static inline __attribute__((always_inline)) float hm_vexpf(float x)
+{
+    const float hi = 88.72283f, lo = -87.33654f;
+    float xc = x > hi ? hi : x;
+    xc = xc < lo ? lo : xc;
+    float n = xc * 1.44269504088896341f + 12582912.0f; /* rint by the 1.5·2^23 trick */
+    n -= 12582912.0f;
+    float r = xc - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    float e = p * r * r + r + 1.0f;
+    union {
+        uint32_t u;
+        float f;
+    } s;
+    s.u = (uint32_t)((int32_t)n + 127) << 23;
+    float y = e * s.f;
+    y = x < lo ? 0.0f : y;
+    return x != x ? x : y;
+}
+
+/* erf(z) as a rational function z·P(z²)/Q(z²) on [−4, 4] (clamped beyond,
+ * where |1 − erf| < 2e-8): the fp32 approximation of Eigen's
+ * generic_fast_erf_float / XLA, a few ulp from erf. */
+static inline __attribute__((always_inline)) float hm_verff(float z)
+{
+    z = z < -4.0f ? -4.0f : z > 4.0f ? 4.0f : z;
+    float z2 = z * z;
+    float pn = -2.72614225801306e-10f;
+    pn = pn * z2 + 2.77068142495902e-08f;
+    pn = pn * z2 + -2.10102402082508e-06f;
+    pn = pn * z2 + -5.69250639462346e-05f;
+    pn = pn * z2 + -7.34990630326855e-04f;
+    pn = pn * z2 + -2.95459980854025e-03f;
+    pn = pn * z2 + -1.60960333262415e-02f;
+    float qd = -1.45660718464996e-05f;
+    qd = qd * z2 + -2.13374055278905e-04f;
+    qd = qd * z2 + -1.68282697438203e-03f;
+    qd = qd * z2 + -7.37332916720468e-03f;
+    qd = qd * z2 + -1.42647390514189e-02f;
+    return z * pn / qd;
+}
+
+#endif
