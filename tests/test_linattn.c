@@ -206,6 +206,70 @@ Test(linattn, featuremap_identity_init)
     }
 }
 
+/* fast against ref at shapes the tiny FD shapes above do not reach: several
+ * 64-row blocks plus a short one, F and p not multiples of the 16-column
+ * tiles, a W^T split into two panels (p·F > 16384: p 200, F 100), row
+ * blocks shorter than 64 (F 300); dW and db accumulate onto nonzero
+ * values; dx alone equals dx with dW and db. Tolerance 2e-5 · max(1,
+ * max|ref|) per tensor as the linear attention's fast vs ref. */
+Test(linattn, featuremap_fast_matches_ref)
+{
+    /* {T, n_h, p, F} */
+    int64_t shapes[][4] = {{130, 3, 64, 64}, {70, 2, 20, 37}, {9, 1, 200, 100}, {300, 2, 33, 300},
+                           {1, 2, 5, 3}};
+    double worst = 0;
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        int64_t T = shapes[si][0], n_h = shapes[si][1], p = shapes[si][2], F = shapes[si][3];
+        int64_t nx = T * n_h * p, nW = n_h * p * F, nb = n_h * F, nphi = T * n_h * 2 * F;
+        int64_t ld = 3 * n_h * p;
+        uint64_t s = 701 + si;
+        double *x = malloc(8 * nx), *Wd = malloc(8 * nW), *bd = malloc(8 * nb);
+        double *Rd = malloc(8 * nphi), *g0 = malloc(8 * nW);
+        tu_rand_fill(x, nx, &s, 1);
+        tu_rand_fill(Wd, nW, &s, 0.3);
+        tu_rand_fill(bd, nb, &s, 0.3);
+        tu_rand_fill(Rd, nphi, &s, 1);
+        tu_rand_fill(g0, nW, &s, 0.1);
+        float *qkv = tu_fused(x, T, n_h, p, 1), *W = tu_to_f32(Wd, nW), *b = tu_to_f32(bd, nb);
+        float *R = tu_to_f32(Rd, nphi);
+        float *phi[2], *dx[2], *dW[2], *db[2];
+        for (int k = 0; k < 2; k++) {
+            const struct hm_backend *be = hm_backend_get(backends[k]);
+            float *dqkv = tu_fused(NULL, T, n_h, p, 1);
+            phi[k] = malloc(4 * nphi);
+            dx[k] = malloc(4 * nx);
+            dW[k] = tu_to_f32(g0, nW);
+            db[k] = tu_to_f32(g0, nb);
+            hm_backend_featuremap_forward(be, phi[k], qkv + p, W, b, T, n_h, p, F, ld, 3 * p);
+            hm_backend_featuremap_backward(be, dqkv + p, dW[k], db[k], R, qkv + p, phi[k], W, T,
+                                           n_h, p, F, ld, 3 * p);
+            cr_expect(tu_unfuse(dx[k], dqkv, T, n_h, p, 1), "%s: dx touched columns outside k",
+                      backends[k]);
+            float *dqkv2 = tu_fused(NULL, T, n_h, p, 1), *dx2 = malloc(4 * nx);
+            hm_backend_featuremap_backward(be, dqkv2 + p, NULL, NULL, R, qkv + p, phi[k], W, T,
+                                           n_h, p, F, ld, 3 * p);
+            cr_expect(tu_unfuse(dx2, dqkv2, T, n_h, p, 1));
+            cr_expect(memcmp(dx[k], dx2, 4 * (size_t)nx) == 0, "%s: dx alone differs (T %lld)",
+                      backends[k], (long long)T);
+            free(dqkv); free(dqkv2); free(dx2);
+        }
+        char what[96];
+        const char *names[4] = {"φ", "dx", "dW", "db"};
+        float **outs[4] = {phi, dx, dW, db};
+        int64_t sizes[4] = {nphi, nx, nW, nb};
+        for (int i = 0; i < 4; i++) {
+            snprintf(what, sizeof what, "featuremap fast vs ref %s (T %lld n_h %lld p %lld F %lld)",
+                     names[i], (long long)T, (long long)n_h, (long long)p, (long long)F);
+            worst = fmax(worst, tu_check_rel(what, outs[i][1], outs[i][0], sizes[i], 2e-5, 1));
+        }
+        for (int k = 0; k < 2; k++) {
+            free(phi[k]); free(dx[k]); free(dW[k]); free(db[k]);
+        }
+        free(x); free(Wd); free(bd); free(Rd); free(g0); free(qkv); free(W); free(b); free(R);
+    }
+    cr_log_info("featuremap fast vs ref: worst max|Δ|/max(1,|ref|) = %.3g", worst);
+}
+
 /* ---- linear attention ----------------------------------------------------- */
 struct lac {
     int64_t T, n_h, F2, p;

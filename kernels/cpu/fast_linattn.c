@@ -38,137 +38,178 @@
 #include <string.h>
 
 #include "cpu_linattn.h"
+#include "cpu_simd.h"
 #include "cpu_tiles.h"
+#include "cpu_vexp.h"
 
 #define HM_PAR_MIN 32768
-#define HM_FM_FMAX 1024 /* feature maps wider than this run the ref loops */
+#define HM_FM_FMAX 1024   /* feature maps wider (F or p) than this run the ref loops */
+#define HM_FM_BLK 8192    /* floats of a row block's du [R, F] and x^T [p, R] (stack) */
+#define HM_FM_WT 16384    /* floats of a W^T panel [F, P] (stack) */
 
 static int64_t round16(int64_t n) { return (n + 15) / 16 * 16; }
 static int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
+static int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
 
-/* ---- feature map ----------------------------------------------------------- */
+/* ---- feature map -------------------------------------------------------------
+ * Per (head, block of R rows): u = X_blk W_h is one register-tile GEMM
+ * (cpu_tiles.h) written straight into φ's first half, then the two
+ * softmaxes in place with cpu_vexp.h's expf (vectorized, HM_CLONES). The
+ * backward forms du for the block (stack), then dx = du W_h^T against a
+ * transposed W_h panel, dW_h += X_blk^T du and db_h += Σ du, all tiles. */
+
+/* Rows of a block: du [R, F] and x^T [p, R] each fit HM_FM_BLK floats. */
+static int64_t fm_rows(int64_t p, int64_t F) { return imin(64, HM_FM_BLK / imax(p, F)); }
+
+/* Columns of a W^T panel [F, P] (all p when they fit HM_FM_WT floats). */
+static int64_t fm_panel(int64_t p, int64_t F)
+{
+    return p * F <= HM_FM_WT ? p : HM_FM_WT / F / 16 * 16;
+}
+
+/* R rows of u (rows at ldp) ← softmax(u + b), softmax(−u − b) into u, u + F. */
+HM_CLONES static void fm_softmax_rows(float *phi, int64_t ldp, const float *b, int64_t R,
+                                      int64_t F)
+{
+    for (int64_t r = 0; r < R; r++) {
+        float *u = phi + r * ldp, *m = u + F;
+        float mx = -INFINITY, mn = INFINITY;
+#pragma omp simd reduction(max : mx) reduction(min : mn)
+        for (int64_t j = 0; j < F; j++) {
+            const float uj = u[j] + b[j];
+            u[j] = uj;
+            mx = uj > mx ? uj : mx;
+            mn = uj < mn ? uj : mn;
+        }
+        float sp = 0, sm = 0;
+#pragma omp simd reduction(+ : sp, sm)
+        for (int64_t j = 0; j < F; j++) {
+            const float ep = hm_vexpf(u[j] - mx), em = hm_vexpf(mn - u[j]);
+            u[j] = ep;
+            m[j] = em;
+            sp += ep;
+            sm += em;
+        }
+        const float ip = 1.0f / sp, im = 1.0f / sm;
+#pragma omp simd
+        for (int64_t j = 0; j < F; j++) {
+            u[j] *= ip;
+            m[j] *= im;
+        }
+    }
+}
 
 void hm_fast_featuremap_forward(HM_CPU_CTX, float *phi, const float *x, const float *W, const float *b,
                                 int64_t T, int64_t n_h, int64_t p, int64_t F,
                                 int64_t row_stride, int64_t head_stride)
 {
-    const int64_t F2 = 2 * F;
+    const int64_t F2 = 2 * F, R = 64, nb = (T + R - 1) / R, ntask = n_h * nb;
 #pragma omp parallel for schedule(static) if (T * n_h * p * F >= HM_PAR_MIN)
-    for (int64_t t = 0; t < T; t++)
-        for (int64_t h = 0; h < n_h; h++) {
-            const float *xr = x + t * row_stride + h * head_stride;
-            const float *Wh = W + h * p * F;
-            float *u = phi + (t * n_h + h) * F2, *m = u + F;
-            memcpy(u, b + h * F, sizeof(float) * (size_t)F);
-            for (int64_t i = 0; i < p; i++) {
-                const float xi = xr[i], *wr = Wh + i * F;
+    for (int64_t task = 0; task < ntask; task++) {
+        const int64_t h = task % n_h, t0 = task / n_h * R, L = imin(R, T - t0);
+        float *o = phi + (t0 * n_h + h) * F2;
+        hm_tile_gemm(o, n_h * F2, x + t0 * row_stride + h * head_stride, row_stride, 1,
+                     W + h * p * F, F, L, F, p, 0);
+        fm_softmax_rows(o, n_h * F2, b + h * F, L, F);
+    }
+}
+
+/* du [R, F] of R rows (φ, dφ rows at ldp):
+ * du = s ⊙ (g − s·g) − s' ⊙ (g' − s'·g')  (see ref_linattn.c). */
+HM_CLONES static void fm_du_rows(float *du, const float *phi, const float *dphi, int64_t ldp,
+                                 int64_t R, int64_t F)
+{
+    for (int64_t r = 0; r < R; r++) {
+        const float *ph = phi + r * ldp, *g = dphi + r * ldp;
+        float *o = du + r * F, dp = 0, dm = 0;
+#pragma omp simd reduction(+ : dp, dm)
+        for (int64_t j = 0; j < F; j++) {
+            dp += ph[j] * g[j];
+            dm += ph[F + j] * g[F + j];
+        }
+#pragma omp simd
+        for (int64_t j = 0; j < F; j++)
+            o[j] = ph[j] * (g[j] - dp) - ph[F + j] * (g[F + j] - dm);
+    }
+}
+
+/* Wt [F, np] = W_h[i0 : i0 + np, :]^T. */
+static void fm_wt(float *Wt, const float *Wh, int64_t i0, int64_t np, int64_t F)
+{
+    for (int64_t i = 0; i < np; i++) {
+        const float *wr = Wh + (i0 + i) * F;
+        for (int64_t f = 0; f < F; f++)
+            Wt[f * np + i] = wr[f];
+    }
+}
+
+/* Rows [t0, t1) of head h in blocks of fm_rows: dx rows written (if dx),
+ * dW_h, db_h accumulated (if given; the caller owns head h). The dx of a
+ * row does not depend on the blocking or on dW/db being asked for. */
+static void fm_bwd_rows(float *dx, float *dW, float *db, const float *dphi, const float *x,
+                        const float *phi, const float *W, int64_t t0, int64_t t1, int64_t h,
+                        int64_t n_h, int64_t p, int64_t F, int64_t rs, int64_t hs)
+{
+    const int64_t F2 = 2 * F, R = fm_rows(p, F), P = fm_panel(p, F), ldp = n_h * F2;
+    const float *Wh = W + h * p * F;
+    float du[HM_FM_BLK], xt[HM_FM_BLK], Wt[HM_FM_WT];
+    if (dx && P == p)
+        fm_wt(Wt, Wh, 0, p, F);
+    for (int64_t r0 = t0; r0 < t1; r0 += R) {
+        const int64_t L = imin(R, t1 - r0);
+        const float *xr = x + r0 * rs + h * hs;
+        fm_du_rows(du, phi + (r0 * n_h + h) * F2, dphi + (r0 * n_h + h) * F2, ldp, L, F);
+        if (dx)
+            for (int64_t i0 = 0; i0 < p; i0 += P) {
+                const int64_t np = imin(P, p - i0);
+                if (P < p)
+                    fm_wt(Wt, Wh, i0, np, F);
+                hm_tile_gemm(dx + r0 * rs + h * hs + i0, rs, du, F, 1, Wt, np, L, np, F, 0);
+            }
+        if (dW) { /* dW_h += X_blk^T du, X_blk^T packed [p, L] */
+            for (int64_t r = 0; r < L; r++)
+                for (int64_t i = 0; i < p; i++)
+                    xt[i * L + r] = xr[r * rs + i];
+            hm_tile_gemm(dW + h * p * F, F, xt, L, 1, du, F, p, F, L, 1);
+        }
+        if (db)
+            for (int64_t r = 0; r < L; r++) {
+                float *dbh = db + h * F;
+                const float *d = du + r * F;
 #pragma omp simd
                 for (int64_t j = 0; j < F; j++)
-                    u[j] += xi * wr[j];
+                    dbh[j] += d[j];
             }
-            float mx = u[0], mn = u[0];
-            for (int64_t j = 1; j < F; j++) {
-                mx = u[j] > mx ? u[j] : mx;
-                mn = u[j] < mn ? u[j] : mn;
-            }
-            float sp = 0, sm = 0;
-            for (int64_t j = 0; j < F; j++) {
-                float ep = expf(u[j] - mx), em = expf(mn - u[j]);
-                u[j] = ep;
-                m[j] = em;
-                sp += ep;
-                sm += em;
-            }
-            const float ip = 1.0f / sp, im = 1.0f / sm;
-#pragma omp simd
-            for (int64_t j = 0; j < F; j++) {
-                u[j] *= ip;
-                m[j] *= im;
-            }
-        }
-}
-
-/* du = s ⊙ (g − s·g) − s' ⊙ (g' − s'·g') into du[F] (see ref_linattn.c). */
-static void fm_du(float *du, const float *ph, const float *g, int64_t F)
-{
-    float dp = 0, dm = 0;
-#pragma omp simd reduction(+ : dp, dm)
-    for (int64_t j = 0; j < F; j++) {
-        dp += ph[j] * g[j];
-        dm += ph[F + j] * g[F + j];
     }
-#pragma omp simd
-    for (int64_t j = 0; j < F; j++)
-        du[j] = ph[j] * (g[j] - dp) - ph[F + j] * (g[F + j] - dm);
 }
 
-/* One task per head (it owns dW_h and db_h, so no reduction is needed);
- * du of a row lives in a stack buffer of HM_FM_FMAX floats. */
+/* One task per head when dW or db is asked for (it owns dW_h and db_h: no
+ * reduction); else tasks of one row block × one head. */
 void hm_fast_featuremap_backward(HM_CPU_CTX, float *dx, float *dW, float *db, const float *dphi,
                                  const float *x, const float *phi, const float *W, int64_t T,
                                  int64_t n_h, int64_t p, int64_t F, int64_t row_stride,
                                  int64_t head_stride)
 {
-    if (F > HM_FM_FMAX) {
+    if (F > HM_FM_FMAX || p > HM_FM_FMAX) {
         hm_ref_featuremap_backward(ctx, dx, dW, db, dphi, x, phi, W, T, n_h, p, F, row_stride,
                                    head_stride);
         return;
     }
-    const int64_t F2 = 2 * F;
-    int64_t ntask = n_h * ((T + 63) / 64);
-    if (!dW && !db) { /* rows are independent: tasks of 64 rows × one head */
+    if (!dx && !dW && !db)
+        return;
+    if (!dW && !db) { /* rows are independent */
+        const int64_t R = fm_rows(p, F), nb = (T + R - 1) / R, ntask = n_h * nb;
 #pragma omp parallel for schedule(static) if (T * n_h * p * F >= HM_PAR_MIN)
         for (int64_t task = 0; task < ntask; task++) {
-            int64_t h = task % n_h, t0 = task / n_h * 64, t1 = imin(t0 + 64, T);
-            float du[HM_FM_FMAX];
-            const float *Wh = W + h * p * F;
-            for (int64_t t = t0; t < t1; t++) {
-                fm_du(du, phi + (t * n_h + h) * F2, dphi + (t * n_h + h) * F2, F);
-                float *dxr = dx + t * row_stride + h * head_stride;
-                for (int64_t i = 0; i < p; i++) {
-                    const float *wr = Wh + i * F;
-                    float s = 0;
-#pragma omp simd reduction(+ : s)
-                    for (int64_t j = 0; j < F; j++)
-                        s += wr[j] * du[j];
-                    dxr[i] = s;
-                }
-            }
+            const int64_t h = task % n_h, t0 = task / n_h * R;
+            fm_bwd_rows(dx, NULL, NULL, dphi, x, phi, W, t0, imin(t0 + R, T), h, n_h, p, F,
+                        row_stride, head_stride);
         }
         return;
     }
 #pragma omp parallel for schedule(static) if (T * n_h * p * F >= HM_PAR_MIN)
-    for (int64_t h = 0; h < n_h; h++) {
-        float du[HM_FM_FMAX];
-        const float *Wh = W + h * p * F;
-        float *dWh = dW ? dW + h * p * F : NULL, *dbh = db ? db + h * F : NULL;
-        for (int64_t t = 0; t < T; t++) {
-            fm_du(du, phi + (t * n_h + h) * F2, dphi + (t * n_h + h) * F2, F);
-            const float *xr = x + t * row_stride + h * head_stride;
-            float *dxr = dx ? dx + t * row_stride + h * head_stride : NULL;
-            for (int64_t i = 0; i < p; i++) {
-                const float *wr = Wh + i * F;
-                if (dxr) {
-                    float s = 0;
-#pragma omp simd reduction(+ : s)
-                    for (int64_t j = 0; j < F; j++)
-                        s += wr[j] * du[j];
-                    dxr[i] = s;
-                }
-                if (dWh) {
-                    float *dwr = dWh + i * F;
-                    const float xi = xr[i];
-#pragma omp simd
-                    for (int64_t j = 0; j < F; j++)
-                        dwr[j] += xi * du[j];
-                }
-            }
-            if (dbh)
-#pragma omp simd
-                for (int64_t j = 0; j < F; j++)
-                    dbh[j] += du[j];
-        }
-    }
+    for (int64_t h = 0; h < n_h; h++)
+        fm_bwd_rows(dx, dW, db, dphi, x, phi, W, 0, T, h, n_h, p, F, row_stride, head_stride);
 }
 
 /* ---- chunked linear attention: building blocks ---------------------------- */
