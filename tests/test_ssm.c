@@ -244,6 +244,80 @@ Test(ssm, softplus_and_gate)
     free(want); free(d1); free(d2);
 }
 
+/* fast against ref at sizes past the fast kernels' blocks (conv: 128-row
+ * forward tasks, 64-channel blocks with a tail; pointwise: 4096-element
+ * spans with a tail), and the gate backward with dy or dz aliasing dout.
+ * Tolerance 2e-5 · max(1, max|ref|) per tensor (as the scan's fast vs ref). */
+Test(ssm, conv_and_pointwise_fast_matches_ref)
+{
+    const struct hm_backend *be[2] = {hm_backend_get("ref"), hm_backend_get("fast")};
+    int64_t shapes[][3] = {{300, 70, 4}, {130, 200, 3}, {129, 64, 1}};
+    double worst = 0;
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        int64_t T = shapes[si][0], C = shapes[si][1], K = shapes[si][2], n = T * C;
+        uint64_t s = 61 + si;
+        double *xd = malloc(8 * n), *wd = malloc(8 * C * K), *bd = malloc(8 * C);
+        double *Rd = malloc(8 * n), *g0 = malloc(8 * C * K);
+        tu_rand_fill(xd, n, &s, 1);
+        tu_rand_fill(wd, C * K, &s, 0.7);
+        tu_rand_fill(bd, C, &s, 0.5);
+        tu_rand_fill(Rd, n, &s, 1);
+        tu_rand_fill(g0, C * K, &s, 0.1);
+        float *x = tu_to_f32(xd, n), *w = tu_to_f32(wd, C * K), *b = tu_to_f32(bd, C);
+        float *R = tu_to_f32(Rd, n), *c[2], *dx[2], *dw[2], *db[2];
+        for (int k = 0; k < 2; k++) {
+            c[k] = malloc(4 * n);
+            dx[k] = malloc(4 * n);
+            dw[k] = tu_to_f32(g0, C * K);
+            db[k] = tu_to_f32(g0, C);
+            hm_backend_conv1d_forward(be[k], c[k], x, w, b, T, C, K);
+            hm_backend_conv1d_backward(be[k], dx[k], dw[k], db[k], R, x, w, T, C, K);
+        }
+        worst = fmax(worst, tu_check_rel("conv c fast vs ref", c[1], c[0], n, 2e-5, 1));
+        worst = fmax(worst, tu_check_rel("conv dx fast vs ref", dx[1], dx[0], n, 2e-5, 1));
+        worst = fmax(worst, tu_check_rel("conv dw fast vs ref", dw[1], dw[0], C * K, 2e-5, 1));
+        worst = fmax(worst, tu_check_rel("conv dbias fast vs ref", db[1], db[0], C, 2e-5, 1));
+        for (int k = 0; k < 2; k++) {
+            free(c[k]); free(dx[k]); free(dw[k]); free(db[k]);
+        }
+        free(xd); free(wd); free(bd); free(Rd); free(g0); free(x); free(w); free(b); free(R);
+    }
+    const int64_t n = 3 * 4096 + 5;
+    uint64_t s = 67;
+    double *zd = malloc(8 * n), *yd = malloc(8 * n), *gd = malloc(8 * n);
+    tu_rand_fill(zd, n, &s, 4);
+    tu_rand_fill(yd, n, &s, 1);
+    tu_rand_fill(gd, n, &s, 1);
+    float *z = tu_to_f32(zd, n), *y = tu_to_f32(yd, n), *g = tu_to_f32(gd, n), *o[2], *dy[2];
+    float *dz[2], *sp[2], *a = malloc(4 * n);
+    for (int k = 0; k < 2; k++) {
+        o[k] = malloc(4 * n);
+        dy[k] = malloc(4 * n);
+        dz[k] = malloc(4 * n);
+        sp[k] = malloc(4 * n);
+        hm_backend_silu_gate_forward(be[k], o[k], y, z, n);
+        hm_backend_silu_gate_backward(be[k], dy[k], dz[k], g, y, z, n);
+        hm_backend_softplus_backward(be[k], sp[k], g, z, n);
+    }
+    worst = fmax(worst, tu_check_rel("silu gate fast vs ref", o[1], o[0], n, 2e-5, 1));
+    worst = fmax(worst, tu_check_rel("gate dy fast vs ref", dy[1], dy[0], n, 2e-5, 1));
+    worst = fmax(worst, tu_check_rel("gate dz fast vs ref", dz[1], dz[0], n, 2e-5, 1));
+    worst = fmax(worst, tu_check_rel("softplus' fast vs ref", sp[1], sp[0], n, 2e-5, 1));
+    memcpy(a, g, 4 * (size_t)n); /* dy aliasing dout */
+    hm_backend_silu_gate_backward(be[1], a, o[1], a, y, z, n);
+    cr_expect(memcmp(a, dy[1], 4 * (size_t)n) == 0 && memcmp(o[1], dz[1], 4 * (size_t)n) == 0,
+              "fast gate backward with dy aliasing dout differs");
+    memcpy(a, g, 4 * (size_t)n); /* dz aliasing dout */
+    hm_backend_silu_gate_backward(be[1], o[1], a, a, y, z, n);
+    cr_expect(memcmp(a, dz[1], 4 * (size_t)n) == 0 && memcmp(o[1], dy[1], 4 * (size_t)n) == 0,
+              "fast gate backward with dz aliasing dout differs");
+    for (int k = 0; k < 2; k++) {
+        free(o[k]); free(dy[k]); free(dz[k]); free(sp[k]);
+    }
+    free(zd); free(yd); free(gd); free(z); free(y); free(g); free(a);
+    cr_log_info("conv/pointwise fast vs ref: worst max|Δ|/max(1,|ref|) = %.3g", worst);
+}
+
 /* ---- selective scan ------------------------------------------------------------- */
 
 /* y: [T, n_h, p] by the token recurrence in double (independent of both

@@ -12,16 +12,49 @@
 #include <math.h>
 #include <string.h>
 
+#include "cpu_simd.h"
 #include "cpu_ssm.h"
+#include "cpu_vexp.h"
 
 #define HM_PAR_MIN 32768
-#define CONV_CB 32   /* channels per conv block */
+#define CONV_CB 64   /* channels per conv block */
 #define CONV_KMAX 16 /* wider convs run the ref loops */
+#define CONV_TB 128  /* rows per forward task */
+#define PW_BLK 4096  /* elements per pointwise task */
 
 static int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
 
 /* ---- causal depthwise conv ------------------------------------------------ */
 
+/* Rows [t0, t1) of channels [c0, c0 + nc), nc ≤ CONV_CB. */
+HM_CLONES static void conv_fwd_block(float *c, const float *x, const float *w, const float *bias,
+                                     int64_t t0, int64_t t1, int64_t c0, int64_t nc, int64_t C,
+                                     int64_t K)
+{
+    float wt[CONV_KMAX][CONV_CB], b0[CONV_CB], acc[CONV_CB];
+    for (int64_t k = 0; k < K; k++)
+        for (int64_t j = 0; j < nc; j++)
+            wt[k][j] = w[(c0 + j) * K + k];
+    for (int64_t j = 0; j < nc; j++)
+        b0[j] = bias ? bias[c0 + j] : 0;
+    for (int64_t t = t0; t < t1; t++) {
+#pragma omp simd
+        for (int64_t j = 0; j < nc; j++)
+            acc[j] = b0[j];
+        for (int64_t k = 0; k < K; k++) {
+            int64_t src = t - (K - 1) + k;
+            if (src < 0)
+                continue;
+            const float *xr = x + src * C + c0, *wk = wt[k];
+#pragma omp simd
+            for (int64_t j = 0; j < nc; j++)
+                acc[j] += wk[j] * xr[j];
+        }
+        memcpy(c + t * C + c0, acc, sizeof(float) * (size_t)nc);
+    }
+}
+
+/* Tasks of CONV_TB rows × CONV_CB channels (rows are independent). */
 void hm_fast_conv1d_forward(HM_CPU_CTX, float *c, const float *x, const float *w, const float *bias,
                             int64_t T, int64_t C, int64_t K)
 {
@@ -29,33 +62,72 @@ void hm_fast_conv1d_forward(HM_CPU_CTX, float *c, const float *x, const float *w
         hm_ref_conv1d_forward(ctx, c, x, w, bias, T, C, K);
         return;
     }
-    const int64_t nb = (C + CONV_CB - 1) / CONV_CB;
+    const int64_t nb = (C + CONV_CB - 1) / CONV_CB, ntb = (T + CONV_TB - 1) / CONV_TB;
 #pragma omp parallel for schedule(static) if (T * C * K >= HM_PAR_MIN)
-    for (int64_t blk = 0; blk < nb; blk++) {
-        const int64_t c0 = blk * CONV_CB, nc = imin(CONV_CB, C - c0);
-        float wt[CONV_KMAX][CONV_CB], acc[CONV_CB];
-        for (int64_t k = 0; k < K; k++)
-            for (int64_t j = 0; j < CONV_CB; j++)
-                wt[k][j] = j < nc ? w[(c0 + j) * K + k] : 0;
-        for (int64_t t = 0; t < T; t++) {
+    for (int64_t task = 0; task < nb * ntb; task++) {
+        const int64_t c0 = task % nb * CONV_CB, t0 = task / nb * CONV_TB;
+        conv_fwd_block(c, x, w, bias, t0, imin(t0 + CONV_TB, T), c0, imin(CONV_CB, C - c0), C,
+                       K);
+    }
+}
+
+/* All rows of channels [c0, c0 + nc): dx[s] = Σ_k w[k] dc[s + K − 1 − k],
+ * dw[k] += Σ_t dc[t] x[t − K + 1 + k], dbias += Σ_t dc[t]. */
+HM_CLONES static void conv_bwd_block(float *dx, float *dw, float *dbias, const float *dc,
+                                     const float *x, const float *w, int64_t T, int64_t c0,
+                                     int64_t nc, int64_t C, int64_t K)
+{
+    float wt[CONV_KMAX][CONV_CB], gw[CONV_KMAX][CONV_CB], gb[CONV_CB], acc[CONV_CB];
+    for (int64_t k = 0; k < K; k++)
+        for (int64_t j = 0; j < nc; j++) {
+            wt[k][j] = w[(c0 + j) * K + k];
+            gw[k][j] = 0;
+        }
+    for (int64_t j = 0; j < nc; j++)
+        gb[j] = 0;
+    for (int64_t t = 0; t < T; t++) {
+        const float *g = dc + t * C + c0;
+        if (dx) {
+#pragma omp simd
             for (int64_t j = 0; j < nc; j++)
-                acc[j] = bias ? bias[c0 + j] : 0;
+                acc[j] = 0;
+            for (int64_t k = 0; k < K; k++) {
+                int64_t tt = t + (K - 1) - k;
+                if (tt >= T)
+                    continue;
+                const float *gr = dc + tt * C + c0, *wk = wt[k];
+#pragma omp simd
+                for (int64_t j = 0; j < nc; j++)
+                    acc[j] += wk[j] * gr[j];
+            }
+            memcpy(dx + t * C + c0, acc, sizeof(float) * (size_t)nc);
+        }
+        if (dw)
             for (int64_t k = 0; k < K; k++) {
                 int64_t src = t - (K - 1) + k;
                 if (src < 0)
                     continue;
-                const float *xr = x + src * C + c0, *wk = wt[k];
+                const float *xr = x + src * C + c0;
+                float *o = gw[k];
 #pragma omp simd
                 for (int64_t j = 0; j < nc; j++)
-                    acc[j] += wk[j] * xr[j];
+                    o[j] += g[j] * xr[j];
             }
-            memcpy(c + t * C + c0, acc, sizeof(float) * (size_t)nc);
-        }
+        if (dbias)
+#pragma omp simd
+            for (int64_t j = 0; j < nc; j++)
+                gb[j] += g[j];
+    }
+    for (int64_t j = 0; j < nc; j++) {
+        if (dw)
+            for (int64_t k = 0; k < K; k++)
+                dw[(c0 + j) * K + k] += gw[k][j];
+        if (dbias)
+            dbias[c0 + j] += gb[j];
     }
 }
 
-/* Per channel block (it owns dw and dbias of its channels: no reduction):
- * dx[s] = Σ_k w[k] dc[s + K − 1 − k], dw[k] += Σ_t dc[t] x[t − K + 1 + k]. */
+/* Per channel block (it owns dw and dbias of its channels: no reduction). */
 void hm_fast_conv1d_backward(HM_CPU_CTX, float *dx, float *dw, float *dbias, const float *dc,
                              const float *x, const float *w, int64_t T, int64_t C, int64_t K)
 {
@@ -66,54 +138,8 @@ void hm_fast_conv1d_backward(HM_CPU_CTX, float *dx, float *dw, float *dbias, con
     const int64_t nb = (C + CONV_CB - 1) / CONV_CB;
 #pragma omp parallel for schedule(static) if (T * C * K >= HM_PAR_MIN)
     for (int64_t blk = 0; blk < nb; blk++) {
-        const int64_t c0 = blk * CONV_CB, nc = imin(CONV_CB, C - c0);
-        float wt[CONV_KMAX][CONV_CB], gw[CONV_KMAX][CONV_CB], gb[CONV_CB], acc[CONV_CB];
-        for (int64_t k = 0; k < K; k++)
-            for (int64_t j = 0; j < CONV_CB; j++) {
-                wt[k][j] = j < nc ? w[(c0 + j) * K + k] : 0;
-                gw[k][j] = 0;
-            }
-        for (int64_t j = 0; j < CONV_CB; j++)
-            gb[j] = 0;
-        for (int64_t t = 0; t < T; t++) {
-            const float *g = dc + t * C + c0;
-            if (dx) {
-                for (int64_t j = 0; j < nc; j++)
-                    acc[j] = 0;
-                for (int64_t k = 0; k < K; k++) {
-                    int64_t tt = t + (K - 1) - k;
-                    if (tt >= T)
-                        continue;
-                    const float *gr = dc + tt * C + c0, *wk = wt[k];
-#pragma omp simd
-                    for (int64_t j = 0; j < nc; j++)
-                        acc[j] += wk[j] * gr[j];
-                }
-                memcpy(dx + t * C + c0, acc, sizeof(float) * (size_t)nc);
-            }
-            if (dw)
-                for (int64_t k = 0; k < K; k++) {
-                    int64_t src = t - (K - 1) + k;
-                    if (src < 0)
-                        continue;
-                    const float *xr = x + src * C + c0;
-                    float *o = gw[k];
-#pragma omp simd
-                    for (int64_t j = 0; j < nc; j++)
-                        o[j] += g[j] * xr[j];
-                }
-            if (dbias)
-#pragma omp simd
-                for (int64_t j = 0; j < nc; j++)
-                    gb[j] += g[j];
-        }
-        for (int64_t j = 0; j < nc; j++) {
-            if (dw)
-                for (int64_t k = 0; k < K; k++)
-                    dw[(c0 + j) * K + k] += gw[k][j];
-            if (dbias)
-                dbias[c0 + j] += gb[j];
-        }
+        const int64_t c0 = blk * CONV_CB;
+        conv_bwd_block(dx, dw, dbias, dc, x, w, T, c0, imin(CONV_CB, C - c0), C, K);
     }
 }
 
@@ -128,36 +154,75 @@ void hm_fast_softplus_forward(HM_CPU_CTX, float *y, const float *z, int64_t n)
     }
 }
 
-/* σ(x) without overflow: e = exp(−|x|) ≤ 1. */
-static inline float sigmoid_f(float x)
+/* σ(x) without overflow: e = exp(−|x|) ≤ 1 (cpu_vexp.h: vectorizes). */
+static inline __attribute__((always_inline)) float sigmoid_f(float x)
 {
-    const float e = expf(-fabsf(x));
-    return x >= 0 ? 1 / (1 + e) : e / (1 + e);
+    const float e = hm_vexpf(-fabsf(x)), r = 1 / (1 + e);
+    return x >= 0 ? r : e * r;
 }
 
-void hm_fast_softplus_backward(HM_CPU_CTX, float *dz, const float *dy, const float *z, int64_t n)
+HM_CLONES static void softplus_bwd_span(float *dz, const float *dy, const float *z, int64_t n)
 {
-#pragma omp parallel for simd schedule(static) if (n >= HM_PAR_MIN)
+#pragma omp simd
     for (int64_t i = 0; i < n; i++)
         dz[i] = dy[i] * sigmoid_f(z[i]);
 }
 
-void hm_fast_silu_gate_forward(HM_CPU_CTX, float *out, const float *y, const float *z, int64_t n)
+HM_CLONES static void silu_fwd_span(float *out, const float *y, const float *z, int64_t n)
 {
-#pragma omp parallel for simd schedule(static) if (n >= HM_PAR_MIN)
+#pragma omp simd
     for (int64_t i = 0; i < n; i++)
         out[i] = y[i] * (z[i] * sigmoid_f(z[i]));
+}
+
+HM_CLONES static void silu_bwd_span(float *dy, float *dz, const float *dout, const float *y,
+                                    const float *z, int64_t n)
+{
+    if (dy && dz) {
+#pragma omp simd
+        for (int64_t i = 0; i < n; i++) {
+            const float g = dout[i], zz = z[i], s = sigmoid_f(zz), yy = y[i];
+            dy[i] = g * (zz * s);
+            dz[i] = g * yy * (s * (1 + zz * (1 - s)));
+        }
+    } else if (dy) {
+#pragma omp simd
+        for (int64_t i = 0; i < n; i++)
+            dy[i] = dout[i] * (z[i] * sigmoid_f(z[i]));
+    } else if (dz) {
+#pragma omp simd
+        for (int64_t i = 0; i < n; i++) {
+            const float zz = z[i], s = sigmoid_f(zz);
+            dz[i] = dout[i] * y[i] * (s * (1 + zz * (1 - s)));
+        }
+    }
+}
+
+/* Spans of PW_BLK elements in parallel (aliasing as backend.h allows: each
+ * element is read before it is written, in the same iteration). */
+#define PW_SPANS(n, call)                                                                      \
+    do {                                                                                       \
+        const int64_t nb_ = ((n) + PW_BLK - 1) / PW_BLK;                                       \
+        _Pragma("omp parallel for schedule(static) if ((n) >= HM_PAR_MIN)")                    \
+        for (int64_t b_ = 0; b_ < nb_; b_++) {                                                 \
+            const int64_t i0 = b_ * PW_BLK, m = imin(PW_BLK, (n) - i0);                        \
+            call;                                                                              \
+        }                                                                                      \
+    } while (0)
+
+void hm_fast_softplus_backward(HM_CPU_CTX, float *dz, const float *dy, const float *z, int64_t n)
+{
+    PW_SPANS(n, softplus_bwd_span(dz + i0, dy + i0, z + i0, m));
+}
+
+void hm_fast_silu_gate_forward(HM_CPU_CTX, float *out, const float *y, const float *z, int64_t n)
+{
+    PW_SPANS(n, silu_fwd_span(out + i0, y + i0, z + i0, m));
 }
 
 void hm_fast_silu_gate_backward(HM_CPU_CTX, float *dy, float *dz, const float *dout, const float *y,
                                 const float *z, int64_t n)
 {
-#pragma omp parallel for schedule(static) if (n >= HM_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) {
-        const float g = dout[i], zz = z[i], s = sigmoid_f(zz), yy = y[i];
-        if (dy)
-            dy[i] = g * (zz * s);
-        if (dz)
-            dz[i] = g * yy * (s * (1 + zz * (1 - s)));
-    }
+    PW_SPANS(n, silu_bwd_span(dy ? dy + i0 : NULL, dz ? dz + i0 : NULL, dout + i0, y + i0,
+                              z + i0, m));
 }
