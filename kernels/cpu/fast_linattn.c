@@ -214,16 +214,32 @@ void hm_fast_featuremap_backward(HM_CPU_CTX, float *dx, float *dW, float *db, co
 
 /* ---- chunked linear attention: building blocks ---------------------------- */
 
+/* dst [L, n] = L rows of n floats of src at stride ld; returns dst. The
+ * chunk's rows of one head in a [T, n_h, F2] or fused qkv tensor are 4 KB
+ * (or 6 KB) apart: a tile GEMM walking them down a column maps every row
+ * to the same L1 set and runs at a quarter of its speed; packed rows do
+ * not. */
+static const float *pack_rows(float *dst, const float *src, int64_t ld, int64_t L, int64_t n)
+{
+    for (int64_t j = 0; j < L; j++)
+        memcpy(dst + j * n, src + j * ld, sizeof(float) * (size_t)n);
+    return dst;
+}
+
 /* st[F2, p] = Σ_s X_s V_s^T and sz[F2] = Σ_s X_s w_s over L rows.
  * X: rows at stride ldx [L, F2]; V: rows at stride ldv [L, p]; w: [L] or
- * NULL (all ones). */
+ * NULL (all ones); pk: scratch [L, F2] + [L, p] (packed copies). */
 static void chunk_state(float *st, float *sz, const float *X, int64_t ldx, const float *V,
-                        int64_t ldv, const float *w, int64_t L, int64_t F2, int64_t p)
+                        int64_t ldv, const float *w, int64_t L, int64_t F2, int64_t p,
+                        float *pk)
 {
-    hm_tile_gemm(st, p, X, 1, ldx, V, ldv, F2, p, L, 0); /* st = X^T V */
+    X = pack_rows(pk, X, ldx, L, F2);
+    if (ldv != p)
+        V = pack_rows(pk + L * F2, V, ldv, L, p);
+    hm_tile_gemm(st, p, X, 1, F2, V, p, F2, p, L, 0); /* st = X^T V */
     memset(sz, 0, sizeof(float) * (size_t)F2);
     for (int64_t s = 0; s < L; s++) {
-        const float *xr = X + s * ldx, ws = w ? w[s] : 1.0f;
+        const float *xr = X + s * F2, ws = w ? w[s] : 1.0f;
 #pragma omp simd
         for (int64_t f = 0; f < F2; f++)
             sz[f] += xr[f] * ws;
@@ -231,16 +247,18 @@ static void chunk_state(float *st, float *sz, const float *X, int64_t ldx, const
 }
 
 /* Per-thread scratch (floats), rounded up to 16 (CP = round16(C)):
- *   forward:  Kt [F2, CP] + Vc [C, p] + A [C, CP] + Num [C, p]
+ *   forward:  Kt [F2, CP] + Vc [C, p] + A [C, CP] + Num [C, p] + Qc [C, F2]
  *   backward: Kt [F2, CP] + Vt [p, CP] + Vc [C, p] + Gc [C, p] + gd [C]
- *             + A [C, CP] + B [C, CP] + Tr [p, F2] + Dv [C, p] */
+ *             + A [C, CP] + B [C, CP] + Tr [p, F2] + Dv [C, p] + Qc, Kc [C, F2]
+ * (Qc, Kc: the chunk's φ rows packed). Phase 1 uses the same scratch for
+ * Gc, gd and chunk_state's packed copies. */
 static int64_t scratch_floats(int64_t F2, int64_t p, int64_t C, int back)
 {
     int64_t CP = round16(C), n;
     if (!back)
-        n = F2 * CP + 2 * C * p + C * CP;
+        n = F2 * CP + 2 * C * p + C * CP + C * F2;
     else
-        n = F2 * CP + p * CP + 3 * C * p + C + 2 * C * CP + p * F2;
+        n = F2 * CP + p * CP + 3 * C * p + C + 2 * C * CP + p * F2 + 2 * C * F2;
     return round16(n);
 }
 
@@ -327,18 +345,19 @@ static void fwd_chunk(float *y, float *den, const float *phiq, const float *phik
                       const float *St, float *my)
 {
     const int64_t CP = round16(C), ldq = n_h * F2;
-    const float *q = phiq + (t0 * n_h + h) * F2, *k = phik + (t0 * n_h + h) * F2;
+    const float *k = phik + (t0 * n_h + h) * F2;
     const float *z = St + F2 * p;
-    float *Kt = my, *Vc = Kt + F2 * CP, *A = Vc + C * p, *Num = A + C * CP;
+    float *Kt = my, *Vc = Kt + F2 * CP, *A = Vc + C * p, *Num = A + C * CP, *Qc = Num + C * p;
+    const float *q = pack_rows(Qc, phiq + (t0 * n_h + h) * F2, ldq, L, F2);
     hm_tile_transpose_pad(Kt, CP, k, ldq, L, F2);
     for (int64_t j = 0; j < L; j++)
         memcpy(Vc + j * p, v + (t0 + j) * ldv + h * vh, sizeof(float) * (size_t)p);
-    hm_tile_tri_scores(A, CP, q, ldq, Kt, CP, L, F2);
+    hm_tile_tri_scores(A, CP, q, F2, Kt, CP, L, F2);
     hm_tile_mask_upper(A, CP, L);
-    hm_tile_gemm(Num, p, q, ldq, 1, St, p, L, p, F2, 0); /* carried-in: ΦQ_c S */
+    hm_tile_gemm(Num, p, q, F2, 1, St, p, L, p, F2, 0); /* carried-in: ΦQ_c S */
     hm_tile_gemm(Num, p, A, CP, 1, Vc, p, L, p, L, 1);   /* intra-chunk: A V_c */
     for (int64_t i = 0; i < L; i++) {
-        const float *qi = q + i * ldq, *Ai = A + i * CP;
+        const float *qi = q + i * F2, *Ai = A + i * CP;
         float dn = 0, da = 0;
 #pragma omp simd reduction(+ : dn)
         for (int64_t f = 0; f < F2; f++)
@@ -375,7 +394,8 @@ void hm_fast_linattn_forward(HM_CPU_CTX, float *y, float *den, const float *phiq
             int64_t h = task / nc, c = task % nc, t0 = c * C, L = imin(C, T - t0);
             float *S = St + task * SB;
             chunk_state(S, S + F2 * p, phik + (t0 * n_h + h) * F2, ldq,
-                        v + t0 * v_row_stride + h * v_head_stride, v_row_stride, NULL, L, F2, p);
+                        v + t0 * v_row_stride + h * v_head_stride, v_row_stride, NULL, L, F2, p,
+                        my);
         }
 #pragma omp for schedule(static)
         for (int64_t h = 0; h < n_h; h++) /* (2) carried-in states */
@@ -417,10 +437,11 @@ static void bwd_chunk(float *dphiq, float *dphik, float *dv, const float *dy, co
                       const float *Dn, float *my)
 {
     const int64_t CP = round16(C), ldq = n_h * F2;
-    const float *q = phiq + (t0 * n_h + h) * F2, *k = phik + (t0 * n_h + h) * F2;
     const float *z = Sp + F2 * p, *dz = Dn + F2 * p;
     float *Kt = my, *Vt = Kt + F2 * CP, *Vc = Vt + p * CP, *Gc = Vc + C * p, *gd = Gc + C * p;
-    float *A = gd + C, *B = A + C * CP, *Tr = B + C * CP, *Dv = Tr + p * F2;
+    float *A = gd + C, *B = A + C * CP, *Tr = B + C * CP, *Dv = Tr + p * F2, *Qc = Dv + C * p;
+    const float *q = pack_rows(Qc, phiq + (t0 * n_h + h) * F2, ldq, L, F2);
+    const float *k = pack_rows(Qc + C * F2, phik + (t0 * n_h + h) * F2, ldq, L, F2);
     for (int64_t j = 0; j < L; j++)
         memcpy(Vc + j * p, v + (t0 + j) * ldv + h * vh, sizeof(float) * (size_t)p);
     chunk_grads(Gc, gd, dy, y, den, T, n_h, p, h, t0, L);
@@ -433,8 +454,8 @@ static void bwd_chunk(float *dphiq, float *dphik, float *dv, const float *dy, co
         hm_tile_mask_upper(B, CP, L);
     }
     if (dv) { /* A_ij = φq_i · φk_j, j ≤ i */
-        hm_tile_transpose_pad(Kt, CP, k, ldq, L, F2);
-        hm_tile_tri_scores(A, CP, q, ldq, Kt, CP, L, F2);
+        hm_tile_transpose_pad(Kt, CP, k, F2, L, F2);
+        hm_tile_tri_scores(A, CP, q, F2, Kt, CP, L, F2);
         hm_tile_mask_upper(A, CP, L);
     }
     if (dphiq) { /* Ŝ ĝ_i + Σ_{j≤i} B_ij φk_j */
@@ -445,7 +466,7 @@ static void bwd_chunk(float *dphiq, float *dphik, float *dv, const float *dy, co
 #pragma omp simd
             for (int64_t f = 0; f < F2; f++)
                 o[i * ldq + f] += z[f] * gd[i];
-        hm_tile_gemm(o, ldq, B, CP, 1, k, ldq, L, F2, L, 1);
+        hm_tile_gemm(o, ldq, B, CP, 1, k, F2, L, F2, L, 1);
     }
     if (dphik) { /* dŜ v̂_j + Σ_{i≥j} B_ij φq_i */
         float *o = dphik + (t0 * n_h + h) * F2;
@@ -455,10 +476,10 @@ static void bwd_chunk(float *dphiq, float *dphik, float *dv, const float *dy, co
 #pragma omp simd
             for (int64_t f = 0; f < F2; f++)
                 o[j * ldq + f] += dz[f];
-        hm_tile_gemm(o, ldq, B, 1, CP, q, ldq, L, F2, L, 1);
+        hm_tile_gemm(o, ldq, B, 1, CP, q, F2, L, F2, L, 1);
     }
     if (dv) { /* dŜ[:, 0:p]^T φk_j + Σ_{i≥j} A_ij g_i */
-        hm_tile_gemm(Dv, p, k, ldq, 1, Dn, p, L, p, F2, 0);
+        hm_tile_gemm(Dv, p, k, F2, 1, Dn, p, L, p, F2, 0);
         hm_tile_gemm(Dv, p, A, 1, CP, Gc, p, L, p, L, 1);
         for (int64_t j = 0; j < L; j++)
             memcpy(dv + (t0 + j) * ldv + h * vh, Dv + j * p, sizeof(float) * (size_t)p);
@@ -485,14 +506,15 @@ void hm_fast_linattn_backward(HM_CPU_CTX, float *dphiq, float *dphik, float *dv,
         for (int64_t task = 0; task < ntask; task++) { /* (1) the chunk's own states */
             int64_t h = task / nc, c = task % nc, t0 = c * C, L = imin(C, T - t0);
             float *S = Sk + task * SB, *D = Dq + task * SB, *Gc = my, *gd = my + C * p;
+            float *pk = gd + round16(C);
             if (dphiq)
                 chunk_state(S, S + F2 * p, phik + (t0 * n_h + h) * F2, ldq,
                             v + t0 * v_row_stride + h * v_head_stride, v_row_stride, NULL, L,
-                            F2, p);
+                            F2, p, pk);
             if (dphik || dv) {
                 chunk_grads(Gc, gd, dy, y, den, T, n_h, p, h, t0, L);
                 chunk_state(D, D + F2 * p, phiq + (t0 * n_h + h) * F2, ldq, Gc, p, gd, L, F2,
-                            p);
+                            p, pk);
             }
         }
 #pragma omp for schedule(static)
