@@ -10,6 +10,7 @@
 #include "cpu/cpu_ops.h"
 #include "cpu/cpu_ssm.h"
 #include "cpu/cpu_train.h"
+#include "op_profile.h"
 
 #include <stdlib.h>
 
@@ -84,6 +85,7 @@ static const struct hm_backend g_fast = {
         .matmul_backward = hm_fast_matmul_backward,
         .layernorm_backward = hm_fast_layernorm_backward,
         .gelu_backward = hm_fast_gelu_backward,
+        .rotary_backward = hm_fast_rotary_backward,
         .attention_backward_ws_size = hm_fast_attention_backward_ws_size,
         .attention_backward = hm_fast_attention_backward,
         .cross_entropy_backward = hm_fast_cross_entropy_backward,
@@ -153,16 +155,34 @@ void hm_rotary_inv_freq(float *inv_freq, int64_t r, double base)
     }
 }
 
-/* Wrappers: the backend's member, or ref when it is NULL. */
-#define HM_CALL(be, member, ...)                                                         \
+/* Wrappers: the backend's member, or ref when it is NULL, timed while
+ * op profiling is on (op_profile.h). HM_CALL for void members, HM_CALL_RET
+ * stores a member's result in `var`, HM_CALL_FLOPS counts the call's FLOPs. */
+#define HM_DISPATCH(be, member, ...)                                                     \
     ((be)->ops.member ? (be)->ops.member((be)->ctx, __VA_ARGS__)                            \
                       : g_ref.ops.member(g_ref.ctx, __VA_ARGS__))
+#define HM_CALL_FLOPS(flops, be, member, ...)                                            \
+    do {                                                                                  \
+        struct hm_op_timer hm_t_;                                                         \
+        hm_op_timer_begin(&hm_t_, #member);                                               \
+        HM_DISPATCH(be, member, __VA_ARGS__);                                             \
+        hm_op_timer_end(&hm_t_, (flops));                                                 \
+    } while (0)
+#define HM_CALL(be, member, ...) HM_CALL_FLOPS(0, be, member, __VA_ARGS__)
+#define HM_CALL_RET(var, be, member, ...)                                                \
+    do {                                                                                  \
+        struct hm_op_timer hm_t_;                                                         \
+        hm_op_timer_begin(&hm_t_, #member);                                               \
+        (var) = HM_DISPATCH(be, member, __VA_ARGS__);                                     \
+        hm_op_timer_end(&hm_t_, 0);                                                       \
+    } while (0)
 
 void hm_backend_matmul_forward(const struct hm_backend *be, float *y, const float *x,
                                const float *w, const float *b, int64_t T, int64_t in,
                                int64_t out)
 {
-    HM_CALL(be, matmul_forward, y, x, w, b, T, in, out);
+    HM_CALL_FLOPS(2.0 * (double)T * (double)in * (double)out, be, matmul_forward, y, x, w, b, T,
+                  in, out);
 }
 
 void hm_backend_layernorm_forward(const struct hm_backend *be, float *y, float *mean,
@@ -225,7 +245,8 @@ void hm_backend_matmul_backward(const struct hm_backend *be, float *dx, float *d
                                 const float *dy, const float *x, const float *w, int64_t T,
                                 int64_t in, int64_t out)
 {
-    HM_CALL(be, matmul_backward, dx, dw, db, dy, x, w, T, in, out);
+    HM_CALL_FLOPS(2.0 * (double)T * (double)in * (double)out * ((dx != NULL) + (dw != NULL)), be,
+                  matmul_backward, dx, dw, db, dy, x, w, T, in, out);
 }
 
 void hm_backend_layernorm_backward(const struct hm_backend *be, float *dx, float *dw, float *db,
@@ -274,7 +295,9 @@ double hm_backend_cross_entropy_backward(const struct hm_backend *be, float *dlo
                                          const float *logits, const int32_t *targets,
                                          int64_t T, int64_t V, float scale)
 {
-    return HM_CALL(be, cross_entropy_backward, dlogits, logits, targets, T, V, scale);
+    double r;
+    HM_CALL_RET(r, be, cross_entropy_backward, dlogits, logits, targets, T, V, scale);
+    return r;
 }
 
 /* ---- Hedgehog linear attention wrappers (SPEC §2) ------------------------- */
@@ -340,7 +363,9 @@ void hm_backend_linattn_backward(const struct hm_backend *be, float *dphiq, floa
 double hm_backend_cosine_loss(const struct hm_backend *be, float *da, const float *a,
                               const float *b, int64_t N, int64_t d, float scale)
 {
-    return HM_CALL(be, cosine_loss, da, a, b, N, d, scale);
+    double r;
+    HM_CALL_RET(r, be, cosine_loss, da, a, b, N, d, scale);
+    return r;
 }
 
 /* ---- HedgeMamba mixer wrappers (SPEC §3) ---------------------------------- */
@@ -490,19 +515,25 @@ void hm_backend_sgd_step(const struct hm_backend *be, float *w, const float *g, 
 
 double hm_backend_sqnorm(const struct hm_backend *be, const float *x, int64_t n)
 {
-    return HM_CALL(be, sqnorm, x, n);
+    double r;
+    HM_CALL_RET(r, be, sqnorm, x, n);
+    return r;
 }
 
 int64_t hm_backend_first_nonfinite(const struct hm_backend *be, const float *x, int64_t n)
 {
-    return HM_CALL(be, first_nonfinite, x, n);
+    int64_t r;
+    HM_CALL_RET(r, be, first_nonfinite, x, n);
+    return r;
 }
 
 double hm_backend_kl_backward(const struct hm_backend *be, float *dlogits, const float *logits,
                               const float *tlogits, int64_t T, int64_t V, double w,
                               double scale)
 {
-    return HM_CALL(be, kl_backward, dlogits, logits, tlogits, T, V, w, scale);
+    double r;
+    HM_CALL_RET(r, be, kl_backward, dlogits, logits, tlogits, T, V, w, scale);
+    return r;
 }
 
 void hm_backend_fill(const struct hm_backend *be, float *x, int64_t n, float value)

@@ -112,7 +112,17 @@ struct hm_mixer_unit {
     void (*post_update)(struct hm_model *m, const struct hm_backend *be);
     /* floats of one layer's constant-size state (0 for the KV cache) */
     int64_t (*state_floats)(const struct hm_config *c);
+    /* forward FLOPs per token of one layer's mixer beyond the q/k/v and
+     * dense products, counted as shared/BENCH.md and perf_torch.py do
+     * (sequences of T; training is 3× this: backward = 2× forward) */
+    double (*flops_per_token)(const struct hm_config *c, int64_t T);
 };
+
+/* Hedgehog's chunked linear attention per token (shared with hedgemamba):
+ * per head, feature maps 4pF, the C×C intra-chunk products 2C·2F +
+ * 2C(p+1), the chunk state and the carried-in state 4·2F(p+1); C = min(T,
+ * the chunk). */
+double hm_mixer_linattn_flops(const struct hm_config *c, int64_t T);
 
 const struct hm_mixer_unit *hm_mixer_unit(enum hm_mixer mixer);
 

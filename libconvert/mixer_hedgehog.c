@@ -119,6 +119,14 @@ static int64_t hh_state_floats(const struct hm_config *c)
     return c->num_attention_heads * 2 * c->feature_dim * (c->head_dim + 1);
 }
 
+double hm_mixer_linattn_flops(const struct hm_config *c, int64_t T)
+{
+    double p = (double)c->head_dim, F = (double)c->feature_dim, M = 2.0 * F;
+    double C = (double)(T < HM_LINATTN_CHUNK_DEFAULT ? T : HM_LINATTN_CHUNK_DEFAULT);
+    return (double)c->num_attention_heads *
+           (4.0 * p * F + 2.0 * C * M + 2.0 * C * (p + 1.0) + 4.0 * M * (p + 1.0));
+}
+
 const struct hm_mixer_unit hm_mixer_hedgehog = {
     .name = "hedgehog",
     .bufs = HM_MIX_FMAP,
@@ -128,4 +136,5 @@ const struct hm_mixer_unit hm_mixer_hedgehog = {
     .backward = hh_backward,
     .identity = hm_mixer_featuremaps_identity,
     .state_floats = hh_state_floats,
+    .flops_per_token = hm_mixer_linattn_flops,
 };

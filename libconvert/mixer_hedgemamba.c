@@ -186,6 +186,15 @@ static int64_t hb_state_floats(const struct hm_config *c)
            (c->conv_width - 1) * c->qkv_dim;
 }
 
+/* the linear attention, the depthwise conv 2K per channel, and the gate and
+ * Δ products */
+static double hb_flops(const struct hm_config *c, int64_t T)
+{
+    double d = (double)c->hidden_size;
+    return hm_mixer_linattn_flops(c, T) + 2.0 * (double)c->conv_width * (double)c->qkv_dim +
+           2.0 * d * ((double)c->attn_dim + (double)c->num_attention_heads);
+}
+
 const struct hm_mixer_unit hm_mixer_hedgemamba = {
     .name = "hedgemamba",
     .bufs = HM_MIX_FMAP | HM_MIX_SSM,
@@ -199,4 +208,5 @@ const struct hm_mixer_unit hm_mixer_hedgemamba = {
     .identity = hb_identity,
     .post_update = hb_post_update,
     .state_floats = hb_state_floats,
+    .flops_per_token = hb_flops,
 };

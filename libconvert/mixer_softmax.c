@@ -119,6 +119,12 @@ static int64_t sm_state_floats(const struct hm_config *c)
     return 0; /* the KV cache grows with the context */
 }
 
+/* the full T×T square of scores and weighted values (BENCH.md) */
+static double sm_flops(const struct hm_config *c, int64_t T)
+{
+    return 4.0 * (double)T * (double)c->attn_dim;
+}
+
 const struct hm_mixer_unit hm_mixer_softmax = {
     .name = "softmax",
     .bufs = 0,
@@ -127,4 +133,5 @@ const struct hm_mixer_unit hm_mixer_softmax = {
     .forward = sm_forward,
     .backward = sm_backward,
     .state_floats = sm_state_floats,
+    .flops_per_token = sm_flops,
 };

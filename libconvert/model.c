@@ -233,35 +233,77 @@ size_t hm_model_mixer_ws_size(const struct hm_config *c, const struct hm_backend
     return hm_mixer_unit(c->mixer)->ws_size(c, be, T);
 }
 
-enum hm_status hm_model_ws_reserve(struct hm_model_ws *ws, const struct hm_model *m,
-                                   const struct hm_backend *be, int64_t T,
-                                   struct hm_error *err)
+/* One activation buffer of struct hm_model_ws and its floats. */
+struct ws_buf {
+    float **b;
+    int64_t n;
+};
+#define WS_NBUF 18
+
+/* The buffers of ws for B sequences of T rows (N = B·T) and their floats:
+ * the one table behind hm_model_ws_reserve_batch and hm_model_ws_bytes.
+ * Returns 0, or -1 when a size overflows. */
+static int ws_table(struct hm_model_ws *ws, const struct hm_config *c, int64_t B, int64_t T,
+                    struct ws_buf g[WS_NBUF])
+{
+    const int64_t d = c->hidden_size, I = c->intermediate_size, V = c->vocab_size;
+    const int64_t nh = c->num_attention_heads;
+    const unsigned bufs = hm_mixer_unit(c->mixer)->bufs;
+    const int llama = c->qkv_layout == HM_QKV_GQA, ssm = (bufs & HM_MIX_SSM) != 0;
+    int64_t N, nd, ni, nv, nq, n3, na, nf = 1, nt = 1;
+    if (hm_mul_i64(B, T, &N) || hm_mul_i64(N, d, &nd) || hm_mul_i64(N, I, &ni) ||
+        hm_mul_i64(B, HM_MODEL_NLL_ROWS, &nv) || hm_mul_i64(nv, V, &nv) ||
+        hm_mul_i64(N, c->qkv_dim, &nq) || hm_mul_i64(N, 3 * c->attn_dim, &n3) ||
+        hm_mul_i64(N, c->attn_dim, &na) || hm_mul_i64(N, nh, &nt) ||
+        ((bufs & HM_MIX_FMAP) && hm_mul_i64(nt, 2 * c->feature_dim, &nf)))
+        return -1;
+    const struct ws_buf t[WS_NBUF] = {
+        {&ws->h, nd}, {&ws->a, nd}, {&ws->proj, nq}, {&ws->qkv, llama ? n3 : 1},
+        {&ws->att, na}, {&ws->o, nd}, {&ws->a2, nd}, {&ws->mh, ni},
+        {&ws->mg, llama ? ni : 1}, {&ws->m, nd}, {&ws->hf, nd}, {&ws->logits, nv},
+        {&ws->phiq, nf}, {&ws->phik, nf}, {&ws->xraw, ssm ? nq : 1},
+        {&ws->dt, ssm ? nt : 1}, {&ws->z, ssm ? na : 1}, {&ws->y, ssm ? na : 1}};
+    memcpy(g, t, sizeof t);
+    return 0;
+}
+
+size_t hm_model_ws_bytes(const struct hm_config *c, const struct hm_backend *be, int64_t B,
+                         int64_t T)
+{
+    struct hm_model_ws dummy = {0};
+    struct ws_buf g[WS_NBUF];
+    if (B <= 0 || T <= 0 || ws_table(&dummy, c, B, T, g))
+        return SIZE_MAX;
+    size_t total = hm_model_mixer_ws_size(c, be, T);
+    for (size_t i = 0; i < WS_NBUF; i++) {
+        if ((uint64_t)g[i].n > (SIZE_MAX - total) / sizeof(float))
+            return SIZE_MAX;
+        total += sizeof(float) * (size_t)g[i].n;
+    }
+    return total;
+}
+
+enum hm_status hm_model_ws_reserve_batch(struct hm_model_ws *ws, const struct hm_model *m,
+                                         const struct hm_backend *be, int64_t B, int64_t T,
+                                         struct hm_error *err)
 {
     const struct hm_config *c = &m->cfg;
     const int64_t d = c->hidden_size, I = c->intermediate_size, V = c->vocab_size;
-    const unsigned bufs = hm_mixer_unit(c->mixer)->bufs;
-    const int llama = c->qkv_layout == HM_QKV_GQA, ssm = (bufs & HM_MIX_SSM) != 0;
+    const int llama = c->qkv_layout == HM_QKV_GQA;
     if (T <= 0)
         return hm_error_set(err, HM_ERR_INVALID, "sequence length %lld must be positive",
                             (long long)T);
-    if (T > ws->T_cap || d != ws->d || I != ws->I || V != ws->V) {
-        int64_t td, ti, tv, tq, th, ta;
-        if (hm_mul_i64(T, d, &td) || hm_mul_i64(T, I, &ti) ||
-            hm_mul_i64(HM_MODEL_NLL_ROWS, V, &tv) || hm_mul_i64(T, c->qkv_dim, &tq) ||
-            hm_mul_i64(T, 3 * c->attn_dim, &th) || hm_mul_i64(T, c->attn_dim, &ta))
-            return hm_error_set(err, HM_ERR_NOMEM, "activation size overflows");
-        int64_t tf = bufs & HM_MIX_FMAP ? T * c->num_attention_heads * 2 * c->feature_dim : 1;
+    if (B <= 0)
+        return hm_error_set(err, HM_ERR_INVALID, "batch size %lld must be positive",
+                            (long long)B);
+    struct ws_buf g[WS_NBUF];
+    if (ws_table(ws, c, B, T, g))
+        return hm_error_set(err, HM_ERR_NOMEM, "activation size overflows");
+    if (B * T > ws->T_cap || B > ws->B_cap || d != ws->d || I != ws->I || V != ws->V) {
         if (ws->qkv == ws->proj)
             ws->qkv = NULL;
-        struct { float **b; int64_t n; } g[] = {
-            {&ws->h, td}, {&ws->a, td}, {&ws->proj, tq}, {&ws->qkv, llama ? th : 1},
-            {&ws->att, ta}, {&ws->o, td}, {&ws->a2, td}, {&ws->mh, ti},
-            {&ws->mg, llama ? ti : 1}, {&ws->m, td}, {&ws->hf, td}, {&ws->logits, tv},
-            {&ws->phiq, tf}, {&ws->phik, tf}, {&ws->xraw, ssm ? tq : 1},
-            {&ws->dt, ssm ? T * c->num_attention_heads : 1}, {&ws->z, ssm ? ta : 1},
-            {&ws->y, ssm ? ta : 1}};
-        ws->T_cap = 0;
-        for (size_t i = 0; i < sizeof g / sizeof g[0]; i++) {
+        ws->T_cap = ws->B_cap = 0;
+        for (size_t i = 0; i < WS_NBUF; i++) {
             enum hm_status st = grow(g[i].b, g[i].n, err);
             if (st != HM_OK)
                 return st;
@@ -270,7 +312,8 @@ enum hm_status hm_model_ws_reserve(struct hm_model_ws *ws, const struct hm_model
             free(ws->qkv);
             ws->qkv = ws->proj; /* the fused NeoX layout is already per head */
         }
-        ws->T_cap = T;
+        ws->T_cap = B * T;
+        ws->B_cap = B;
         ws->d = d;
         ws->I = I;
         ws->V = V;
@@ -292,17 +335,34 @@ enum hm_status hm_model_ws_reserve(struct hm_model_ws *ws, const struct hm_model
     return HM_OK;
 }
 
+enum hm_status hm_model_ws_reserve(struct hm_model_ws *ws, const struct hm_model *m,
+                                   const struct hm_backend *be, int64_t T,
+                                   struct hm_error *err)
+{
+    return hm_model_ws_reserve_batch(ws, m, be, 1, T, err);
+}
+
 /* ---- forward ---------------------------------------------------------------- */
 
-static enum hm_status check_ids(const int32_t *ids, int64_t T, int64_t V, const char *what,
-                                struct hm_error *err)
+/* ids: [B, T], each in [0, V). */
+static enum hm_status check_ids(const int32_t *ids, int64_t B, int64_t T, int64_t V,
+                                const char *what, struct hm_error *err)
 {
-    for (int64_t t = 0; t < T; t++)
-        if (ids[t] < 0 || ids[t] >= V)
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t t = 0; t < T; t++) {
+            const int32_t id = ids[b * T + t];
+            if (id >= 0 && id < V)
+                continue;
+            if (B == 1)
+                return hm_error_set(err, HM_ERR_INVALID,
+                                    "%s id %lld at position %lld is outside the model "
+                                    "vocabulary (%lld)",
+                                    what, (long long)id, (long long)t, (long long)V);
             return hm_error_set(err, HM_ERR_INVALID,
-                                "%s id %lld at position %lld is outside the model "
-                                "vocabulary (%lld)",
-                                what, (long long)ids[t], (long long)t, (long long)V);
+                                "%s id %lld at position %lld of sequence %lld is outside the "
+                                "model vocabulary (%lld)",
+                                what, (long long)id, (long long)t, (long long)b, (long long)V);
+        }
     return HM_OK;
 }
 
@@ -336,24 +396,47 @@ void hm_model_mlp_forward(const struct hm_model *m, const struct hm_backend *be,
     hm_backend_matmul_forward(be, out, act, ly->fc2_w, ly->fc2_b, T, I, d);
 }
 
-enum hm_status hm_model_hidden(const struct hm_model *m, const struct hm_backend *be,
-                               const int32_t *tokens, int64_t T, struct hm_model_ws *ws,
-                               const struct hm_model_hooks *hooks, struct hm_error *err)
+/* The layers and the final norm on B sequences (hm_model_hidden for B = 1;
+ * hooks only there: they see one sequence's T rows). ws->hf: [B·T, d]. */
+static enum hm_status hidden_batch(const struct hm_model *m, const struct hm_backend *be,
+                                   const int32_t *tokens, int64_t B, int64_t T,
+                                   struct hm_model_ws *ws, const struct hm_model_hooks *hooks,
+                                   struct hm_error *err)
 {
     const struct hm_config *c = &m->cfg;
-    enum hm_status st = check_ids(tokens, T, c->vocab_size, "token", err);
+    enum hm_status st = check_ids(tokens, B, T, c->vocab_size, "token", err);
     if (st == HM_OK)
-        st = hm_model_ws_reserve(ws, m, be, T, err);
+        st = hm_model_ws_reserve_batch(ws, m, be, B, T, err);
     if (st != HM_OK)
         return st;
-    const struct hm_fwd f = {.B = 1, .T = T, .la = &ws->acts, .shared = 1, .h_out = ws->h,
+    const struct hm_fwd f = {.B = B, .T = T, .la = &ws->acts, .shared = 1, .h_out = ws->h,
                              .o = ws->o, .m = ws->m, .act = ws->mh, .ws = ws->att_ws,
                              .ws_size = ws->att_ws_size, .hooks = hooks};
     if ((st = hm_model_layers_forward(m, be, tokens, &f, err)) != HM_OK)
         return st;
     if (hooks && hooks->stop_after_last_hook)
         return HM_OK; /* stage 1 needs only the attention blocks */
-    hm_model_norm_forward(m, be, ws->hf, NULL, NULL, ws->h, m->lnf_w, m->lnf_b, T);
+    hm_model_norm_forward(m, be, ws->hf, NULL, NULL, ws->h, m->lnf_w, m->lnf_b, B * T);
+    return hm_backend_sync(be, err);
+}
+
+enum hm_status hm_model_hidden(const struct hm_model *m, const struct hm_backend *be,
+                               const int32_t *tokens, int64_t T, struct hm_model_ws *ws,
+                               const struct hm_model_hooks *hooks, struct hm_error *err)
+{
+    return hidden_batch(m, be, tokens, 1, T, ws, hooks, err);
+}
+
+enum hm_status hm_model_forward_batch(const struct hm_model *m, const struct hm_backend *be,
+                                      const int32_t *tokens, int64_t B, int64_t T,
+                                      float *logits, struct hm_model_ws *ws,
+                                      struct hm_error *err)
+{
+    enum hm_status st = hidden_batch(m, be, tokens, B, T, ws, NULL, err);
+    if (st != HM_OK)
+        return st;
+    hm_backend_matmul_forward(be, logits, ws->hf, m->embed_out, NULL, B * T,
+                              m->cfg.hidden_size, m->cfg.vocab_size);
     return hm_backend_sync(be, err);
 }
 
@@ -361,11 +444,27 @@ enum hm_status hm_model_forward(const struct hm_model *m, const struct hm_backen
                                const int32_t *tokens, int64_t T, float *logits,
                                struct hm_model_ws *ws, struct hm_error *err)
 {
-    enum hm_status st = hm_model_hidden(m, be, tokens, T, ws, NULL, err);
+    return hm_model_forward_batch(m, be, tokens, 1, T, logits, ws, err);
+}
+
+enum hm_status hm_model_nll_batch(const struct hm_model *m, const struct hm_backend *be,
+                                  const int32_t *tokens, const int32_t *targets, int64_t B,
+                                  int64_t T, float *nll, struct hm_model_ws *ws,
+                                  struct hm_error *err)
+{
+    const int64_t d = m->cfg.hidden_size, V = m->cfg.vocab_size;
+    enum hm_status st = check_ids(targets, B, T, V, "target", err);
+    if (st == HM_OK)
+        st = hidden_batch(m, be, tokens, B, T, ws, NULL, err);
     if (st != HM_OK)
         return st;
-    hm_backend_matmul_forward(be, logits, ws->hf, m->embed_out, NULL, T, m->cfg.hidden_size,
-                              m->cfg.vocab_size);
+    /* rows are independent here: chunks of B·HM_MODEL_NLL_ROWS may span sequences */
+    const int64_t N = B * T, R = B * HM_MODEL_NLL_ROWS;
+    for (int64_t r0 = 0; r0 < N; r0 += R) {
+        const int64_t n = N - r0 < R ? N - r0 : R;
+        hm_backend_matmul_forward(be, ws->logits, ws->hf + r0 * d, m->embed_out, NULL, n, d, V);
+        hm_backend_nll_forward(be, nll + r0, NULL, ws->logits, targets + r0, n, V);
+    }
     return hm_backend_sync(be, err);
 }
 
@@ -373,18 +472,7 @@ enum hm_status hm_model_nll(const struct hm_model *m, const struct hm_backend *b
                            const int32_t *tokens, const int32_t *targets, int64_t T,
                            float *nll, struct hm_model_ws *ws, struct hm_error *err)
 {
-    int64_t d = m->cfg.hidden_size, V = m->cfg.vocab_size;
-    enum hm_status st = check_ids(targets, T, V, "target", err);
-    if (st == HM_OK)
-        st = hm_model_hidden(m, be, tokens, T, ws, NULL, err);
-    if (st != HM_OK)
-        return st;
-    for (int64_t t0 = 0; t0 < T; t0 += HM_MODEL_NLL_ROWS) {
-        int64_t n = T - t0 < HM_MODEL_NLL_ROWS ? T - t0 : HM_MODEL_NLL_ROWS;
-        hm_backend_matmul_forward(be, ws->logits, ws->hf + t0 * d, m->embed_out, NULL, n, d, V);
-        hm_backend_nll_forward(be, nll + t0, NULL, ws->logits, targets + t0, n, V);
-    }
-    return hm_backend_sync(be, err);
+    return hm_model_nll_batch(m, be, tokens, targets, 1, T, nll, ws, err);
 }
 
 double hm_model_flops_per_token(const struct hm_config *c, int64_t T)
@@ -393,6 +481,6 @@ double hm_model_flops_per_token(const struct hm_config *c, int64_t T)
     double V = (double)c->vocab_size, L = (double)c->num_hidden_layers;
     double Q = (double)c->qkv_dim, Da = (double)c->attn_dim;
     double mlp = (c->mlp_kind == HM_MLP_SWIGLU ? 3.0 : 2.0) * I * d;
-    double per_layer = 2.0 * (Q * d + Da * d + mlp) + 4.0 * (double)T * Da;
+    double per_layer = 2.0 * (Q * d + Da * d + mlp) + hm_mixer_unit(c->mixer)->flops_per_token(c, T);
     return L * per_layer + 2.0 * V * d;
 }

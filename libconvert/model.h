@@ -18,10 +18,12 @@
  * rotary_emb.inv_freq) are ignored; inv_freq is recomputed in fp32 exactly
  * as HF does (hm_model_inv_freq: the default plus llama3 scaling).
  *
- * Forward runs one sequence at a time (positions 0..T-1) on any backend
- * (kernels/backend.h); a batch is a loop over sequences. All activations
- * live in a caller-owned struct hm_model_ws that grows to the largest T seen
- * and is reused, so steady-state calls do not allocate.
+ * Forward runs B sequences of T tokens at once as N = B·T rows (each
+ * sequence at positions 0..T-1, independent of the others; B = 1 is the
+ * single-sequence form) on any backend (kernels/backend.h): the row-wise
+ * products see all N rows, the mixer runs per sequence. All activations
+ * live in a caller-owned struct hm_model_ws that grows to the largest B·T
+ * seen and is reused, so steady-state calls do not allocate.
  *
  * Per layer l (d = hidden, p = head dim, r = rotary dims):
  *   a = norm1(h); proj = a Wqkv^T + b; (hedgemamba: causal conv over proj);
@@ -132,30 +134,32 @@ void hm_model_free(struct hm_model *m); /* accepts NULL */
  * at load. */
 const char *hm_model_first_nonfinite(const struct hm_model *m, int64_t *index);
 
-/* Activation buffers of one sequence. Zero-initialize ({0}) or call
- * hm_model_ws_init; buffers are allocated on first use and grow to the
- * largest T; free with hm_model_ws_release(). One ws per thread of callers. */
+/* Activation buffers of B sequences of T tokens (N = B·T rows; owned by
+ * the ws). Zero-initialize ({0}) or call hm_model_ws_init; buffers are
+ * allocated on first use and grow to the largest N and B; free with
+ * hm_model_ws_release(). One ws per thread of callers. */
 struct hm_model_ws {
-    int64_t T_cap;      /* rows the buffers hold */
+    int64_t T_cap;      /* rows N the buffers hold */
+    int64_t B_cap;      /* sequences the logits chunk is made for */
     int64_t d, I, V;    /* sizes they were made for */
-    float *h;           /* [T, d] residual stream */
-    float *a;           /* [T, d] LN1 output (attention input) */
-    float *proj;        /* [T, qkv_dim] projection output (after the conv) */
-    float *qkv;         /* [T, 3 n_h p] per-head q, k, v (neox: == proj) */
-    float *att;         /* [T, n_h p] merged heads */
-    float *o;           /* [T, d] attention output after dense */
-    float *a2;          /* [T, d] LN2 output */
-    float *mh;          /* [T, I] MLP hidden */
-    float *mg;          /* [T, I] SwiGLU gate pre-activation (llama) */
-    float *m;           /* [T, d] MLP output */
-    float *hf;          /* [T, d] final LayerNorm output */
-    float *logits;      /* [HM_MODEL_NLL_ROWS, V] chunk used by hm_model_nll */
-    float *phiq, *phik; /* [T, n_h, 2F] feature maps (hedgehog, hedgemamba) */
-    float *xraw;        /* [T, qkv_dim] projection before the conv (hedgemamba) */
-    float *dt;          /* [T, n_h] Δ (hedgemamba) */
-    float *z;           /* [T, n_h p] gate pre-activation (hedgemamba) */
-    float *y;           /* [T, n_h p] scan output before the gate (hedgemamba) */
-    void *att_ws;       /* attention / linear-attention workspace */
+    float *h;           /* [N, d] residual stream */
+    float *a;           /* [N, d] LN1 output (attention input) */
+    float *proj;        /* [N, qkv_dim] projection output (after the conv) */
+    float *qkv;         /* [N, 3 n_h p] per-head q, k, v (neox: == proj) */
+    float *att;         /* [N, n_h p] merged heads */
+    float *o;           /* [N, d] attention output after dense */
+    float *a2;          /* [N, d] LN2 output */
+    float *mh;          /* [N, I] MLP hidden */
+    float *mg;          /* [N, I] SwiGLU gate pre-activation (llama) */
+    float *m;           /* [N, d] MLP output */
+    float *hf;          /* [N, d] final LayerNorm output */
+    float *logits;      /* [B HM_MODEL_NLL_ROWS, V] chunk used by hm_model_nll_batch */
+    float *phiq, *phik; /* [N, n_h, 2F] feature maps (hedgehog, hedgemamba) */
+    float *xraw;        /* [N, qkv_dim] projection before the conv (hedgemamba) */
+    float *dt;          /* [N, n_h] Δ (hedgemamba) */
+    float *z;           /* [N, n_h p] gate pre-activation (hedgemamba) */
+    float *y;           /* [N, n_h p] scan output before the gate (hedgemamba) */
+    void *att_ws;       /* attention / linear-attention workspace (one sequence of T) */
     size_t att_ws_size;
     struct hm_layer_acts acts; /* the buffers above as the skeleton's (shared) layer */
 };
@@ -166,15 +170,24 @@ struct hm_model_ws {
 /* ε of the linear-attention normalizer (SPEC §2). */
 #define HM_LINATTN_EPS 1e-6f
 
-/* Rows of logits hm_model_nll materializes at a time. */
+/* Rows of logits hm_model_nll_batch materializes at a time, per sequence
+ * of the batch (B·HM_MODEL_NLL_ROWS rows). */
 #define HM_MODEL_NLL_ROWS 64
 
 void hm_model_ws_init(struct hm_model_ws *ws);
-/* Makes ws ready for sequences of up to T tokens on backend be
- * (optional: forward calls it). */
+/* Makes ws ready for B sequences of up to T tokens each on backend be
+ * (optional: forward calls it). hm_model_ws_reserve is B = 1. */
+enum hm_status hm_model_ws_reserve_batch(struct hm_model_ws *ws, const struct hm_model *m,
+                                         const struct hm_backend *be, int64_t B, int64_t T,
+                                         struct hm_error *err);
 enum hm_status hm_model_ws_reserve(struct hm_model_ws *ws, const struct hm_model *m,
                                   const struct hm_backend *be, int64_t T,
                                   struct hm_error *err);
+/* Bytes hm_model_ws_reserve_batch allocates for B sequences of T tokens of
+ * cfg (activations, the logits chunk and the mixer workspace); SIZE_MAX when
+ * that overflows. Tools size their batches with it. */
+size_t hm_model_ws_bytes(const struct hm_config *cfg, const struct hm_backend *be, int64_t B,
+                         int64_t T);
 void hm_model_ws_release(struct hm_model_ws *ws); /* frees the buffers; NULL ok */
 
 /* Bytes of workspace the forward of cfg's mixer needs for T tokens. */
@@ -224,22 +237,36 @@ enum hm_status hm_model_hidden(const struct hm_model *m, const struct hm_backend
                               const int32_t *tokens, int64_t T, struct hm_model_ws *ws,
                               const struct hm_model_hooks *hooks, struct hm_error *err);
 
-/* logits: [T, V] for tokens: [T] at positions 0..T-1. */
+/* logits: [B, T, V] (caller-owned) for tokens: [B, T], B independent
+ * sequences each at positions 0..T-1. hm_model_forward is B = 1. */
+enum hm_status hm_model_forward_batch(const struct hm_model *m, const struct hm_backend *be,
+                                      const int32_t *tokens, int64_t B, int64_t T,
+                                      float *logits, struct hm_model_ws *ws,
+                                      struct hm_error *err);
 enum hm_status hm_model_forward(const struct hm_model *m, const struct hm_backend *be,
                                const int32_t *tokens, int64_t T, float *logits,
                                struct hm_model_ws *ws, struct hm_error *err);
 
-/* nll: [T], nll[t] = −log softmax(logits[t])[targets[t]] for tokens: [T] and
- * targets: [T] (each < V). Logits are made HM_MODEL_NLL_ROWS rows at a time. */
+/* nll: [B, T] (caller-owned), nll[b, t] = −log softmax(logits[b, t])[targets[b, t]]
+ * for tokens: [B, T] and targets: [B, T] (each < V), B independent sequences
+ * each at positions 0..T-1. Logits are made B·HM_MODEL_NLL_ROWS rows at a
+ * time. A sequence's NLLs equal its B = 1 ones up to the rounding of the
+ * products over more rows (a BLAS may block N rows differently: last bits).
+ * hm_model_nll is B = 1. */
+enum hm_status hm_model_nll_batch(const struct hm_model *m, const struct hm_backend *be,
+                                  const int32_t *tokens, const int32_t *targets, int64_t B,
+                                  int64_t T, float *nll, struct hm_model_ws *ws,
+                                  struct hm_error *err);
 enum hm_status hm_model_nll(const struct hm_model *m, const struct hm_backend *be,
                            const int32_t *tokens, const int32_t *targets, int64_t T,
                            float *nll, struct hm_model_ws *ws, struct hm_error *err);
 
 /* Forward FLOPs per token at sequence length T, counted as BENCH.md: 2N per
  * weight-matrix entry (qkv, dense, fc1, fc2 of every layer, embed_out;
- * embed_in is a lookup and costs nothing) plus 4·T·d per layer for causal
- * softmax attention (the full T×T square). Norms, activations, softmax,
- * rotary and biases are not counted. */
+ * embed_in is a lookup and costs nothing) plus the mixer's own per layer
+ * (hm_mixer_unit()->flops_per_token: causal softmax attention 4·T·d, the
+ * full T×T square; the students' chunked form as perf_torch.py counts it).
+ * Norms, activations, softmax, rotary and biases are not counted. */
 double hm_model_flops_per_token(const struct hm_config *cfg, int64_t T);
 
 #endif

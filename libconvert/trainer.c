@@ -422,6 +422,6 @@ double hm_train_flops_per_token(const struct hm_config *c, int64_t T, int freeze
                         (c->mlp_kind == HM_MLP_SWIGLU ? 3.0 : 2.0) * d * I;
     double f = 6.0 * L * layer_mats;
     f += (freeze_embeddings ? 4.0 : 6.0) * V * d;
-    f += 3.0 * 4.0 * (double)T * Da * L;
+    f += 3.0 * L * hm_mixer_unit(c->mixer)->flops_per_token(c, T);
     return f;
 }

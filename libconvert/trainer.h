@@ -81,8 +81,9 @@ const struct hm_model *hm_trainer_grads(const struct hm_trainer *tr);
 
 /* Matrix FLOPs per token of one training step (BENCH.md): 6N per trainable
  * weight-matrix entry, 4·V·d for a frozen embed_out, 2N per frozen matrix
- * whose input gradient is still needed (+ 2N forward), and causal attention
- * 4·T·d forward, ×3 with backward, per layer. */
+ * whose input gradient is still needed (+ 2N forward), and the mixer's own
+ * FLOPs (hm_mixer_unit()->flops_per_token) ×3 with backward, per layer:
+ * the count of shared/BENCH.md and ../shared/peers/perf_torch.py. */
 double hm_train_flops_per_token(const struct hm_config *cfg, int64_t T, int freeze_embeddings);
 
 #endif

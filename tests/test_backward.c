@@ -373,6 +373,64 @@ Test(backward, cross_entropy)
     }
 }
 
+/* At a real vocabulary (past the threading threshold, 256-term partial
+ * sums, the vectorized exp): every probability of both backends within
+ * 5e-6 relative of the double softmax (they are ~1/V, so the absolute
+ * check above would not see them; fast computes l − max in fp32, whose
+ * rounding at |l − max| ≈ 40 is 2e-6 of e^(l − max)), the loss and
+ * nll_forward within 1e-6. cpu_vexp.h's own accuracy: test_kernels_cpu. */
+Test(backward, cross_entropy_large_vocab)
+{
+    const int64_t T = 4, V = 50304;
+    int32_t tg[4] = {17, -1, 50303, 0};
+    uint64_t s = 72;
+    double *l = malloc(8 * T * V);
+    tu_rand_fill(l, T * V, &s, 4);
+    round_f(l, T * V);
+    l[2 * V + 5] = 30; /* one dominant logit */
+    float *fl = tu_to_f32(l, T * V), *dl = malloc(4 * T * V);
+    double want_total = 0, *lse = malloc(8 * T);
+    for (int64_t t = 0; t < T; t++) {
+        double mx = -INFINITY, se = 0;
+        for (int64_t v = 0; v < V; v++)
+            mx = fmax(mx, l[t * V + v]);
+        for (int64_t v = 0; v < V; v++)
+            se += exp(l[t * V + v] - mx);
+        lse[t] = mx + log(se);
+        if (tg[t] >= 0)
+            want_total += lse[t] - l[t * V + tg[t]];
+    }
+    for (int k = 0; k < 2; k++) {
+        const struct hm_backend *be = hm_backend_get(backends[k]);
+        double total = hm_backend_cross_entropy_backward(be, dl, fl, tg, T, V, 0.5f);
+        cr_expect(fabs(total - want_total) <= 1e-6 * fabs(want_total), "%s loss %.9g vs %.9g",
+                  backends[k], total, want_total);
+        double worst = 0;
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t v = 0; v < V; v++) {
+                double p = tg[t] < 0 ? 0 : 0.5 * exp(l[t * V + v] - lse[t]);
+                double want = p - (v == tg[t] ? 0.5 : 0.0);
+                double e = fabs(dl[t * V + v] - want) / (fabs(want) > 1e-30 ? fabs(want) : 1);
+                if (tg[t] < 0)
+                    e = dl[t * V + v] != 0.0f;
+                worst = e > worst ? e : worst;
+            }
+        cr_expect(worst <= 5e-6, "%s cross-entropy gradient: worst relative error %.3g",
+                  backends[k], worst);
+        float nll[4], lsef[4];
+        int32_t tg2[4] = {17, 3, 50303, 0};
+        hm_backend_nll_forward(be, nll, lsef, fl, tg2, T, V);
+        for (int64_t t = 0; t < T; t++) {
+            double want = lse[t] - l[t * V + tg2[t]];
+            cr_expect(fabs(nll[t] - want) <= 1e-6 * fabs(want) + 1e-6, "%s nll row %lld: %.9g vs %.9g",
+                      backends[k], (long long)t, nll[t], want);
+            cr_expect(fabs(lsef[t] - lse[t]) <= 1e-6 * fabs(lse[t]), "%s lse row %lld", backends[k],
+                      (long long)t);
+        }
+    }
+    free(l), free(fl), free(dl), free(lse);
+}
+
 /* ---- whole model ----------------------------------------------------------- */
 struct whole { const struct hm_config *cfg; const int32_t *tok; int64_t B, T; };
 

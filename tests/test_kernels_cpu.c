@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "cpu/cpu_vexp.h"
 #include "testutil.h"
 #include "threads.h"
 
@@ -187,7 +188,7 @@ Test(kernels_cpu, rotary)
 {
     /* T, n_h, p, r; T = 1030 exercises fp32 angle rounding at large positions */
     int64_t shapes[][4] = {{1, 1, 2, 2}, {7, 3, 16, 4}, {300, 2, 16, 16}, {1030, 3, 12, 8},
-                           {5, 2, 64, 0}};
+                           {5, 2, 64, 0}, {512, 8, 64, 16}}; /* the last past the threading threshold */
     for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
         int64_t T = shapes[k][0], n_h = shapes[k][1], p = shapes[k][2], r = shapes[k][3];
         int64_t d = n_h * p, ld = 3 * d;
@@ -223,6 +224,25 @@ Test(kernels_cpu, rotary)
         check("rotary ref vs double", seed, xr, want, T * ld, 1e-6, 1e-6);
         cr_expect(memcmp(xr, xf, sizeof(float) * (size_t)(T * ld)) == 0,
                   "rotary fast vs ref not bit-identical (seed %llu)", (unsigned long long)seed);
+        /* backward (the transpose rotation, on a gradient; positions from 5):
+         * fast bit-identical to ref, and R^T R = I up to rounding */
+        memcpy(xr, x, sizeof(float) * (size_t)(T * ld));
+        memcpy(xf, x, sizeof(float) * (size_t)(T * ld));
+        for (int b = 0; b < 2; b++) {
+            hm_backend_rotary_forward(bes[b], outs[b], T, n_h, r, ld, 3 * p, 5, inv);
+            hm_backend_rotary_backward(bes[b], outs[b], T, n_h, r, ld, 3 * p, 5, inv);
+            hm_backend_rotary_backward(bes[b], outs[b] + p, T, n_h, r, ld, 3 * p, 5, inv);
+        }
+        cr_expect(memcmp(xr, xf, sizeof(float) * (size_t)(T * ld)) == 0,
+                  "rotary backward fast vs ref not bit-identical (seed %llu)",
+                  (unsigned long long)seed);
+        for (int64_t t = 0; t < T; t++) /* the q part came back to x */
+            for (int64_t h = 0; h < n_h; h++)
+                for (int64_t j = 0; j < p; j++) {
+                    int64_t o = t * ld + h * 3 * p + j;
+                    cr_assert(fabsf(xf[o] - x[o]) <= 1e-6f * (1 + fabsf(x[o])),
+                              "rotary backward of forward at t %lld", (long long)t);
+                }
         free(x), free(xr), free(xf), free(want);
     }
 }
@@ -345,4 +365,33 @@ Test(kernels_cpu, null_members_fall_back_to_ref)
     cr_assert_eq(hm_backend_attention_ws_size(&empty, 9, 2, 3),
                  hm_backend_attention_ws_size(REF, 9, 2, 3));
     free(x), free(w);
+}
+
+/* cpu_vexp.h, the fast kernels' exp / erf / GELU tanh, against libm in
+ * double over a dense sweep: exp within 2.5e-7 relative (≈ 2 ulp) over the
+ * whole normal range, exact 0 below it (−∞ included), +∞ above, NaN kept;
+ * erf within 5e-7 absolute (Eigen's approximation, which GELU forward has
+ * used since round 1: 4.2e-7 at worst); the GELU tanh within 2e-7 absolute. */
+Test(kernels_cpu, vector_exp_erf_tanh)
+{
+    double worst_e = 0, worst_erf = 0, worst_th = 0;
+    for (int64_t i = 0; i <= 2000000; i++) {
+        float x = (float)(-87.3 + (88.7 + 87.3) * (double)i / 2000000.0);
+        double e = exp((double)x), got = hm_vexpf(x);
+        double r = fabs(got - e) / e;
+        worst_e = r > worst_e ? r : worst_e;
+        float z = (float)(-5.0 + 10.0 * (double)i / 2000000.0);
+        double de = fabs((double)hm_verff(z) - erf((double)z));
+        worst_erf = de > worst_erf ? de : worst_erf;
+        double dt = fabs((double)hm_vtanhf_gelu(z * 2) - tanh((double)z * 2));
+        worst_th = dt > worst_th ? dt : worst_th;
+    }
+    cr_expect(worst_e <= 2.5e-7, "hm_vexpf: worst relative error %.3g", worst_e);
+    cr_expect(worst_erf <= 5e-7, "hm_verff: worst absolute error %.3g", worst_erf);
+    cr_expect(worst_th <= 2e-7, "hm_vtanhf_gelu: worst absolute error %.3g", worst_th);
+    cr_expect(hm_vexpf(-INFINITY) == 0.0f && hm_vexpf(-88.0f) == 0.0f && hm_vexpf(-1000.0f) == 0.0f);
+    cr_expect(isinf(hm_vexpf(89.0f)) && isinf(hm_vexpf(INFINITY)));
+    cr_expect(isnan(hm_vexpf(NAN)));
+    cr_expect(hm_vexpf(0.0f) == 1.0f);
+    cr_expect(hm_vtanhf_gelu(40.0f) == 1.0f && hm_vtanhf_gelu(-40.0f) == -1.0f);
 }

@@ -10,8 +10,8 @@
 /* e^x, within 2 ulp of expf over the normal range: x = n ln2 + r with
  * |r| ≤ ln2/2 (ln2 split in two for an exact product), e^r by Cephes'
  * degree-6 polynomial, 2^n built in the exponent bits. x < −87.33 gives 0
- * (so −∞ does, as masked scores need), x > 88.72 gives ∞-free 3.4e38
- * clamping; NaN stays NaN. */
+ * (so −∞ does, as masked scores need), x > 88.72 gives +∞, NaN stays
+ * NaN. */
 static inline __attribute__((always_inline)) float hm_vexpf(float x)
 {
     const float hi = 88.72283f, lo = -87.33654f;
@@ -32,9 +32,12 @@ static inline __attribute__((always_inline)) float hm_vexpf(float x)
         uint32_t u;
         float f;
     } s;
+    float top = n > 127.0f ? 2.0f : 1.0f; /* e^x near FLT_MAX: n = 128 */
+    n = n > 127.0f ? 127.0f : n;
     s.u = (uint32_t)((int32_t)n + 127) << 23;
-    float y = e * s.f;
+    float y = e * s.f * top;
     y = x < lo ? 0.0f : y;
+    y = x > hi ? __builtin_inff() : y;
     return x != x ? x : y;
 }
 
@@ -58,6 +61,14 @@ static inline __attribute__((always_inline)) float hm_verff(float z)
     qd = qd * z2 + -7.37332916720468e-03f;
     qd = qd * z2 + -1.42647390514189e-02f;
     return z * pn / qd;
+}
+
+/* tanh(u) = 1 − 2 / (e^{2u} + 1): exact limits ±1; near 0 its absolute
+ * error is a few 1e-8 (relative error grows there), which is what GELU's
+ * 1 + tanh needs — not a general tanh. */
+static inline __attribute__((always_inline)) float hm_vtanhf_gelu(float u)
+{
+    return 1.0f - 2.0f / (hm_vexpf(2.0f * u) + 1.0f);
 }
 
 #endif

@@ -46,6 +46,27 @@ void hm_fast_rotary_forward(HM_CPU_CTX, float *x, int64_t T, int64_t n_h, int64_
         }
 }
 
+/* The transpose rotation R(θ)^T on a gradient, in place: the ref's angles
+ * and rounding, cos/sin once per (position, frequency) instead of per head. */
+void hm_fast_rotary_backward(HM_CPU_CTX, float *dx, int64_t T, int64_t n_h, int64_t r,
+                             int64_t row_stride, int64_t head_stride, int64_t pos0,
+                             const float *inv_freq)
+{
+    int64_t half = r / 2;
+#pragma omp parallel for schedule(static) if (T * n_h * r >= 32768)
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t j = 0; j < half; j++) {
+            float theta = (float)(pos0 + t) * inv_freq[j];
+            float c = (float)cos((double)theta), s = (float)sin((double)theta);
+            for (int64_t h = 0; h < n_h; h++) {
+                float *v = dx + t * row_stride + h * head_stride;
+                float a = v[j], b = v[j + half];
+                v[j] = a * c + b * s;
+                v[j + half] = b * c - a * s;
+            }
+        }
+}
+
 #define HM_ATT_RB 4  /* query rows per score tile */
 #define HM_ATT_KB 16 /* keys per score tile (one AVX-512 vector) */
 

@@ -7,6 +7,9 @@
 #include <string.h>
 
 #include "cpu_backward.h"
+#include "cpu_ops.h"
+#include "cpu_simd.h"
+#include "cpu_vexp.h"
 
 #ifdef HM_HAVE_BLAS
 #include <cblas.h>
@@ -102,27 +105,40 @@ void hm_fast_layernorm_backward(HM_CPU_CTX, float *dx, float *dw, float *db, con
     }
 }
 
-void hm_fast_gelu_backward(HM_CPU_CTX, float *dx, const float *dy, const float *x, int64_t n,
-                           enum hm_gelu_kind kind)
+/* dx = dy·(Φ(x) + x·φ(x)) (erf) or the tanh form's derivative, vectorized
+ * with cpu_vexp.h (dx may alias dy). */
+HM_CLONES static void gelu_backward_span(float *dx, const float *dy, const float *x, int64_t n,
+                                         int tanh_kind)
 {
     const float inv_sqrt2 = 0.70710678118654752f, inv_sqrt2pi = 0.39894228040143268f;
     const float c = 0.79788456080286536f, k = 0.044715f;
-    if (kind == HM_GELU_ERF) {
-#pragma omp parallel for simd schedule(static) if (n >= HM_PAR_MIN)
+    if (!tanh_kind) {
+#pragma omp simd
         for (int64_t i = 0; i < n; i++) {
             float v = x[i];
-            float cdf = 0.5f * (1.0f + erff(v * inv_sqrt2));
-            float pdf = expf(-0.5f * v * v) * inv_sqrt2pi;
+            float cdf = 0.5f * (1.0f + hm_verff(v * inv_sqrt2));
+            float pdf = hm_vexpf(-0.5f * v * v) * inv_sqrt2pi;
             dx[i] = dy[i] * (cdf + v * pdf);
         }
     } else {
-#pragma omp parallel for simd schedule(static) if (n >= HM_PAR_MIN)
+#pragma omp simd
         for (int64_t i = 0; i < n; i++) {
             float v = x[i];
-            float th = tanhf(c * (v + k * v * v * v));
+            float th = hm_vtanhf_gelu(c * (v + k * v * v * v));
             float du = c * (1.0f + 3.0f * k * v * v);
             dx[i] = dy[i] * (0.5f * (1.0f + th) + 0.5f * v * (1.0f - th * th) * du);
         }
+    }
+}
+
+void hm_fast_gelu_backward(HM_CPU_CTX, float *dx, const float *dy, const float *x, int64_t n,
+                           enum hm_gelu_kind kind)
+{
+    int64_t nb = (n + 4095) / 4096; /* blocks of 4096 elements */
+#pragma omp parallel for schedule(static) if (n >= HM_PAR_MIN)
+    for (int64_t b = 0; b < nb; b++) {
+        int64_t i0 = b * 4096, i1 = i0 + 4096 < n ? i0 + 4096 : n;
+        gelu_backward_span(dx + i0, dy + i0, x + i0, i1 - i0, kind == HM_GELU_TANH);
     }
 }
 
@@ -203,20 +219,10 @@ double hm_fast_cross_entropy_backward(HM_CPU_CTX, float *dlogits, const float *l
             memset(g, 0, sizeof(float) * (size_t)V);
             continue;
         }
-        float mx = l[0];
-        for (int64_t v = 1; v < V; v++)
-            mx = l[v] > mx ? l[v] : mx;
-        double se = 0;
-        for (int64_t v = 0; v < V; v++) {
-            float e = expf(l[v] - mx);
-            g[v] = e;
-            se += e;
-        }
+        float mx = hm_fast_row_max(l, V);
+        double se = hm_fast_row_exp(g, l, mx, V);
         double lse = (double)mx + log(se);
-        float inv = (float)(scale / se);
-#pragma omp simd
-        for (int64_t v = 0; v < V; v++)
-            g[v] *= inv;
+        hm_fast_row_scale(g, (float)(scale / se), V);
         g[targets[t]] -= scale;
         total += lse - (double)l[targets[t]];
     }

@@ -11,6 +11,7 @@
 
 #include "cpu_ops.h"
 #include "cpu_simd.h"
+#include "cpu_vexp.h"
 
 #ifdef HM_HAVE_BLAS
 #include <cblas.h>
@@ -122,50 +123,35 @@ void hm_fast_layernorm_forward(HM_CPU_CTX, float *y, float *mean, float *rstd, c
 }
 
 
-/* erf(x) as a rational function x·P(x²)/Q(x²) on [-4, 4] (clamped beyond,
- * where |1 − erf| < 2e-8): the fp32 approximation of Eigen's
- * generic_fast_erf_float / XLA, a few ulp from erf. Branch-free arithmetic
- * only, so the loop vectorizes (libm erff does not). */
+/* 0.5·x·(1 + erf(x/√2)) with cpu_vexp.h's erf (libm erff does not vectorize). */
 HM_CLONES static void gelu_erf_span(float *y, const float *x, int64_t n)
 {
 #pragma omp simd
+    for (int64_t i = 0; i < n; i++)
+        y[i] = 0.5f * x[i] * (1.0f + hm_verff(x[i] * 0.7071067811865476f));
+}
+
+/* 0.5·x·(1 + tanh(√(2/π)(x + 0.044715 x³))) */
+HM_CLONES static void gelu_tanh_span(float *y, const float *x, int64_t n)
+{
+    const float c = 0.7978845608028654f;
+#pragma omp simd
     for (int64_t i = 0; i < n; i++) {
         float v = x[i];
-        float z = v * 0.7071067811865476f;
-        z = z < -4.0f ? -4.0f : z > 4.0f ? 4.0f : z;
-        float z2 = z * z;
-        float pn = -2.72614225801306e-10f;
-        pn = pn * z2 + 2.77068142495902e-08f;
-        pn = pn * z2 + -2.10102402082508e-06f;
-        pn = pn * z2 + -5.69250639462346e-05f;
-        pn = pn * z2 + -7.34990630326855e-04f;
-        pn = pn * z2 + -2.95459980854025e-03f;
-        pn = pn * z2 + -1.60960333262415e-02f;
-        float qd = -1.45660718464996e-05f;
-        qd = qd * z2 + -2.13374055278905e-04f;
-        qd = qd * z2 + -1.68282697438203e-03f;
-        qd = qd * z2 + -7.37332916720468e-03f;
-        qd = qd * z2 + -1.42647390514189e-02f;
-        y[i] = 0.5f * v * (1.0f + z * pn / qd);
+        y[i] = 0.5f * v * (1.0f + hm_vtanhf_gelu(c * (v + 0.044715f * v * v * v)));
     }
 }
 
 void hm_fast_gelu_forward(HM_CPU_CTX, float *y, const float *x, int64_t n, enum hm_gelu_kind kind)
 {
-    if (kind == HM_GELU_TANH) {
-        const float c = 0.7978845608028654f; /* sqrt(2/pi) */
+    int64_t nb = (n + 4095) / 4096; /* blocks of 4096 elements */
 #pragma omp parallel for schedule(static) if (n >= HM_PAR_MIN)
-        for (int64_t i = 0; i < n; i++) {
-            float v = x[i];
-            y[i] = 0.5f * v * (1.0f + tanhf(c * (v + 0.044715f * v * v * v)));
-        }
-    } else {
-        int64_t nb = (n + 4095) / 4096; /* blocks of 4096 elements */
-#pragma omp parallel for schedule(static) if (n >= HM_PAR_MIN)
-        for (int64_t b = 0; b < nb; b++) {
-            int64_t i0 = b * 4096, i1 = i0 + 4096 < n ? i0 + 4096 : n;
+    for (int64_t b = 0; b < nb; b++) {
+        int64_t i0 = b * 4096, i1 = i0 + 4096 < n ? i0 + 4096 : n;
+        if (kind == HM_GELU_TANH)
+            gelu_tanh_span(y + i0, x + i0, i1 - i0);
+        else
             gelu_erf_span(y + i0, x + i0, i1 - i0);
-        }
     }
 }
 
@@ -184,26 +170,58 @@ void hm_fast_embedding_forward(HM_CPU_CTX, float *y, const int32_t *ids, const f
         memcpy(y + t * d, table + (int64_t)ids[t] * d, sizeof(float) * (size_t)d);
 }
 
+/* ---- softmax rows (cpu_ops.h) ---- */
+
+/* max of l: [V] */
+HM_CLONES float hm_fast_row_max(const float *l, int64_t V)
+{
+    float mx = l[0];
+#pragma omp simd reduction(max : mx)
+    for (int64_t v = 1; v < V; v++)
+        mx = l[v] > mx ? l[v] : mx;
+    return mx;
+}
+
+/* g[v] = e^{l[v] − mx} (g may be NULL: the sum only); returns Σ in fp32
+ * partial sums of 256 terms folded into a double total. */
+HM_CLONES double hm_fast_row_exp(float *g, const float *l, float mx, int64_t V)
+{
+    double se = 0;
+    for (int64_t v0 = 0; v0 < V; v0 += 256) {
+        int64_t v1 = v0 + 256 < V ? v0 + 256 : V;
+        float part = 0;
+        if (g) {
+#pragma omp simd reduction(+ : part)
+            for (int64_t v = v0; v < v1; v++) {
+                float e = hm_vexpf(l[v] - mx);
+                g[v] = e;
+                part += e;
+            }
+        } else {
+#pragma omp simd reduction(+ : part)
+            for (int64_t v = v0; v < v1; v++)
+                part += hm_vexpf(l[v] - mx);
+        }
+        se += part;
+    }
+    return se;
+}
+
+HM_CLONES void hm_fast_row_scale(float *g, float s, int64_t V)
+{
+#pragma omp simd
+    for (int64_t v = 0; v < V; v++)
+        g[v] *= s;
+}
+
 void hm_fast_nll_forward(HM_CPU_CTX, float *nll, float *lse, const float *logits, const int32_t *targets,
                          int64_t T, int64_t V)
 {
 #pragma omp parallel for schedule(static) if (T * V >= HM_PAR_MIN)
     for (int64_t t = 0; t < T; t++) {
         const float *row = logits + t * V;
-        float mx = -INFINITY;
-        for (int64_t v = 0; v < V; v++)
-            mx = row[v] > mx ? row[v] : mx;
-        double s = 0;
-        float part = 0;
-        /* fp32 partial sums of 256 terms, folded into a double total */
-        for (int64_t v0 = 0; v0 < V; v0 += 256) {
-            int64_t v1 = v0 + 256 < V ? v0 + 256 : V;
-            part = 0;
-            for (int64_t v = v0; v < v1; v++)
-                part += expf(row[v] - mx);
-            s += part;
-        }
-        double l = (double)mx + log(s);
+        float mx = hm_fast_row_max(row, V);
+        double l = (double)mx + log(hm_fast_row_exp(NULL, row, mx, V));
         if (lse)
             lse[t] = (float)l;
         nll[t] = (float)(l - (double)row[targets[t]]);
