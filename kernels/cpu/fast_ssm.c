@@ -73,7 +73,9 @@ static int64_t pick_chunk(int64_t chunk) { return chunk > 0 ? chunk : HM_SSM_CHU
  * round16(C), W = max(F2, P1)):
  *   doubles l, e, din [C]; floats Vc, Gc, Nm [C, P1], Kt [F2, CP],
  *   Vt [P1, CP], K, Y [C, CP], Sw [C, W], Dt [P1, CP], Dc, X [C, F2],
- *   and ep, en, ei, wt, dtc [C]. */
+ *   ep, en, ei, wt, dtc [C], and Pc [C, F2] (a chunk's C or B rows packed:
+ *   4 KB apart in [T, n_h, F2], a tile GEMM walking them down a column
+ *   maps every row to one L1 set and runs at a quarter of its speed). */
 struct ssm_layout {
     int64_t C, nc, SB;
     size_t fixed, per;
@@ -82,7 +84,7 @@ struct ssm_layout {
 static int64_t scratch_floats(int64_t C, int64_t F2, int64_t P1)
 {
     const int64_t CP = round16(C), W = imax(F2, P1);
-    return 3 * C * P1 + F2 * CP + 2 * P1 * CP + 2 * C * CP + C * W + 2 * C * F2 + 5 * C;
+    return 3 * C * P1 + F2 * CP + 2 * P1 * CP + 2 * C * CP + C * W + 3 * C * F2 + 5 * C;
 }
 
 static struct ssm_layout ssm_layout(int64_t T, int64_t n_h, int64_t F2, int64_t p, int64_t chunk,
@@ -138,7 +140,7 @@ static int ssm_threads(const struct ssm_layout *g, size_t ws_size, int64_t ntask
 /* Per-thread scratch views. */
 struct ssm_scratch {
     double *l, *e, *din;
-    float *Vc, *Gc, *Nm, *Kt, *Vt, *K, *Y, *Sw, *Dt, *Dc, *X, *ep, *en, *ei, *wt, *dtc;
+    float *Vc, *Gc, *Nm, *Kt, *Vt, *K, *Y, *Sw, *Dt, *Dc, *X, *ep, *en, *ei, *wt, *dtc, *Pc;
 };
 
 static struct ssm_scratch ssm_scratch(void *base, int64_t C, int64_t F2, int64_t P1)
@@ -164,6 +166,7 @@ static struct ssm_scratch ssm_scratch(void *base, int64_t C, int64_t F2, int64_t
     s.ei = s.en + C;
     s.wt = s.ei + C;
     s.dtc = s.wt + C;
+    s.Pc = s.dtc + C;
     return s;
 }
 
@@ -192,6 +195,14 @@ static int chunk_prep(struct ssm_scratch *s, const float *dt, float A, const flo
         s->en[i] = (float)exp(-s->l[i]);
     }
     return 1;
+}
+
+/* dst [L, n] = L rows of n floats of src at stride ld; returns dst. */
+static const float *pack_rows(float *dst, const float *src, int64_t ld, int64_t L, int64_t n)
+{
+    for (int64_t j = 0; j < L; j++)
+        memcpy(dst + j * n, src + j * ld, sizeof(float) * (size_t)n);
+    return dst;
 }
 
 /* In place on the [L, L] score block K (rows at ldk): K_ij ← K_ij e_ij w_j
@@ -373,7 +384,8 @@ void hm_fast_ssm_forward(HM_CPU_CTX, float *y, float *den, const float *C, const
             chunk_prep(&s, dt, A[h], v, ldv, vh, n_h, p, h, t0, L);
             for (int64_t j = 0; j < L; j++)
                 s.wt[j] = (float)exp(s.l[L - 1] - s.l[j]) * s.dtc[j];
-            outer_sum(St + task * SB, B + (t0 * n_h + h) * F2, ldq, s.Vc, s.wt, s.Sw, L, F2, P1);
+            outer_sum(St + task * SB, pack_rows(s.Pc, B + (t0 * n_h + h) * F2, ldq, L, F2), F2,
+                      s.Vc, s.wt, s.Sw, L, F2, P1);
             Lc[task] = s.l[L - 1];
         }
 #pragma omp for schedule(static)
@@ -404,14 +416,15 @@ static void bwd_chunk(float *dC, float *dB, float *dv, float *ddt, double *pA, d
                       const float *Rc, const float *Sn, struct ssm_scratch *s)
 {
     const int64_t P1 = p + 1, ldq = n_h * F2, CP = round16(Cs);
-    const float *Ch = C + (t0 * n_h + h) * F2, *Bh = B + (t0 * n_h + h) * F2;
+    const float *Bh = B + (t0 * n_h + h) * F2;
+    const float *Ch = pack_rows(s->Pc, C + (t0 * n_h + h) * F2, ldq, L, F2); /* rows at F2 */
     const int fac = chunk_prep(s, dt, Ah, v, ldv, vh, n_h, p, h, t0, L);
     chunk_ghat(s->Gc, dy, y, den, s->Vc, Dh, T, n_h, p, h, t0, L);
     const double llast = s->l[L - 1];
     /* K ← M_ij = (C_i·B_j) e_ij Δ_j,  Y_ij = (ĝ_i·v̂_j) e_ij  (j ≤ i; 0 above) */
     if (dv) {
         hm_tile_transpose_pad(s->Kt, CP, Bh, ldq, L, F2);
-        hm_tile_tri_scores(s->K, CP, Ch, ldq, s->Kt, CP, L, F2);
+        hm_tile_tri_scores(s->K, CP, Ch, F2, s->Kt, CP, L, F2);
         decay_tile(s->K, CP, L, s, fac, s->dtc);
     }
     hm_tile_transpose_pad(s->Vt, CP, s->Vc, P1, L, P1);
@@ -427,7 +440,7 @@ static void bwd_chunk(float *dC, float *dB, float *dv, float *ddt, double *pA, d
     scale_rows(s->Sw, Bh, ldq, s->dtc, L, F2);
     hm_tile_gemm(s->Dc, F2, s->Y, CP, 1, s->Sw, F2, L, F2, L, 1);
     for (int64_t i = 0; i < L; i++) {
-        s->e[i] = dot_f(Ch + i * ldq, s->Dc + i * F2, F2);
+        s->e[i] = dot_f(Ch + i * F2, s->Dc + i * F2, F2);
         if (dC)
             memcpy(dC + ((t0 + i) * n_h + h) * F2, s->Dc + i * F2, sizeof(float) * (size_t)F2);
     }
@@ -441,7 +454,7 @@ static void bwd_chunk(float *dC, float *dB, float *dv, float *ddt, double *pA, d
     } else {
         memset(s->X, 0, sizeof(float) * (size_t)(L * F2));
     }
-    hm_tile_gemm(s->X, F2, s->Y, 1, CP, Ch, ldq, L, F2, L, 1);
+    hm_tile_gemm(s->X, F2, s->Y, 1, CP, Ch, F2, L, F2, L, 1);
     for (int64_t j = 0; j < L; j++) {
         const float dj = s->dtc[j], *X = s->X + j * F2;
         const float din = dot_f(Bh + j * ldq, X, F2);
@@ -526,13 +539,13 @@ void hm_fast_ssm_backward(HM_CPU_CTX, float *dC, float *dB, float *dv, float *dd
             if (c + 1 < nc) { /* U of the last chunk is never used */
                 for (int64_t j = 0; j < L; j++)
                     s.wt[j] = (float)exp(s.l[L - 1] - s.l[j]) * s.dtc[j];
-                outer_sum_t(St + task * SB, B + (t0 * n_h + h) * F2, ldq, s.Vc, s.wt, s.Sw, L,
-                            F2, P1);
+                outer_sum_t(St + task * SB, pack_rows(s.Pc, B + (t0 * n_h + h) * F2, ldq, L, F2),
+                            F2, s.Vc, s.wt, s.Sw, L, F2, P1);
             }
             if (c > 0) { /* nor V of the first */
                 chunk_ghat(s.Gc, dy, y, den, s.Vc, D[h], T, n_h, p, h, t0, L);
-                outer_sum_t(Rt + task * SB, C + (t0 * n_h + h) * F2, ldq, s.Gc, s.ei, s.Sw, L,
-                            F2, P1);
+                outer_sum_t(Rt + task * SB, pack_rows(s.Pc, C + (t0 * n_h + h) * F2, ldq, L, F2),
+                            F2, s.Gc, s.ei, s.Sw, L, F2, P1);
             }
         }
 #pragma omp for schedule(static)
