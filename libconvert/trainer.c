@@ -60,6 +60,20 @@ void hm_trainer_post_update(struct hm_trainer *tr)
         u->post_update(tr->m, tr->be);
 }
 
+/* Rows of the output layer and loss per pass: N split evenly into chunks
+ * of at most max(HM_TRAIN_CE_ROWS, 2^25 / V) rows (logits and their
+ * gradient ≤ 256 MiB at any V; at Pythia's V one 512-row pass, whose
+ * products run ~15 % faster than at 256 rows). */
+static int64_t ce_rows(const struct hm_train_opts *o, int64_t V)
+{
+    const int64_t N = o->B * o->T;
+    int64_t cap = ((int64_t)1 << 25) / (V > 0 ? V : 1);
+    cap = cap > HM_TRAIN_CE_ROWS ? cap : HM_TRAIN_CE_ROWS;
+    cap = o->ce_rows > 0 ? o->ce_rows : cap;
+    int64_t chunks = (N + cap - 1) / cap;
+    return chunks > 0 ? (N + chunks - 1) / chunks : 1;
+}
+
 /* The arena hm_trainer_new carves: one list of (pointer, floats) so the
  * size and the layout cannot disagree. With tr == NULL only the size is
  * computed (pointers are not written). */
@@ -68,7 +82,7 @@ static int64_t carve(struct hm_trainer *tr, const struct hm_config *c,
 {
     const int64_t B = o->B, T = o->T, N = B * T, L = c->num_hidden_layers;
     const int64_t d = c->hidden_size, I = c->intermediate_size, V = c->vocab_size;
-    const int64_t nh = c->num_attention_heads, R = HM_TRAIN_CE_ROWS;
+    const int64_t nh = c->num_attention_heads, R = ce_rows(o, V);
     const int64_t Da = c->attn_dim, H3 = 3 * c->attn_dim, Q = c->qkv_dim;
     const int seq = !c->use_parallel_residual, llama = c->qkv_layout == HM_QKV_GQA;
     const unsigned bufs = hm_mixer_unit(c->mixer)->bufs;
@@ -238,7 +252,7 @@ static void forward_layers(struct hm_trainer *tr)
                           tr->m->lnf_b, tr->N);
 }
 
-/* Output layer + loss, HM_TRAIN_CE_ROWS rows at a time; fills tr->dhf. */
+/* Output layer + loss, ce_rows() rows at a time; fills tr->dhf. */
 static void loss_and_head(struct hm_trainer *tr, struct hm_train_loss *loss)
 {
     const struct hm_backend *be = tr->be;
@@ -247,8 +261,9 @@ static void loss_and_head(struct hm_trainer *tr, struct hm_train_loss *loss)
     const double scale = 1.0 / ((double)N * (double)tr->opt.accum);
     float *dW = tr->opt.freeze_embeddings ? NULL : tr->g->embed_out;
     double ce = 0, kl = 0;
-    for (int64_t r0 = 0; r0 < N; r0 += HM_TRAIN_CE_ROWS) {
-        int64_t rows = N - r0 < HM_TRAIN_CE_ROWS ? N - r0 : HM_TRAIN_CE_ROWS;
+    const int64_t R = ce_rows(&tr->opt, V);
+    for (int64_t r0 = 0; r0 < N; r0 += R) {
+        int64_t rows = N - r0 < R ? N - r0 : R;
         hm_backend_matmul_forward(be, tr->logits, tr->hf + r0 * d, m->embed_out, NULL, rows, d,
                                   V);
         ce += hm_backend_cross_entropy_backward(be, tr->dlogits, tr->logits, tr->tg + r0, rows,

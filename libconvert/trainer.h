@@ -7,7 +7,8 @@
  * outputs and statistics, qkv after rotary, merged attention output and its
  * log-sum-exp, the MLP pre-activation (GELU is recomputed in backward), and
  * for sequential residual the mid-stream t. The output layer and the loss
- * run HM_TRAIN_CE_ROWS rows at a time, so logits are never [B·T, V] at once.
+ * run in row chunks of at least HM_TRAIN_CE_ROWS and at most 2^25 / V rows
+ * (N split evenly), so logits are never [B·T, V] at once.
  *
  * The mixer follows cfg.mixer (softmax attention, Hedgehog linear attention,
  * HedgeMamba SSM; libconvert/train_mixer.c); for HedgeMamba, components
@@ -39,6 +40,7 @@ struct hm_train_opts {
     int freeze_embeddings;     /* embed_in and embed_out frozen */
     const struct hm_model *kd_teacher; /* borrowed; NULL for none */
     double kd_weight;
+    int64_t ce_rows;           /* most output-layer rows per pass; 0 = automatic */
 };
 
 struct hm_trainer;
