@@ -309,6 +309,39 @@ Test(backward, attention)
     }
 }
 
+/* Past one row block of the fast backward (256 rows; T = 600 is 2 full
+ * blocks + a partial one, T = 256 exactly one): fast = ref. */
+Test(backward, attention_blocked_fast_vs_ref)
+{
+    int64_t shapes[][3] = {{600, 2, 16}, {256, 1, 8}, {257, 3, 4}};
+    for (size_t si = 0; si < 3; si++) {
+        int64_t T = shapes[si][0], nh = shapes[si][1], p = shapes[si][2], d = nh * p;
+        uint64_t s = 91 + si;
+        double *qkv = malloc(8 * T * 3 * d), *R = malloc(8 * T * d);
+        tu_rand_fill(qkv, T * 3 * d, &s, 1);
+        tu_rand_fill(R, T * d, &s, 1);
+        float *fq = tu_to_f32(qkv, T * 3 * d), *fR = tu_to_f32(R, T * d);
+        float *out = malloc(4 * T * d), *lse = malloc(4 * nh * T);
+        float *dq[2] = {malloc(4 * T * 3 * d), malloc(4 * T * 3 * d)};
+        const struct hm_backend *ref = hm_backend_get("ref"), *fast = hm_backend_get("fast");
+        size_t fws = hm_backend_attention_ws_size(ref, T, nh, p);
+        size_t bws = hm_backend_attention_backward_ws_size(fast, T, nh, p);
+        void *ws = malloc(fws > bws ? fws : bws);
+        hm_backend_attention_forward(ref, out, lse, fq, T, nh, p, ws, fws);
+        for (int k = 0; k < 2; k++) {
+            const struct hm_backend *be = k ? fast : ref;
+            size_t w = hm_backend_attention_backward_ws_size(be, T, nh, p);
+            hm_backend_attention_backward(be, dq[k], fR, fq, out, lse, T, nh, p, ws, w);
+        }
+        double *want = malloc(8 * T * 3 * d);
+        for (int64_t i = 0; i < T * 3 * d; i++)
+            want[i] = dq[0][i];
+        tu_check_fd("attention backward fast vs ref", dq[1], want, T * 3 * d, 1e-5);
+        free(qkv), free(R), free(fq), free(fR), free(out), free(lse), free(dq[0]), free(dq[1]);
+        free(ws), free(want);
+    }
+}
+
 /* ---- embedding and cross-entropy ------------------------------------------- */
 Test(backward, embedding_scatter)
 {

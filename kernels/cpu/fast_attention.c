@@ -24,6 +24,7 @@
 
 #include "cpu_ops.h"
 #include "cpu_simd.h"
+#include "cpu_vexp.h"
 
 #define HM_ATT_BQ 64
 
@@ -137,11 +138,13 @@ HM_CLONES static void att_block(float *out, float *lse, const float *qkv, int64_
             float *row = sc + r * sl;
             int64_t n = t + r + 1, tt = t + r;
             float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
             for (int64_t j = 0; j < n; j++)
                 mx = row[j] > mx ? row[j] : mx;
             float sum = 0;
+#pragma omp simd reduction(+ : sum)
             for (int64_t j = 0; j < n; j++) {
-                row[j] = expf(row[j] - mx);
+                row[j] = hm_vexpf(row[j] - mx);
                 sum += row[j];
             }
             if (lse)

@@ -153,28 +153,53 @@ size_t hm_fast_attention_backward_ws_size(HM_CPU_CTX, int64_t T, int64_t n_h, in
 #endif
 }
 
-/* Per head, with sgemm on the full T×T square (masked afterwards):
+#define HM_ATTB_BQ 256 /* query rows per block of the blocked backward */
+
+/* One score row i (keys j < n = i + 1 live, columns n..e−1 of its block
+ * masked): P = exp(S − lse), dS = P ⊙ (dP − D) · scale, zero where masked. */
+HM_CLONES static void att_bwd_row(float *pr, float *dpr, int64_t n, int64_t e, float lse, float Di,
+                                  float scale)
+{
+#pragma omp simd
+    for (int64_t j = 0; j < n; j++) {
+        float pij = hm_vexpf(pr[j] - lse);
+        pr[j] = pij;
+        dpr[j] = pij * (dpr[j] - Di) * scale;
+    }
+    for (int64_t j = n; j < e; j++)
+        pr[j] = dpr[j] = 0;
+}
+
+/* Per head, in row blocks of HM_ATTB_BQ queries, each against only the keys
+ * it sees (0 .. block end): sgemm on the causal part, about (nb+1)/(2 nb)
+ * of the full square (3/4 at T = 512):
  *   S = Q K^T / sqrt(p); P = exp(S − lse) for j ≤ i, else 0;
  *   dP = dO V^T; D_i = dO_i · O_i; dS = P ⊙ (dP − D) / sqrt(p);
- *   dQ = dS K; dK = dS^T Q; dV = P^T dO.
- * ws: S/P [T,T], dP/dS [T,T], D [T]. */
+ *   dQ = dS K; dK = dS^T Q; dV = P^T dO (the last block, which sees every
+ *   key, writes dK and dV; earlier blocks add to their first rows).
+ * ws: S/P [T,T], dP/dS [T,T] (row i's block uses its first columns), D [T]. */
 void hm_fast_attention_backward(HM_CPU_CTX, float *dqkv, const float *dout, const float *qkv,
                                 const float *out, const float *lse, int64_t T, int64_t n_h,
                                 int64_t p, void *ws, size_t ws_size)
 {
 #ifdef HM_HAVE_BLAS
     if (fits_int(T, p, 3 * n_h * p) && T <= 46340) {
-        const int64_t d = n_h * p, ld = 3 * d;
+        const int64_t d = n_h * p, ld = 3 * d, nb = (T + HM_ATTB_BQ - 1) / HM_ATTB_BQ;
         const float scale = (float)(1.0 / sqrt((double)p));
         float *P = ws, *dP = P + T * T, *D = dP + T * T;
         for (int64_t h = 0; h < n_h; h++) {
             const float *q = qkv + h * 3 * p, *k = q + p, *v = q + 2 * p;
             const float *dO = dout + h * p, *O = out + h * p;
             float *dq = dqkv + h * 3 * p, *dk = dq + p, *dv = dq + 2 * p;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)T, (int)p, scale,
-                        q, (int)ld, k, (int)ld, 0.0f, P, (int)T);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)T, (int)p, 1.0f,
-                        dO, (int)d, v, (int)ld, 0.0f, dP, (int)T);
+            for (int64_t b = 0; b < nb; b++) {
+                int64_t i0 = b * HM_ATTB_BQ, e = i0 + HM_ATTB_BQ < T ? i0 + HM_ATTB_BQ : T;
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(e - i0), (int)e,
+                            (int)p, scale, q + i0 * ld, (int)ld, k, (int)ld, 0.0f, P + i0 * T,
+                            (int)T);
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(e - i0), (int)e,
+                            (int)p, 1.0f, dO + i0 * d, (int)d, v, (int)ld, 0.0f, dP + i0 * T,
+                            (int)T);
+            }
             const float *lh = lse + h * T;
 #pragma omp parallel for schedule(static) if (T * T >= HM_PAR_MIN)
             for (int64_t i = 0; i < T; i++) {
@@ -182,23 +207,20 @@ void hm_fast_attention_backward(HM_CPU_CTX, float *dqkv, const float *dout, cons
                 for (int64_t c = 0; c < p; c++)
                     Di += dO[i * d + c] * O[i * d + c];
                 D[i] = Di;
-                float *pr = P + i * T, *dpr = dP + i * T;
-                for (int64_t j = 0; j <= i; j++) {
-                    float pij = expf(pr[j] - lh[i]);
-                    pr[j] = pij;
-                    dpr[j] = pij * (dpr[j] - Di) * scale;
-                }
-                for (int64_t j = i + 1; j < T; j++) {
-                    pr[j] = 0;
-                    dpr[j] = 0;
-                }
+                int64_t e = (i / HM_ATTB_BQ + 1) * HM_ATTB_BQ;
+                att_bwd_row(P + i * T, dP + i * T, i + 1, e < T ? e : T, lh[i], Di, scale);
             }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)p, (int)T, 1.0f,
-                        dP, (int)T, k, (int)ld, 0.0f, dq, (int)ld);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)T, (int)p, (int)T, 1.0f,
-                        dP, (int)T, q, (int)ld, 0.0f, dk, (int)ld);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)T, (int)p, (int)T, 1.0f, P,
-                        (int)T, dO, (int)d, 0.0f, dv, (int)ld);
+            for (int64_t b = nb - 1; b >= 0; b--) {
+                int64_t i0 = b * HM_ATTB_BQ, e = i0 + HM_ATTB_BQ < T ? i0 + HM_ATTB_BQ : T;
+                int m = (int)(e - i0);
+                float beta = b == nb - 1 ? 0.0f : 1.0f;
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, (int)p, (int)e, 1.0f,
+                            dP + i0 * T, (int)T, k, (int)ld, 0.0f, dq + i0 * ld, (int)ld);
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)e, (int)p, m, 1.0f,
+                            dP + i0 * T, (int)T, q + i0 * ld, (int)ld, beta, dk, (int)ld);
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)e, (int)p, m, 1.0f,
+                            P + i0 * T, (int)T, dO + i0 * d, (int)d, beta, dv, (int)ld);
+            }
         }
         (void)ws_size;
         return;
