@@ -12,8 +12,11 @@
  * maps, linear attention and dense input gradient). Alternating, medians of
  * --reps.
  *
+ * --profile prints the per-op time table of the stage-1 steps
+ * (kernels/op_profile.h).
+ *
  * usage: bench_linearize [--shape tiny|70m|160m] [--layers L] [--seq T]
- *                        [--batch B] [--reps N] [--threads N] */
+ *                        [--batch B] [--reps N] [--threads N] [--profile] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +24,7 @@
 #include <unistd.h>
 
 #include "bench_common.h"
+#include "op_profile.h"
 #include "checkpoint.h"
 #include "linearize.h"
 #include "model_views.h"
@@ -39,7 +43,13 @@ int main(int argc, char **argv)
 {
     const char *shape = "70m";
     int64_t T = 512, B = 2, reps = 3, layers = 0;
-    int threads = 2;
+    int threads = 2, profile = 0;
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--profile")) {
+            profile = 1;
+            memmove(argv + i, argv + i + 1, sizeof(char *) * (size_t)(argc - i));
+            argc--;
+        }
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--shape")) shape = argv[i + 1];
         else if (!strcmp(argv[i], "--seq")) T = atoll(argv[i + 1]);
@@ -110,9 +120,13 @@ int main(int argc, char **argv)
         for (int64_t b = 0; b < B; b++)
             hm_model_hidden(teacher, be, tok + b * (T + 1), T, &ws, NULL, &err);
         double t1 = hm_bench_now();
+        if (k == 0 && profile)
+            hm_op_profile_start(); /* clears the table */
+        hm_op_profile_on = profile && k >= 0;
         rm.zero_grad(rm.ctx);
         rm.accumulate(rm.ctx, tok, &loss, aux, &err);
         double t2 = hm_bench_now();
+        hm_op_profile_on = 0;
         for (int64_t b = 0; b < B; b++)
             hm_model_nll(teacher, be, tok + b * (T + 1), tok + b * (T + 1) + 1, T, nll, &ws, &err);
         double t3 = hm_bench_now();
@@ -132,6 +146,12 @@ int main(int argc, char **argv)
     printf("  stage-1 step:              median %.3f s (%.3f-%.3f)\n", ss.median, ss.min, ss.max);
     printf("  stage-1 cost / teacher forward cost (logits): %.2f\n", ss.median / sf.median);
     printf("  stage-1 cost / teacher layers only:           %.2f\n", ss.median / st.median);
+    if (profile) {
+        double total = 0;
+        for (int64_t k = 0; k < reps; k++)
+            total += ts[k];
+        hm_op_profile_print(stdout, total, (int)reps);
+    }
     double rss = rss_mb();
     /* four copies of the weights are resident: the bench's own teacher, the
      * linearizer's teacher and student, and the mapped checkpoint's pages */
