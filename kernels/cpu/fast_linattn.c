@@ -229,7 +229,7 @@ static const float *pack_rows(float *dst, const float *src, int64_t ld, int64_t 
 /* st[F2, p] = Σ_s X_s V_s^T and sz[F2] = Σ_s X_s w_s over L rows.
  * X: rows at stride ldx [L, F2]; V: rows at stride ldv [L, p]; w: [L] or
  * NULL (all ones); pk: scratch [L, F2] + [L, p] (packed copies). */
-static void chunk_state(float *st, float *sz, const float *X, int64_t ldx, const float *V,
+HM_CLONES static void chunk_state(float *st, float *sz, const float *X, int64_t ldx, const float *V,
                         int64_t ldv, const float *w, int64_t L, int64_t F2, int64_t p,
                         float *pk)
 {
@@ -309,29 +309,25 @@ static int pick_threads(size_t ws_size, int64_t states, int64_t per, int64_t nta
 }
 
 /* In place over nc blocks of SB floats: block c becomes the sum of blocks
- * before it (dir > 0) or after it (dir < 0); the first (last) becomes 0. */
-static void exclusive_scan(float *S, int64_t nc, int64_t SB, int dir)
+ * before it (dir > 0) or after it (dir < 0); the first (last) becomes 0.
+ * One pass, in segments of 256 floats with the running sum on the stack
+ * (no shift of the whole array afterwards). */
+HM_CLONES static void exclusive_scan(float *S, int64_t nc, int64_t SB, int dir)
 {
-    if (dir > 0) {
-        for (int64_t c = 1; c < nc; c++) {
-            float *cur = S + c * SB;
-            const float *prev = cur - SB;
+    for (int64_t e0 = 0; e0 < SB; e0 += 256) {
+        const int64_t ne = imin(256, SB - e0);
+        float run[256];
+        for (int64_t e = 0; e < ne; e++)
+            run[e] = 0;
+        for (int64_t i = 0; i < nc; i++) {
+            float *cur = S + (dir > 0 ? i : nc - 1 - i) * SB + e0;
 #pragma omp simd
-            for (int64_t e = 0; e < SB; e++)
-                cur[e] += prev[e];
+            for (int64_t e = 0; e < ne; e++) {
+                const float t = cur[e];
+                cur[e] = run[e];
+                run[e] += t;
+            }
         }
-        memmove(S + SB, S, sizeof(float) * (size_t)((nc - 1) * SB));
-        memset(S, 0, sizeof(float) * (size_t)SB);
-    } else {
-        for (int64_t c = nc - 2; c >= 0; c--) {
-            float *cur = S + c * SB;
-            const float *next = cur + SB;
-#pragma omp simd
-            for (int64_t e = 0; e < SB; e++)
-                cur[e] += next[e];
-        }
-        memmove(S, S + SB, sizeof(float) * (size_t)((nc - 1) * SB));
-        memset(S + (nc - 1) * SB, 0, sizeof(float) * (size_t)SB);
     }
 }
 
@@ -339,7 +335,7 @@ static void exclusive_scan(float *S, int64_t nc, int64_t SB, int dir)
 
 /* Phase 3 of the forward for head h, rows [t0, t0 + L). St: [F2, p] then
  * z [F2], the state of all rows before t0. */
-static void fwd_chunk(float *y, float *den, const float *phiq, const float *phik,
+HM_CLONES static void fwd_chunk(float *y, float *den, const float *phiq, const float *phik,
                       const float *v, int64_t T, int64_t n_h, int64_t F2, int64_t p, int64_t ldv,
                       int64_t vh, float eps, int64_t C, int64_t h, int64_t t0, int64_t L,
                       const float *St, float *my)
@@ -362,11 +358,13 @@ static void fwd_chunk(float *y, float *den, const float *phiq, const float *phik
 #pragma omp simd reduction(+ : dn)
         for (int64_t f = 0; f < F2; f++)
             dn += qi[f] * z[f];
+#pragma omp simd reduction(+ : da)
         for (int64_t j = 0; j <= i; j++)
             da += Ai[j];
         dn += da + eps;
         const float inv = 1.0f / dn, *nr = Num + i * p;
         float *yr = y + (t0 + i) * n_h * p + h * p;
+#pragma omp simd
         for (int64_t k2 = 0; k2 < p; k2++)
             yr[k2] = nr[k2] * inv;
         if (den)
@@ -412,13 +410,14 @@ void hm_fast_linattn_forward(HM_CPU_CTX, float *y, float *den, const float *phiq
 /* ---- chunked linear attention: backward ----------------------------------- */
 
 /* ĝ of rows [t0, t0 + L) of head h: Gc [L, p] = dy / den, gd [L] = −(dy·y)/den. */
-static void chunk_grads(float *Gc, float *gd, const float *dy, const float *y, const float *den,
+HM_CLONES static void chunk_grads(float *Gc, float *gd, const float *dy, const float *y, const float *den,
                         int64_t T, int64_t n_h, int64_t p, int64_t h, int64_t t0, int64_t L)
 {
     for (int64_t i = 0; i < L; i++) {
         const float *dyr = dy + (t0 + i) * n_h * p + h * p, *yr = y + (t0 + i) * n_h * p + h * p;
         const float inv = 1.0f / den[h * T + t0 + i];
         float s = 0;
+#pragma omp simd reduction(+ : s)
         for (int64_t k = 0; k < p; k++) {
             Gc[i * p + k] = dyr[k] * inv;
             s += dyr[k] * yr[k];
@@ -430,7 +429,7 @@ static void chunk_grads(float *Gc, float *gd, const float *dy, const float *y, c
 /* Phase 3 of the backward for head h, rows [t0, t0 + L). Sp: [F2, p] + z
  * [F2], the state of the rows before t0; Dn: [F2, p] + dz [F2], Σ φq ĝ^T of
  * the rows from t0 + L on. */
-static void bwd_chunk(float *dphiq, float *dphik, float *dv, const float *dy, const float *y,
+HM_CLONES static void bwd_chunk(float *dphiq, float *dphik, float *dv, const float *dy, const float *y,
                       const float *den, const float *phiq, const float *phik, const float *v,
                       int64_t T, int64_t n_h, int64_t F2, int64_t p, int64_t ldv, int64_t vh,
                       int64_t C, int64_t h, int64_t t0, int64_t L, const float *Sp,

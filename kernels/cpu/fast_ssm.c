@@ -247,7 +247,7 @@ static void scale_rows(float *Y, const float *X, int64_t ldx, const float *a, in
 }
 
 /* ĝ_i = [dy_i / den_i; −dy_i·(y_i − D v_i) / den_i] for the chunk's rows. */
-static void chunk_ghat(float *Gc, const float *dy, const float *y, const float *den,
+HM_CLONES static void chunk_ghat(float *Gc, const float *dy, const float *y, const float *den,
                        const float *Vc, float Dh, int64_t T, int64_t n_h, int64_t p, int64_t h,
                        int64_t t0, int64_t L)
 {
@@ -266,7 +266,7 @@ static void chunk_ghat(float *Gc, const float *dy, const float *y, const float *
 
 /* st[F2, P1] = Σ_j wt_j X_j Y_j^T = X^T diag(wt) Y.   X: [L, F2] rows at
  * ldx; Y: [L, P1]; Sw: [L, P1] scratch. */
-static void outer_sum(float *st, const float *X, int64_t ldx, const float *Y, const float *wt,
+HM_CLONES static void outer_sum(float *st, const float *X, int64_t ldx, const float *Y, const float *wt,
                       float *Sw, int64_t L, int64_t F2, int64_t P1)
 {
     scale_rows(Sw, Y, P1, wt, L, P1);
@@ -274,7 +274,7 @@ static void outer_sum(float *st, const float *X, int64_t ldx, const float *Y, co
 }
 
 /* The same transposed: st[P1, F2] = Y^T diag(wt) X (the backward's layout). */
-static void outer_sum_t(float *st, const float *X, int64_t ldx, const float *Y, const float *wt,
+HM_CLONES static void outer_sum_t(float *st, const float *X, int64_t ldx, const float *Y, const float *wt,
                         float *Sw, int64_t L, int64_t F2, int64_t P1)
 {
     scale_rows(Sw, Y, P1, wt, L, P1);
@@ -294,29 +294,32 @@ static inline float dot_f(const float *a, const float *b, int64_t n)
  * dir > 0: block c ← state before chunk c (I_c = e^{L_c} I_{c−1} + U_c, shifted);
  * dir < 0: block c ← gradient from after chunk c (J_c = V_c + e^{L_c} J_{c+1},
  * shifted). The block shifted out (the last for dir > 0, the first for
- * dir < 0) is never read, so it need not be initialized. */
-static void decayed_scan(float *S, const double *Lc, int64_t nc, int64_t SB, int64_t n, int dir)
+ * dir < 0) is never read, so it need not be initialized. One pass, in
+ * segments of 256 floats with the running state on the stack. */
+HM_CLONES static void decayed_scan(float *S, const double *Lc, int64_t nc, int64_t SB, int64_t n,
+                                   int dir)
 {
-    if (dir > 0) {
-        for (int64_t c = 1; c < nc - 1; c++) {
-            const float a = (float)exp(Lc[c]), *prev = S + (c - 1) * SB;
-            float *cur = S + c * SB;
+    for (int64_t e0 = 0; e0 < n; e0 += 256) {
+        const int64_t ne = imin(256, n - e0);
+        float run[256];
+        for (int64_t e = 0; e < ne; e++)
+            run[e] = 0;
+        for (int64_t i = 0; i < nc; i++) {
+            const int64_t c = dir > 0 ? i : nc - 1 - i;
+            float *cur = S + c * SB + e0;
+            if (i == nc - 1) { /* its own block is the one never read */
+                for (int64_t e = 0; e < ne; e++)
+                    cur[e] = run[e];
+                break;
+            }
+            const float a = (float)exp(Lc[c]);
 #pragma omp simd
-            for (int64_t e = 0; e < n; e++)
-                cur[e] += a * prev[e];
+            for (int64_t e = 0; e < ne; e++) {
+                const float t = cur[e];
+                cur[e] = run[e];
+                run[e] = t + a * run[e];
+            }
         }
-        memmove(S + SB, S, sizeof(float) * (size_t)((nc - 1) * SB));
-        memset(S, 0, sizeof(float) * (size_t)SB);
-    } else {
-        for (int64_t c = nc - 2; c >= 1; c--) {
-            const float a = (float)exp(Lc[c]), *next = S + (c + 1) * SB;
-            float *cur = S + c * SB;
-#pragma omp simd
-            for (int64_t e = 0; e < n; e++)
-                cur[e] += a * next[e];
-        }
-        memmove(S, S + SB, sizeof(float) * (size_t)((nc - 1) * SB));
-        memset(S + (nc - 1) * SB, 0, sizeof(float) * (size_t)SB);
     }
 }
 
