@@ -9,7 +9,7 @@
 #include "cpu_tiles.h"
 
 #define HM_TILE_RB 4   /* rows per tile */
-#define HM_TILE_KK 128 /* k rows per packed column-tail block */
+#define HM_TILE_KK 256 /* k rows per packed column-tail block */
 
 static int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
 
@@ -66,100 +66,106 @@ void hm_tile_transpose_pad(float *Yt, int64_t ldy, const float *Y, int64_t ldx, 
             Yt[f * ldy + j] = 0;
 }
 
+/* acc rows r < nr of a 4 × 16 tile → Cm rows (= or +=), the first nc columns. */
+static inline __attribute__((always_inline)) void tile_store(float *o, int64_t ldc, int64_t nr,
+                                                             int64_t nc, const float *a0,
+                                                             const float *a1, const float *a2,
+                                                             const float *a3, int accumulate)
+{
+    const float *acc[HM_TILE_RB] = {a0, a1, a2, a3};
+    if (nc == HM_TILE_KB) {
+        for (int64_t r = 0; r < nr; r++) {
+            float *orow = o + r * ldc;
+            const float *ar = acc[r];
+            if (accumulate) {
+#pragma omp simd
+                for (int jj = 0; jj < HM_TILE_KB; jj++)
+                    orow[jj] += ar[jj];
+            } else {
+#pragma omp simd
+                for (int jj = 0; jj < HM_TILE_KB; jj++)
+                    orow[jj] = ar[jj];
+            }
+        }
+        return;
+    }
+    for (int64_t r = 0; r < nr; r++) {
+        float *orow = o + r * ldc;
+        if (accumulate)
+            for (int64_t jj = 0; jj < nc; jj++)
+                orow[jj] += acc[r][jj];
+        else
+            for (int64_t jj = 0; jj < nc; jj++)
+                orow[jj] = acc[r][jj];
+    }
+}
+
+/* Full 16-column tiles row block by row block; then the column tail (N not
+ * a multiple of 16) against one zero-padded copy of its columns per
+ * HM_TILE_KK rows of B, made once for all row blocks (not once per row
+ * block: with N = p + 1 that copy and its clearing cost as much as the
+ * products). For K > HM_TILE_KK the tail columns are summed into Cm per
+ * HM_TILE_KK rows of k (still in increasing k order). */
 HM_CLONES void hm_tile_gemm(float *Cm, int64_t ldc, const float *A, int64_t ars, int64_t acs,
                             const float *B, int64_t ldb, int64_t M, int64_t N, int64_t K,
                             int accumulate)
 {
+    const int64_t Nf = N / HM_TILE_KB * HM_TILE_KB;
     for (int64_t i0 = 0; i0 < M; i0 += HM_TILE_RB) {
         int64_t nr = imin(HM_TILE_RB, M - i0);
         const float *r0 = A + i0 * ars;
         const float *r1 = nr > 1 ? r0 + ars : r0, *r2 = nr > 2 ? r0 + 2 * ars : r0;
         const float *r3 = nr > 3 ? r0 + 3 * ars : r0;
-        for (int64_t j0 = 0; j0 < N; j0 += HM_TILE_KB) {
-            int64_t nc = imin(HM_TILE_KB, N - j0);
+        for (int64_t j0 = 0; j0 < Nf; j0 += HM_TILE_KB) {
             float a0[HM_TILE_KB] = {0}, a1[HM_TILE_KB] = {0}, a2[HM_TILE_KB] = {0};
             float a3[HM_TILE_KB] = {0};
-            if (nc == HM_TILE_KB) {
-                for (int64_t k = 0; k < K; k++) {
-                    const float *br = B + k * ldb + j0;
-                    const float c0 = r0[k * acs], c1 = r1[k * acs], c2 = r2[k * acs];
-                    const float c3 = r3[k * acs];
+            for (int64_t k = 0; k < K; k++) {
+                const float *br = B + k * ldb + j0;
+                const float c0 = r0[k * acs], c1 = r1[k * acs], c2 = r2[k * acs];
+                const float c3 = r3[k * acs];
 #pragma omp simd
-                    for (int jj = 0; jj < HM_TILE_KB; jj++) {
-                        a0[jj] += c0 * br[jj];
-                        a1[jj] += c1 * br[jj];
-                        a2[jj] += c2 * br[jj];
-                        a3[jj] += c3 * br[jj];
-                    }
-                }
-            } else { /* column tail: zero-padded copies of HM_TILE_KK rows of B */
-                float pk[HM_TILE_KK][HM_TILE_KB];
-                memset(pk, 0, sizeof pk);
-                for (int64_t kb = 0; kb < K; kb += HM_TILE_KK) {
-                    const int64_t nk = imin(HM_TILE_KK, K - kb);
-                    for (int64_t k = 0; k < nk; k++)
-                        for (int64_t jj = 0; jj < nc; jj++)
-                            pk[k][jj] = B[(kb + k) * ldb + j0 + jj];
-                    for (int64_t k = 0; k < nk; k++) {
-                        const float *br = pk[k];
-                        const int64_t ka = (kb + k) * acs;
-                        const float c0 = r0[ka], c1 = r1[ka], c2 = r2[ka], c3 = r3[ka];
-#pragma omp simd
-                        for (int jj = 0; jj < HM_TILE_KB; jj++) {
-                            a0[jj] += c0 * br[jj];
-                            a1[jj] += c1 * br[jj];
-                            a2[jj] += c2 * br[jj];
-                            a3[jj] += c3 * br[jj];
-                        }
-                    }
+                for (int jj = 0; jj < HM_TILE_KB; jj++) {
+                    a0[jj] += c0 * br[jj];
+                    a1[jj] += c1 * br[jj];
+                    a2[jj] += c2 * br[jj];
+                    a3[jj] += c3 * br[jj];
                 }
             }
-            float *o = Cm + i0 * ldc + j0;
-            if (nc == HM_TILE_KB && accumulate) {
-#pragma omp simd
-                for (int jj = 0; jj < HM_TILE_KB; jj++)
-                    o[jj] += a0[jj];
-                if (nr > 1)
-#pragma omp simd
-                    for (int jj = 0; jj < HM_TILE_KB; jj++)
-                        o[ldc + jj] += a1[jj];
-                if (nr > 2)
-#pragma omp simd
-                    for (int jj = 0; jj < HM_TILE_KB; jj++)
-                        o[2 * ldc + jj] += a2[jj];
-                if (nr > 3)
-#pragma omp simd
-                    for (int jj = 0; jj < HM_TILE_KB; jj++)
-                        o[3 * ldc + jj] += a3[jj];
-            } else if (nc == HM_TILE_KB) {
-#pragma omp simd
-                for (int jj = 0; jj < HM_TILE_KB; jj++)
-                    o[jj] = a0[jj];
-                if (nr > 1)
-#pragma omp simd
-                    for (int jj = 0; jj < HM_TILE_KB; jj++)
-                        o[ldc + jj] = a1[jj];
-                if (nr > 2)
-#pragma omp simd
-                    for (int jj = 0; jj < HM_TILE_KB; jj++)
-                        o[2 * ldc + jj] = a2[jj];
-                if (nr > 3)
-#pragma omp simd
-                    for (int jj = 0; jj < HM_TILE_KB; jj++)
-                        o[3 * ldc + jj] = a3[jj];
-            } else {
-                float *acc[HM_TILE_RB] = {a0, a1, a2, a3};
-                for (int64_t r = 0; r < nr; r++) {
-                    float *orow = o + r * ldc;
-                    if (accumulate)
-                        for (int64_t jj = 0; jj < nc; jj++)
-                            orow[jj] += acc[r][jj];
-                    else
-                        for (int64_t jj = 0; jj < nc; jj++)
-                            orow[jj] = acc[r][jj];
-                }
-            }
+            tile_store(Cm + i0 * ldc + j0, ldc, nr, HM_TILE_KB, a0, a1, a2, a3, accumulate);
         }
+    }
+    if (Nf == N)
+        return;
+    const int64_t nc = N - Nf;
+    float pk[HM_TILE_KK][HM_TILE_KB];
+    for (int64_t kb = 0; kb < K || kb == 0; kb += HM_TILE_KK) {
+        const int64_t nk = imin(HM_TILE_KK, K - kb);
+        for (int64_t k = 0; k < nk; k++)
+            for (int64_t jj = 0; jj < HM_TILE_KB; jj++)
+                pk[k][jj] = jj < nc ? B[(kb + k) * ldb + Nf + jj] : 0.0f;
+        for (int64_t i0 = 0; i0 < M; i0 += HM_TILE_RB) {
+            int64_t nr = imin(HM_TILE_RB, M - i0);
+            const float *r0 = A + i0 * ars;
+            const float *r1 = nr > 1 ? r0 + ars : r0, *r2 = nr > 2 ? r0 + 2 * ars : r0;
+            const float *r3 = nr > 3 ? r0 + 3 * ars : r0;
+            float a0[HM_TILE_KB] = {0}, a1[HM_TILE_KB] = {0}, a2[HM_TILE_KB] = {0};
+            float a3[HM_TILE_KB] = {0};
+            for (int64_t k = 0; k < nk; k++) {
+                const float *br = pk[k];
+                const int64_t ka = (kb + k) * acs;
+                const float c0 = r0[ka], c1 = r1[ka], c2 = r2[ka], c3 = r3[ka];
+#pragma omp simd
+                for (int jj = 0; jj < HM_TILE_KB; jj++) {
+                    a0[jj] += c0 * br[jj];
+                    a1[jj] += c1 * br[jj];
+                    a2[jj] += c2 * br[jj];
+                    a3[jj] += c3 * br[jj];
+                }
+            }
+            tile_store(Cm + i0 * ldc + Nf, ldc, nr, nc, a0, a1, a2, a3, accumulate || kb > 0);
+        }
+        if (K == 0)
+            break;
     }
 }
 
