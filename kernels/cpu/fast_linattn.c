@@ -248,17 +248,17 @@ HM_CLONES static void chunk_state(float *st, float *sz, const float *X, int64_t 
 
 /* Per-thread scratch (floats), rounded up to 16 (CP = round16(C)):
  *   forward:  Kt [F2, CP] + Vc [C, p] + A [C, CP] + Num [C, p] + Qc [C, F2]
- *   backward: Kt [F2, CP] + Vt [p, CP] + Vc [C, p] + Gc [C, p] + gd [C]
- *             + A [C, CP] + B [C, CP] + Tr [p, F2] + Dv [C, p] + Qc, Kc [C, F2]
- * (Qc, Kc: the chunk's φ rows packed). Phase 1 uses the same scratch for
- * Gc, gd and chunk_state's packed copies. */
+ *   backward: Kt [F2, CP] + Vt [P1, CP] + Vh, Gh [C, P1] + A, B [C, CP]
+ *             + Dv [p, CP] + Qc, Kc [C, F2]   (P1 = p + 1)
+ * (Qc, Kc: the chunk's φ rows packed). Phase 1 of the backward uses the
+ * first C·P1 + C·F2 floats for V̂ or Ĝ and a packed φ. */
 static int64_t scratch_floats(int64_t F2, int64_t p, int64_t C, int back)
 {
     int64_t CP = round16(C), n;
     if (!back)
         n = F2 * CP + 2 * C * p + C * CP + C * F2;
     else
-        n = F2 * CP + p * CP + 3 * C * p + C + 2 * C * CP + p * F2 + 2 * C * F2;
+        n = F2 * CP + (p + 1) * CP + 2 * C * (p + 1) + 2 * C * CP + p * CP + 2 * C * F2;
     return round16(n);
 }
 
@@ -409,47 +409,60 @@ void hm_fast_linattn_forward(HM_CPU_CTX, float *y, float *den, const float *phiq
 
 /* ---- chunked linear attention: backward ----------------------------------- */
 
-/* ĝ of rows [t0, t0 + L) of head h: Gc [L, p] = dy / den, gd [L] = −(dy·y)/den. */
-HM_CLONES static void chunk_grads(float *Gc, float *gd, const float *dy, const float *y, const float *den,
-                        int64_t T, int64_t n_h, int64_t p, int64_t h, int64_t t0, int64_t L)
+/* The backward keeps its chunk states transposed with the normalizer as
+ * one more row, Ŝ^T = V̂^T ΦK [P1, F2] and dŜ^T = Ĝ^T ΦQ [P1, F2] (P1 =
+ * p + 1, v̂ = [v; 1], ĝ = [g; gd]): dφq = Ĝ Ŝ^T and dφk = V̂ dŜ^T are then
+ * single tile GEMMs (no per-chunk transposes of the states, no separate
+ * normalizer loops), and dv is formed as dv^T [p, L] against ΦK_c^T. */
+
+/* Ĝ [L, P1] of rows [t0, t0 + L) of head h: dy / den, then −(dy·y)/den. */
+HM_CLONES static void chunk_grads(float *Gh, const float *dy, const float *y, const float *den,
+                                  int64_t T, int64_t n_h, int64_t p, int64_t h, int64_t t0,
+                                  int64_t L)
 {
     for (int64_t i = 0; i < L; i++) {
         const float *dyr = dy + (t0 + i) * n_h * p + h * p, *yr = y + (t0 + i) * n_h * p + h * p;
         const float inv = 1.0f / den[h * T + t0 + i];
-        float s = 0;
+        float *g = Gh + i * (p + 1), s = 0;
 #pragma omp simd reduction(+ : s)
         for (int64_t k = 0; k < p; k++) {
-            Gc[i * p + k] = dyr[k] * inv;
+            g[k] = dyr[k] * inv;
             s += dyr[k] * yr[k];
         }
-        gd[i] = -s * inv;
+        g[p] = -s * inv;
     }
 }
 
-/* Phase 3 of the backward for head h, rows [t0, t0 + L). Sp: [F2, p] + z
- * [F2], the state of the rows before t0; Dn: [F2, p] + dz [F2], Σ φq ĝ^T of
- * the rows from t0 + L on. */
-HM_CLONES static void bwd_chunk(float *dphiq, float *dphik, float *dv, const float *dy, const float *y,
-                      const float *den, const float *phiq, const float *phik, const float *v,
-                      int64_t T, int64_t n_h, int64_t F2, int64_t p, int64_t ldv, int64_t vh,
-                      int64_t C, int64_t h, int64_t t0, int64_t L, const float *Sp,
-                      const float *Dn, float *my)
+/* V̂ [L, P1] = [v rows; 1] of rows [t0, t0 + L) of head h. */
+static void chunk_vhat(float *Vh, const float *v, int64_t ldv, int64_t vh, int64_t p,
+                       int64_t h, int64_t t0, int64_t L)
 {
-    const int64_t CP = round16(C), ldq = n_h * F2;
-    const float *z = Sp + F2 * p, *dz = Dn + F2 * p;
-    float *Kt = my, *Vt = Kt + F2 * CP, *Vc = Vt + p * CP, *Gc = Vc + C * p, *gd = Gc + C * p;
-    float *A = gd + C, *B = A + C * CP, *Tr = B + C * CP, *Dv = Tr + p * F2, *Qc = Dv + C * p;
+    for (int64_t j = 0; j < L; j++) {
+        memcpy(Vh + j * (p + 1), v + (t0 + j) * ldv + h * vh, sizeof(float) * (size_t)p);
+        Vh[j * (p + 1) + p] = 1;
+    }
+}
+
+/* Phase 3 of the backward for head h, rows [t0, t0 + L). Sp: Ŝ^T [P1, F2]
+ * of the rows before t0; Dn: dŜ^T [P1, F2] = Σ ĝ φq^T of the rows from
+ * t0 + L on. */
+HM_CLONES static void bwd_chunk(float *dphiq, float *dphik, float *dv, const float *dy,
+                                const float *y, const float *den, const float *phiq,
+                                const float *phik, const float *v, int64_t T, int64_t n_h,
+                                int64_t F2, int64_t p, int64_t ldv, int64_t vh, int64_t C,
+                                int64_t h, int64_t t0, int64_t L, const float *Sp,
+                                const float *Dn, float *my)
+{
+    const int64_t CP = round16(C), ldq = n_h * F2, P1 = p + 1;
+    float *Kt = my, *Vt = Kt + F2 * CP, *Vh = Vt + P1 * CP, *Gh = Vh + C * P1;
+    float *A = Gh + C * P1, *B = A + C * CP, *Dv = B + C * CP, *Qc = Dv + p * CP;
     const float *q = pack_rows(Qc, phiq + (t0 * n_h + h) * F2, ldq, L, F2);
     const float *k = pack_rows(Qc + C * F2, phik + (t0 * n_h + h) * F2, ldq, L, F2);
-    for (int64_t j = 0; j < L; j++)
-        memcpy(Vc + j * p, v + (t0 + j) * ldv + h * vh, sizeof(float) * (size_t)p);
-    chunk_grads(Gc, gd, dy, y, den, T, n_h, p, h, t0, L);
-    if (dphiq || dphik) { /* B_ij = ĝ_i · v̂_j = Gc_i · Vc_j + gd_i, j ≤ i */
-        hm_tile_transpose_pad(Vt, CP, Vc, p, L, p);
-        hm_tile_tri_scores(B, CP, Gc, p, Vt, CP, L, p);
-        for (int64_t i = 0; i < L; i++)
-            for (int64_t j = 0; j <= i; j++)
-                B[i * CP + j] += gd[i];
+    chunk_vhat(Vh, v, ldv, vh, p, h, t0, L);
+    chunk_grads(Gh, dy, y, den, T, n_h, p, h, t0, L);
+    if (dphiq || dphik) { /* B_ij = ĝ_i · v̂_j, j ≤ i */
+        hm_tile_transpose_pad(Vt, CP, Vh, P1, L, P1);
+        hm_tile_tri_scores(B, CP, Gh, P1, Vt, CP, L, P1);
         hm_tile_mask_upper(B, CP, L);
     }
     if (dv) { /* A_ij = φq_i · φk_j, j ≤ i */
@@ -459,29 +472,22 @@ HM_CLONES static void bwd_chunk(float *dphiq, float *dphik, float *dv, const flo
     }
     if (dphiq) { /* Ŝ ĝ_i + Σ_{j≤i} B_ij φk_j */
         float *o = dphiq + (t0 * n_h + h) * F2;
-        hm_tile_transpose_pad(Tr, F2, Sp, p, F2, p); /* Tr [p, F2] = S^T */
-        hm_tile_gemm(o, ldq, Gc, p, 1, Tr, F2, L, F2, p, 0);
-        for (int64_t i = 0; i < L; i++)
-#pragma omp simd
-            for (int64_t f = 0; f < F2; f++)
-                o[i * ldq + f] += z[f] * gd[i];
+        hm_tile_gemm(o, ldq, Gh, P1, 1, Sp, F2, L, F2, P1, 0);
         hm_tile_gemm(o, ldq, B, CP, 1, k, F2, L, F2, L, 1);
     }
     if (dphik) { /* dŜ v̂_j + Σ_{i≥j} B_ij φq_i */
         float *o = dphik + (t0 * n_h + h) * F2;
-        hm_tile_transpose_pad(Tr, F2, Dn, p, F2, p);
-        hm_tile_gemm(o, ldq, Vc, p, 1, Tr, F2, L, F2, p, 0);
-        for (int64_t j = 0; j < L; j++)
-#pragma omp simd
-            for (int64_t f = 0; f < F2; f++)
-                o[j * ldq + f] += dz[f];
+        hm_tile_gemm(o, ldq, Vh, P1, 1, Dn, F2, L, F2, P1, 0);
         hm_tile_gemm(o, ldq, B, 1, CP, q, F2, L, F2, L, 1);
     }
-    if (dv) { /* dŜ[:, 0:p]^T φk_j + Σ_{i≥j} A_ij g_i */
-        hm_tile_gemm(Dv, p, k, F2, 1, Dn, p, L, p, F2, 0);
-        hm_tile_gemm(Dv, p, A, 1, CP, Gc, p, L, p, L, 1);
-        for (int64_t j = 0; j < L; j++)
-            memcpy(dv + (t0 + j) * ldv + h * vh, Dv + j * p, sizeof(float) * (size_t)p);
+    if (dv) { /* dv^T: dŜ[:, 0:p]^T φk_j + Σ_{i≥j} A_ij g_i */
+        hm_tile_gemm(Dv, CP, Dn, F2, 1, Kt, CP, p, L, F2, 0);
+        hm_tile_gemm(Dv, CP, Gh, 1, P1, A, CP, p, L, L, 1);
+        for (int64_t j = 0; j < L; j++) {
+            float *o = dv + (t0 + j) * ldv + h * vh;
+            for (int64_t kk = 0; kk < p; kk++)
+                o[kk] = Dv[kk * CP + j];
+        }
     }
 }
 
@@ -495,7 +501,8 @@ void hm_fast_linattn_backward(HM_CPU_CTX, float *dphiq, float *dphik, float *dv,
         return;
     const int64_t C = pick_chunk(chunk), nc = (T + C - 1) / C, SB = round16(F2 * (p + 1));
     const int64_t states = state_floats(T, n_h, F2, p, C, 1), per = scratch_floats(F2, p, C, 1);
-    const int64_t ntask = n_h * nc, ldq = n_h * F2;
+    const int64_t ntask = n_h * nc, ldq = n_h * F2, P1 = p + 1;
+    const int64_t ldv = v_row_stride, vh = v_head_stride;
     float *Sk = ws, *Dq = Sk + states / 2, *scr = Sk + states;
     int nthr = pick_threads(ws_size, states, per, ntask, T * n_h * F2 * p);
 #pragma omp parallel num_threads(nthr)
@@ -504,16 +511,16 @@ void hm_fast_linattn_backward(HM_CPU_CTX, float *dphiq, float *dphik, float *dv,
 #pragma omp for schedule(static)
         for (int64_t task = 0; task < ntask; task++) { /* (1) the chunk's own states */
             int64_t h = task / nc, c = task % nc, t0 = c * C, L = imin(C, T - t0);
-            float *S = Sk + task * SB, *D = Dq + task * SB, *Gc = my, *gd = my + C * p;
-            float *pk = gd + round16(C);
-            if (dphiq)
-                chunk_state(S, S + F2 * p, phik + (t0 * n_h + h) * F2, ldq,
-                            v + t0 * v_row_stride + h * v_head_stride, v_row_stride, NULL, L,
-                            F2, p, pk);
-            if (dphik || dv) {
-                chunk_grads(Gc, gd, dy, y, den, T, n_h, p, h, t0, L);
-                chunk_state(D, D + F2 * p, phiq + (t0 * n_h + h) * F2, ldq, Gc, p, gd, L, F2,
-                            p, pk);
+            float *Xh = my, *Xc = Xh + C * P1;
+            if (dphiq) { /* Ŝ^T = V̂^T ΦK */
+                chunk_vhat(Xh, v, ldv, vh, p, h, t0, L);
+                pack_rows(Xc, phik + (t0 * n_h + h) * F2, ldq, L, F2);
+                hm_tile_gemm(Sk + task * SB, F2, Xh, 1, P1, Xc, F2, P1, F2, L, 0);
+            }
+            if (dphik || dv) { /* dŜ^T = Ĝ^T ΦQ */
+                chunk_grads(Xh, dy, y, den, T, n_h, p, h, t0, L);
+                pack_rows(Xc, phiq + (t0 * n_h + h) * F2, ldq, L, F2);
+                hm_tile_gemm(Dq + task * SB, F2, Xh, 1, P1, Xc, F2, P1, F2, L, 0);
             }
         }
 #pragma omp for schedule(static)
@@ -526,8 +533,8 @@ void hm_fast_linattn_backward(HM_CPU_CTX, float *dphiq, float *dphik, float *dv,
 #pragma omp for schedule(dynamic, 1)
         for (int64_t task = 0; task < ntask; task++) { /* (3) gradients */
             int64_t h = task / nc, c = task % nc, t0 = c * C, L = imin(C, T - t0);
-            bwd_chunk(dphiq, dphik, dv, dy, y, den, phiq, phik, v, T, n_h, F2, p, v_row_stride,
-                      v_head_stride, C, h, t0, L, Sk + task * SB, Dq + task * SB, my);
+            bwd_chunk(dphiq, dphik, dv, dy, y, den, phiq, phik, v, T, n_h, F2, p, ldv, vh, C, h,
+                      t0, L, Sk + task * SB, Dq + task * SB, my);
         }
     }
 }
