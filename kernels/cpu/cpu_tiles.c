@@ -51,19 +51,37 @@ HM_CLONES void hm_tile_tri_scores(float *M, int64_t ldm, const float *X, int64_t
     }
 }
 
-void hm_tile_transpose_pad(float *Yt, int64_t ldy, const float *Y, int64_t ldx, int64_t L,
-                           int64_t n)
+/* Eight rows of Y at a time, so that each row of Yt gets 8 consecutive
+ * floats per store group (a row-at-a-time walk is a scalar store per
+ * element); Y's rows are often far apart (the heads of a fused [T, n_h, F2]
+ * tensor), but 8 of them stay in L1. */
+HM_CLONES void hm_tile_transpose_pad(float *Yt, int64_t ldy, const float *Y, int64_t ldx,
+                                     int64_t L, int64_t n)
 {
-    /* Row by row of Y: its rows are often far apart (the heads of a fused
-     * [T, n_h, F2] tensor: a column walk at that stride thrashes L1 sets). */
-    for (int64_t j = 0; j < L; j++) {
+    int64_t j = 0;
+    for (; j + 8 <= L; j += 8) {
+        const float *y0 = Y + j * ldx, *y1 = y0 + ldx, *y2 = y1 + ldx, *y3 = y2 + ldx;
+        const float *y4 = y3 + ldx, *y5 = y4 + ldx, *y6 = y5 + ldx, *y7 = y6 + ldx;
+        for (int64_t f = 0; f < n; f++) {
+            float *o = Yt + f * ldy + j;
+            o[0] = y0[f];
+            o[1] = y1[f];
+            o[2] = y2[f];
+            o[3] = y3[f];
+            o[4] = y4[f];
+            o[5] = y5[f];
+            o[6] = y6[f];
+            o[7] = y7[f];
+        }
+    }
+    for (; j < L; j++) {
         const float *yr = Y + j * ldx;
         for (int64_t f = 0; f < n; f++)
             Yt[f * ldy + j] = yr[f];
     }
     for (int64_t f = 0; f < n; f++)
-        for (int64_t j = L; j < ldy; j++)
-            Yt[f * ldy + j] = 0;
+        for (int64_t jj = L; jj < ldy; jj++)
+            Yt[f * ldy + jj] = 0;
 }
 
 /* acc rows r < nr of a 4 × 16 tile → Cm rows (= or +=), the first nc columns. */

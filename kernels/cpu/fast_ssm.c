@@ -508,6 +508,7 @@ static void bwd_chunk(float *dC, float *dB, float *dv, float *ddt, double *pA, d
             ddt[(t0 + r) * n_h + h] = (float)(s->din[r] + (double)Ah * suf);
         a += dr * suf;
         const float *dyr = dy + (t0 + r) * n_h * p + h * p, *vr = s->Vc + r * P1;
+#pragma omp simd reduction(+ : dd)
         for (int64_t k = 0; k < p; k++)
             dd += (double)dyr[k] * vr[k];
     }
