@@ -249,8 +249,10 @@ Test(kernels_cpu, rotary)
 
 Test(kernels_cpu, attention)
 {
+    /* T = 600: fast runs 256-row blocks (2 full + 1 partial); the 1-thread
+     * (halved) workspace below gives smaller blocks */
     int64_t shapes[][3] = {{1, 1, 1}, {7, 3, 16}, {33, 2, 5}, {130, 4, 64}, {65, 1, 8},
-                           {200, 3, 24}};
+                           {200, 3, 24}, {600, 2, 16}};
     for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
         int64_t T = shapes[k][0], n_h = shapes[k][1], p = shapes[k][2], d = n_h * p;
         uint64_t seed = 500 + k, s = seed;
