@@ -247,7 +247,7 @@ HM_CLONES static void chunk_state(float *st, float *sz, const float *X, int64_t 
 }
 
 /* Per-thread scratch (floats), rounded up to 16 (CP = round16(C)):
- *   forward:  Kt [F2, CP] + Vc [C, p] + A [C, CP] + Num [C, p] + Qc [C, F2]
+ *   forward:  Kt [F2, CP] + Vc [C, p] + A [C, CP] + Num [C, p]
  *   backward: Kt [F2, CP] + Vt [P1, CP] + Vh, Gh [C, P1] + A, B [C, CP]
  *             + Dv [p, CP] + Qc, Kc [C, F2]   (P1 = p + 1)
  * (Qc, Kc: the chunk's φ rows packed). Phase 1 of the backward uses the
@@ -256,7 +256,7 @@ static int64_t scratch_floats(int64_t F2, int64_t p, int64_t C, int back)
 {
     int64_t CP = round16(C), n;
     if (!back)
-        n = F2 * CP + 2 * C * p + C * CP + C * F2;
+        n = F2 * CP + 2 * C * p + C * CP;
     else
         n = F2 * CP + (p + 1) * CP + 2 * C * (p + 1) + 2 * C * CP + p * CP + 2 * C * F2;
     return round16(n);
@@ -341,19 +341,19 @@ HM_CLONES static void fwd_chunk(float *y, float *den, const float *phiq, const f
                       const float *St, float *my)
 {
     const int64_t CP = round16(C), ldq = n_h * F2;
-    const float *k = phik + (t0 * n_h + h) * F2;
+    /* q is read along its rows only: no packed copy (it measured slower) */
+    const float *q = phiq + (t0 * n_h + h) * F2, *k = phik + (t0 * n_h + h) * F2;
     const float *z = St + F2 * p;
-    float *Kt = my, *Vc = Kt + F2 * CP, *A = Vc + C * p, *Num = A + C * CP, *Qc = Num + C * p;
-    const float *q = pack_rows(Qc, phiq + (t0 * n_h + h) * F2, ldq, L, F2);
+    float *Kt = my, *Vc = Kt + F2 * CP, *A = Vc + C * p, *Num = A + C * CP;
     hm_tile_transpose_pad(Kt, CP, k, ldq, L, F2);
     for (int64_t j = 0; j < L; j++)
         memcpy(Vc + j * p, v + (t0 + j) * ldv + h * vh, sizeof(float) * (size_t)p);
-    hm_tile_tri_scores(A, CP, q, F2, Kt, CP, L, F2);
+    hm_tile_tri_scores(A, CP, q, ldq, Kt, CP, L, F2);
     hm_tile_mask_upper(A, CP, L);
-    hm_tile_gemm(Num, p, q, F2, 1, St, p, L, p, F2, 0); /* carried-in: ΦQ_c S */
+    hm_tile_gemm(Num, p, q, ldq, 1, St, p, L, p, F2, 0); /* carried-in: ΦQ_c S */
     hm_tile_gemm(Num, p, A, CP, 1, Vc, p, L, p, L, 1);   /* intra-chunk: A V_c */
     for (int64_t i = 0; i < L; i++) {
-        const float *qi = q + i * F2, *Ai = A + i * CP;
+        const float *qi = q + i * ldq, *Ai = A + i * CP;
         float dn = 0, da = 0;
 #pragma omp simd reduction(+ : dn)
         for (int64_t f = 0; f < F2; f++)
