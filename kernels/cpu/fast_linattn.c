@@ -167,9 +167,7 @@ static void fm_bwd_rows(float *dx, float *dW, float *db, const float *dphi, cons
                 hm_tile_gemm(dx + r0 * rs + h * hs + i0, rs, du, F, 1, Wt, np, L, np, F, 0);
             }
         if (dW) { /* dW_h += X_blk^T du, X_blk^T packed [p, L] */
-            for (int64_t r = 0; r < L; r++)
-                for (int64_t i = 0; i < p; i++)
-                    xt[i * L + r] = xr[r * rs + i];
+            hm_tile_transpose_pad(xt, L, xr, rs, L, p);
             hm_tile_gemm(dW + h * p * F, F, xt, L, 1, du, F, p, F, L, 1);
         }
         if (db)
