@@ -1,7 +1,9 @@
 /* test_eval.c — the built hm-eval on fixtures: PPL = exp(mean NLL) with the
  * NLL recomputed here from --dump-logits (own log-softmax in double), window
  * semantics (incomplete last window dropped), --max-tokens, bits per byte,
- * backends, multiple choice and error exits. */
+ * backends, multiple choice and error exits; and the library's batched NLL
+ * and logits (hm_model_nll_batch, hm_model_forward_batch) against B = 1 for
+ * every family × mixer. */
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
 #include <math.h>
@@ -9,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bundle_fixture.h"
 #include "checkpoint.h"
 #include "fixture.h"
 #include "model.h"
@@ -298,3 +301,103 @@ Test(eval, errors)
     }
     free(tok), free(dir);
 }
+
+/* ---- batched windows (the library) ------------------------------------------- */
+
+/* W windows of T cut from one token stream as hm-eval cuts them, evaluated
+ * one at a time and then in batches of B (the last one partial where B does
+ * not divide W), through one ws that grows and is reused: each window's
+ * NLLs (relative) and logits (max |Δ| / max |logit|) must match B = 1's
+ * to 1e-5. Observed: fast (OpenBLAS blocks more rows differently) nll
+ * ≤ 4e-7, logits ≤ 9e-7; ref 0 (bit for bit). */
+static void batch_matches_single(enum hm_family fam, enum hm_mixer mix)
+{
+    char *dir = tu_mkdtemp("eval-batch");
+    char *path = tu_path(dir, "m.safetensors");
+    tu_bundle_model(path, fam, mix, HM_DTYPE_F32, NULL, 21 + (uint64_t)fam * 3 + (uint64_t)mix);
+    struct hm_ckpt *ck;
+    struct hm_model *m;
+    struct hm_error err;
+    cr_assert_eq(hm_ckpt_open(path, &ck, &err), HM_OK, "%s", err.msg);
+    cr_assert_eq(hm_model_load(ck, &m, &err), HM_OK, "%s", err.msg);
+    hm_ckpt_close(ck);
+    const int64_t W = 7, T = 37, V = m->cfg.vocab_size;
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)(W * T + 1));
+    uint64_t s = 5;
+    for (int64_t i = 0; i <= W * T; i++)
+        ids[i] = (int32_t)(tu_rand_u64(&s) % (uint64_t)V);
+    int32_t *in = malloc(sizeof(int32_t) * (size_t)(W * T)); /* [W, T] */
+    int32_t *tg = malloc(sizeof(int32_t) * (size_t)(W * T)); /* [W, T] */
+    for (int64_t w = 0; w < W; w++)
+        for (int64_t t = 0; t < T; t++) {
+            in[w * T + t] = ids[w * T + t];
+            tg[w * T + t] = ids[w * T + t + 1];
+        }
+    float *one = malloc(sizeof(float) * (size_t)(W * T)); /* [W, T] B = 1 */
+    float *got = malloc(sizeof(float) * (size_t)(W * T)); /* [W, T] batched */
+    float *lg1 = malloc(sizeof(float) * (size_t)(W * T * V)); /* [W, T, V] */
+    float *lgb = malloc(sizeof(float) * (size_t)(W * T * V));
+    const char *bes[2] = {"fast", "ref"};
+    const int64_t Bs[] = {2, 3, 7, 4};
+    for (int k = 0; k < 2; k++) {
+        const struct hm_backend *be = hm_backend_get(bes[k]);
+        struct hm_model_ws ws1, wsb;
+        hm_model_ws_init(&ws1);
+        hm_model_ws_init(&wsb);
+        for (int64_t w = 0; w < W; w++) {
+            cr_assert_eq(hm_model_nll(m, be, in + w * T, tg + w * T, T, one + w * T, &ws1, &err),
+                         HM_OK, "%s", err.msg);
+            cr_assert_eq(hm_model_forward(m, be, in + w * T, T, lg1 + w * T * V, &ws1, &err),
+                         HM_OK, "%s", err.msg);
+        }
+        for (size_t bi = 0; bi < sizeof Bs / sizeof Bs[0]; bi++) {
+            const int64_t B = Bs[bi];
+            for (int64_t w0 = 0; w0 < W; w0 += B) {
+                const int64_t n = W - w0 < B ? W - w0 : B;
+                cr_assert_eq(hm_model_nll_batch(m, be, in + w0 * T, tg + w0 * T, n, T,
+                                                got + w0 * T, &wsb, &err), HM_OK, "%s", err.msg);
+                cr_assert_eq(hm_model_forward_batch(m, be, in + w0 * T, n, T, lgb + w0 * T * V,
+                                                    &wsb, &err), HM_OK, "%s", err.msg);
+            }
+            double worst = 0, worst_lg = 0;
+            for (int64_t i = 0; i < W * T; i++) {
+                double d = fabs((double)got[i] - one[i]) / (fabs(one[i]) + 1e-3);
+                worst = fmax(worst, d);
+                cr_expect(d <= 1e-5, "%s %s %s B=%lld: window %lld row %lld nll %.9g vs %.9g",
+                          hm_family_name(fam), hm_mixer_name(mix), bes[k], (long long)B,
+                          (long long)(i / T), (long long)(i % T), got[i], one[i]);
+            }
+            double mx = 0; /* logits: max |Δ| / max |logit| (SPEC §7) */
+            for (int64_t i = 0; i < W * T * V; i++) {
+                worst_lg = fmax(worst_lg, fabs((double)lgb[i] - lg1[i]));
+                mx = fmax(mx, fabs(lg1[i]));
+            }
+            worst_lg /= mx;
+            cr_expect(worst_lg <= 1e-5, "%s %s %s B=%lld: logits differ by %.3g (relative)",
+                      hm_family_name(fam), hm_mixer_name(mix), bes[k], (long long)B, worst_lg);
+            fprintf(stderr,
+                    "eval batch %-5s %-10s %-4s B=%lld: max rel diff nll %.2e logits %.2e\n",
+                    hm_family_name(fam), hm_mixer_name(mix), bes[k], (long long)B, worst,
+                    worst_lg);
+        }
+        hm_model_ws_release(&ws1);
+        hm_model_ws_release(&wsb);
+    }
+    /* the estimate tools size batches with grows with B, by less than B times (the mixer
+     * workspace is one sequence's, shared), and reports an overflow as SIZE_MAX */
+    const struct hm_backend *fast = hm_backend_get("fast");
+    size_t b1 = hm_model_ws_bytes(&m->cfg, fast, 1, T), b3 = hm_model_ws_bytes(&m->cfg, fast, 3, T);
+    cr_expect(b1 > 0 && b3 > 2 * b1 && b3 < 3 * b1 + 1, "ws bytes %zu (B = 1), %zu (B = 3)", b1,
+              b3);
+    cr_expect_eq(hm_model_ws_bytes(&m->cfg, fast, INT64_MAX / 2, T), SIZE_MAX);
+    free(ids), free(in), free(tg), free(one), free(got), free(lg1), free(lgb);
+    hm_model_free(m);
+    free(path), free(dir);
+}
+
+Test(eval, batch_neox_softmax) { batch_matches_single(HM_FAMILY_NEOX, HM_MIXER_SOFTMAX); }
+Test(eval, batch_neox_hedgehog) { batch_matches_single(HM_FAMILY_NEOX, HM_MIXER_HEDGEHOG); }
+Test(eval, batch_neox_hedgemamba) { batch_matches_single(HM_FAMILY_NEOX, HM_MIXER_HEDGEMAMBA); }
+Test(eval, batch_llama_softmax) { batch_matches_single(HM_FAMILY_LLAMA, HM_MIXER_SOFTMAX); }
+Test(eval, batch_llama_hedgehog) { batch_matches_single(HM_FAMILY_LLAMA, HM_MIXER_HEDGEHOG); }
+Test(eval, batch_llama_hedgemamba) { batch_matches_single(HM_FAMILY_LLAMA, HM_MIXER_HEDGEMAMBA); }

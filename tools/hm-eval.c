@@ -40,6 +40,12 @@ static const char usage[] =
     "  --data FILE          token file (docs/token-file.md; '-' = stdin)\n"
     "  --seq-len L          window length (inputs per window)\n"
     "  --max-tokens N       count at most N targets (whole windows only)\n"
+    "  --batch B            windows per forward pass (default: as many as fit in\n"
+    "                       256 MiB of workspace, at most 8; the last batch may be\n"
+    "                       partial). Results depend on B only in the last bits: the\n"
+    "                       fast backend's products over B·L rows may round\n"
+    "                       differently (--json's 17-digit numbers and --dump-logits\n"
+    "                       can differ there; --backend ref is exact)\n"
     "  --dump-logits FILE   write safetensors with tensor 'logits' F32 [windows, L, V]\n"
     "                       (holds the whole tensor in memory while writing)\n"
     "  -f, --force          replace an existing --dump-logits file\n"
@@ -62,13 +68,17 @@ static const char usage[] =
 
 enum {
     OPT_DATA = HM_OPT_FIRST_TOOL, OPT_SEQ_LEN, OPT_MAX_TOKENS, OPT_DUMP, OPT_MC, OPT_TOKENIZER,
-    OPT_BYTES, OPT_THREADS, OPT_BACKEND, OPT_UNIGRAM,
+    OPT_BYTES, OPT_THREADS, OPT_BACKEND, OPT_UNIGRAM, OPT_BATCH,
 };
+
+/* The default --batch: windows whose workspace fits this budget, capped. */
+#define EVAL_BATCH_BYTES ((size_t)256 << 20)
+#define EVAL_BATCH_MAX 8
 
 struct opts {
     struct hm_cli_common common;
     const char *ckpt, *data, *dump, *mc, *tokenizer, *backend, *unigram;
-    int64_t seq_len, max_tokens, threads;
+    int64_t seq_len, max_tokens, threads, batch; /* batch 0: the default */
     int bytes, force;
 };
 
@@ -86,8 +96,9 @@ struct ctx {
     struct hm_tok_file *tf;
     struct ppl r;
     struct hm_progress prog;
-    int32_t *in, *tg; /* [L] inputs and targets of one window */
-    float *nll;       /* [L] */
+    int64_t batch;    /* windows per forward pass */
+    int32_t *in, *tg; /* [batch, L] inputs and targets of a batch of windows (owned) */
+    float *nll;       /* [batch, L] (owned) */
     double *uni_nll;  /* [V] −log p(token) of the --unigram baseline, or NULL */
     int64_t uni_vocab;
 };
@@ -113,23 +124,31 @@ static void load_unigram(struct ctx *c, const char *path)
     hm_tok_close(tf);
 }
 
-/* Window w: inputs tokens [wL, wL+L), targets [wL+1, wL+L]. */
-static enum hm_status load_window(struct ctx *c, int64_t w, struct hm_error *err)
+/* Windows w0..w0+n−1 into slots 0..n−1 of the batch: window w has inputs
+ * tokens [wL, wL+L), targets [wL+1, wL+L]. */
+static enum hm_status load_batch(struct ctx *c, int64_t w0, int64_t n, struct hm_error *err)
 {
     int64_t L = c->o->seq_len;
-    enum hm_status st = hm_tok_read(c->tf, w * L, L, c->in, err);
-    if (st == HM_OK)
-        st = hm_tok_read(c->tf, w * L + 1, L, c->tg, err);
+    enum hm_status st = HM_OK;
+    for (int64_t k = 0; st == HM_OK && k < n; k++) {
+        st = hm_tok_read(c->tf, (w0 + k) * L, L, c->in + k * L, err);
+        if (st == HM_OK)
+            st = hm_tok_read(c->tf, (w0 + k) * L + 1, L, c->tg + k * L, err);
+    }
     return st;
 }
 
-static void account(struct ctx *c, int64_t w)
+/* Adds window w, in slot k of the batch, to the totals (in window order:
+ * the double sum is the same for any batch size). */
+static void account(struct ctx *c, int64_t w, int64_t k)
 {
     int64_t L = c->o->seq_len;
     uint32_t eot = hm_tok_eot(c->tf);
+    const float *nll = c->nll + k * L;
+    const int32_t *tg = c->tg + k * L;
     for (int64_t t = 0; t < L; t++) {
-        c->r.sum_nll += (double)c->nll[t];
-        if (c->r.byte_level && (uint32_t)c->tg[t] != eot)
+        c->r.sum_nll += (double)nll[t];
+        if (c->r.byte_level && (uint32_t)tg[t] != eot)
             c->r.bytes++;
     }
     c->r.targets += L;
@@ -147,19 +166,38 @@ static enum hm_status fill_logits(void *vctx, int64_t index, void *dst, size_t n
     float *out = dst;
     (void)index;
     (void)nbytes;
-    for (int64_t w = 0; w < c->r.windows; w++) {
-        float *lg = out + w * L * V;
-        enum hm_status st = load_window(c, w, err);
+    for (int64_t w0 = 0; w0 < c->r.windows; w0 += c->batch) {
+        const int64_t n = c->r.windows - w0 < c->batch ? c->r.windows - w0 : c->batch;
+        float *lg = out + w0 * L * V; /* [n, L, V] */
+        enum hm_status st = load_batch(c, w0, n, err);
         if (st == HM_OK)
-            st = hm_model_forward(c->m, c->be, c->in, L, lg, &c->ws, err);
+            st = hm_model_forward_batch(c->m, c->be, c->in, n, L, lg, &c->ws, err);
         if (st != HM_OK) {
-            hm_error_prefix(err, "window %lld: ", (long long)w);
+            hm_error_prefix(err, "window %lld: ", (long long)w0);
             return st;
         }
-        hm_backend_nll_forward(c->be, c->nll, NULL, lg, c->tg, L, V);
-        account(c, w);
+        hm_backend_nll_forward(c->be, c->nll, NULL, lg, c->tg, n * L, V);
+        for (int64_t k = 0; k < n; k++)
+            account(c, w0 + k, k);
     }
     return HM_OK;
+}
+
+/* --batch (at most the number of windows: one partial batch), or the
+ * default: as many windows as fit EVAL_BATCH_BYTES of workspace (at least
+ * 1, at most EVAL_BATCH_MAX and the number of windows). */
+static int64_t pick_batch(const struct ctx *c)
+{
+    const int64_t L = c->o->seq_len, W = c->r.windows;
+    if (c->o->batch > 0)
+        return c->o->batch < W ? c->o->batch : W;
+    if (!c->m)
+        return 1; /* --unigram: no model, nothing to batch */
+    int64_t B = 1;
+    while (B < EVAL_BATCH_MAX && B < W &&
+           hm_model_ws_bytes(&c->m->cfg, c->be, B + 1, L) <= EVAL_BATCH_BYTES)
+        B++;
+    return B;
 }
 
 static void run_ppl(struct ctx *c)
@@ -186,9 +224,18 @@ static void run_ppl(struct ctx *c)
             hm_die("cannot read '%s': token id %u at position %lld is outside the model "
                    "vocabulary (%lld)", o->data, id, (long long)i, (long long)V);
     }
-    c->in = malloc(sizeof(int32_t) * (size_t)L);
-    c->tg = malloc(sizeof(int32_t) * (size_t)L);
-    c->nll = malloc(sizeof(float) * (size_t)L);
+    c->batch = pick_batch(c);
+    int64_t BL;
+    if (hm_mul_i64(c->batch, L, &BL) || (uint64_t)BL > SIZE_MAX / sizeof(int32_t))
+        hm_die("cannot evaluate '%s': a batch of %lld windows of %lld is too large", o->data,
+               (long long)c->batch, (long long)L);
+    if (c->m && o->common.verbose)
+        hm_info(&o->common, "%lld windows per pass (%.1f MiB of workspace)",
+                (long long)c->batch,
+                (double)hm_model_ws_bytes(&c->m->cfg, c->be, c->batch, L) / (1 << 20));
+    c->in = malloc(sizeof(int32_t) * (size_t)BL);
+    c->tg = malloc(sizeof(int32_t) * (size_t)BL);
+    c->nll = malloc(sizeof(float) * (size_t)BL);
     if (!c->in || !c->tg || !c->nll)
         hm_die("out of memory");
     hm_progress_start(&c->prog, &o->common, "eval");
@@ -209,17 +256,22 @@ static void run_ppl(struct ctx *c)
             hm_die_err("cannot write", o->dump, &err);
         hm_st_writer_free(w);
     } else {
-        for (int64_t w = 0; w < c->r.windows; w++) {
-            if (c->uni_nll && load_window(c, w, &err) == HM_OK) {
-                for (int64_t t = 0; t < L; t++)
+        for (int64_t w0 = 0; w0 < c->r.windows; w0 += c->batch) {
+            const int64_t nb = c->r.windows - w0 < c->batch ? c->r.windows - w0 : c->batch;
+            if (c->uni_nll && load_batch(c, w0, nb, &err) == HM_OK) {
+                for (int64_t t = 0; t < nb * L; t++)
                     c->nll[t] = (float)c->uni_nll[c->tg[t]];
-                account(c, w);
-                continue;
+            } else if (load_batch(c, w0, nb, &err) != HM_OK ||
+                       hm_model_nll_batch(c->m, c->be, c->in, c->tg, nb, L, c->nll, &c->ws,
+                                          &err) != HM_OK) {
+                if (nb == 1)
+                    hm_die("cannot evaluate '%s': window %lld: %s", o->data, (long long)w0,
+                           err.msg);
+                hm_die("cannot evaluate '%s': windows %lld-%lld: %s", o->data, (long long)w0,
+                       (long long)(w0 + nb - 1), err.msg);
             }
-            if (load_window(c, w, &err) != HM_OK ||
-                hm_model_nll(c->m, c->be, c->in, c->tg, L, c->nll, &c->ws, &err) != HM_OK)
-                hm_die("cannot evaluate '%s': window %lld: %s", o->data, (long long)w, err.msg);
-            account(c, w);
+            for (int64_t k = 0; k < nb; k++)
+                account(c, w0 + k, k);
         }
     }
     c->r.seconds = hm_now() - c->r.seconds;
@@ -434,6 +486,7 @@ int main(int argc, char **argv)
         {"threads", required_argument, NULL, OPT_THREADS},
         {"backend", required_argument, NULL, OPT_BACKEND},
         {"unigram", required_argument, NULL, OPT_UNIGRAM},
+        {"batch", required_argument, NULL, OPT_BATCH},
         {NULL, 0, NULL, 0},
     };
     struct opts o = {.common = {.progress = -1}, .max_tokens = -1, .backend = "fast"};
@@ -455,6 +508,7 @@ int main(int argc, char **argv)
         case OPT_THREADS: o.threads = hm_parse_i64(optarg, "--threads", 1, 1024); break;
         case OPT_BACKEND: o.backend = optarg; break;
         case OPT_UNIGRAM: o.unigram = optarg; break;
+        case OPT_BATCH: o.batch = hm_parse_i64(optarg, "--batch", 1, 1 << 16); break;
         }
     }
     if (o.unigram) {
@@ -472,8 +526,8 @@ int main(int argc, char **argv)
         hm_usage_error("nothing to do: give --data or --mc");
     if (o.data && o.seq_len <= 0)
         hm_usage_error("--data needs --seq-len");
-    if (!o.data && (o.seq_len || o.max_tokens >= 0 || o.dump))
-        hm_usage_error("--seq-len, --max-tokens and --dump-logits need --data");
+    if (!o.data && (o.seq_len || o.max_tokens >= 0 || o.dump || o.batch))
+        hm_usage_error("--seq-len, --max-tokens, --dump-logits and --batch need --data");
     if (o.mc && !o.tokenizer == !o.bytes)
         hm_usage_error("--mc needs exactly one of --tokenizer and --bytes");
     if (!o.mc && (o.tokenizer || o.bytes))
