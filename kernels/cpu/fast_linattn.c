@@ -23,9 +23,19 @@
  * states, n_h · ceil(T/C) · F2 · (p + 1) floats (≈ n_h · T · F2 for C ≥ p),
  * plus per-thread C×C blocks — never T×T.
  *
- * Score blocks (ΦQ ΦK^T, Ĝ V^T) are register tiles (cpu_tiles.h, shared
- * with fast_ssm.c) over a transposed, zero-padded copy of the chunk's keys,
- * like fast_attention.c; columns past the diagonal are computed and masked.
+ * Score blocks (ΦQ ΦK^T, Ĝ V̂^T) are register tiles (cpu_tiles.h, shared
+ * with fast_ssm.c) over a transposed, zero-padded copy of the chunk's keys;
+ * columns past the diagonal are computed and masked. Operands a tile walks
+ * down a column (the chunk's φ rows, 4 KB apart in [T, n_h, F2]; v rows in
+ * the fused qkv) are packed first: unpacked, every row lands in one L1 set
+ * and the tile runs at a quarter of its speed. The backward keeps its
+ * chunk states transposed, [P1, F2] with the normalizer as row p (see
+ * bwd_chunk).
+ *
+ * Feature maps: per (head, 64-row block) one tile GEMM u = X W_h into φ and
+ * the two softmaxes in place with cpu_vexp.h's expf (HM_CLONES, vectorized);
+ * the backward's du block, x^T block and W_h^T panel live on the stack
+ * (≤ 128 KB; p or F > 1024 run the ref loops).
  *
  * Gotchas that have caused bugs:
  *   - den saved by the forward includes eps (do not add it twice);
@@ -247,7 +257,7 @@ HM_CLONES static void chunk_state(float *st, float *sz, const float *X, int64_t 
 /* Per-thread scratch (floats), rounded up to 16 (CP = round16(C)):
  *   forward:  Kt [F2, CP] + Vc [C, p] + A [C, CP] + Num [C, p]
  *   backward: Kt [F2, CP] + Vt [P1, CP] + Vh, Gh [C, P1] + A, B [C, CP]
- *             + Dv [p, CP] + Qc, Kc [C, F2]   (P1 = p + 1)
+ *             + Dv [p, CP] + Qc, Kc [C, F2] + Dr [C, p]   (P1 = p + 1)
  * (Qc, Kc: the chunk's φ rows packed). Phase 1 of the backward uses the
  * first C·P1 + C·F2 floats for V̂ or Ĝ and a packed φ. */
 static int64_t scratch_floats(int64_t F2, int64_t p, int64_t C, int back)
@@ -256,7 +266,7 @@ static int64_t scratch_floats(int64_t F2, int64_t p, int64_t C, int back)
     if (!back)
         n = F2 * CP + 2 * C * p + C * CP;
     else
-        n = F2 * CP + (p + 1) * CP + 2 * C * (p + 1) + 2 * C * CP + p * CP + 2 * C * F2;
+        n = F2 * CP + (p + 1) * CP + 2 * C * (p + 1) + 2 * C * CP + p * CP + 2 * C * F2 + C * p;
     return round16(n);
 }
 
@@ -481,11 +491,10 @@ HM_CLONES static void bwd_chunk(float *dphiq, float *dphik, float *dv, const flo
     if (dv) { /* dv^T: dŜ[:, 0:p]^T φk_j + Σ_{i≥j} A_ij g_i */
         hm_tile_gemm(Dv, CP, Dn, F2, 1, Kt, CP, p, L, F2, 0);
         hm_tile_gemm(Dv, CP, Gh, 1, P1, A, CP, p, L, L, 1);
-        for (int64_t j = 0; j < L; j++) {
-            float *o = dv + (t0 + j) * ldv + h * vh;
-            for (int64_t kk = 0; kk < p; kk++)
-                o[kk] = Dv[kk * CP + j];
-        }
+        float *Dr = Qc + 2 * C * F2; /* dv rows [L, p] */
+        hm_tile_transpose_pad(Dr, p, Dv, CP, p, L);
+        for (int64_t j = 0; j < L; j++)
+            memcpy(dv + (t0 + j) * ldv + h * vh, Dr + j * p, sizeof(float) * (size_t)p);
     }
 }
 

@@ -488,11 +488,14 @@ static void bwd_chunk(float *dC, float *dB, float *dv, float *ddt, double *pA, d
         } else {
             hm_tile_gemm(Dv, CP, s->Gc, 1, P1, s->K, CP, p, L, L, 0);
         }
+        float *Dr = s->Sw; /* dv rows [L, p] (Sw is free here) */
+        hm_tile_transpose_pad(Dr, p, Dv, CP, p, L);
         for (int64_t j = 0; j < L; j++) {
-            const float *dyr = dy + (t0 + j) * n_h * p + h * p;
+            const float *dyr = dy + (t0 + j) * n_h * p + h * p, *dr = Dr + j * p;
             float *o = dv + (t0 + j) * ldv + h * vh;
+#pragma omp simd
             for (int64_t k = 0; k < p; k++)
-                o[k] = Dv[k * CP + j] + Dh * dyr[k];
+                o[k] = dr[k] + Dh * dyr[k];
         }
     }
     /* ∂L/∂(Δ_r A) = Σ_{t≥r in chunk} e_t + <R_c, S_next> */
