@@ -123,7 +123,9 @@ static inline __attribute__((always_inline)) void tile_store(float *o, int64_t l
  * HM_TILE_KK rows of B, made once for all row blocks (not once per row
  * block: with N = p + 1 that copy and its clearing cost as much as the
  * products). For K > HM_TILE_KK the tail columns are summed into Cm per
- * HM_TILE_KK rows of k (still in increasing k order). */
+ * HM_TILE_KK rows of k (still in increasing k order). A tail of one or two
+ * columns with A read transposed (ars = 1) is a vector loop along i
+ * instead (15/16 of a tile would be padding). */
 HM_CLONES void hm_tile_gemm(float *Cm, int64_t ldc, const float *A, int64_t ars, int64_t acs,
                             const float *B, int64_t ldb, int64_t M, int64_t N, int64_t K,
                             int accumulate)
@@ -155,6 +157,25 @@ HM_CLONES void hm_tile_gemm(float *Cm, int64_t ldc, const float *A, int64_t ars,
     if (Nf == N)
         return;
     const int64_t nc = N - Nf;
+    if (nc <= 2 && ars == 1) { /* narrow tail (N = p + 1): vectors along i, not j */
+        for (int64_t jj = 0; jj < nc; jj++)
+            for (int64_t i0 = 0; i0 < M; i0 += HM_TILE_KK) {
+                const int64_t mi = imin(HM_TILE_KK, M - i0);
+                float acc[HM_TILE_KK];
+                for (int64_t i = 0; i < mi; i++)
+                    acc[i] = 0;
+                for (int64_t k = 0; k < K; k++) {
+                    const float b = B[k * ldb + Nf + jj], *ar = A + i0 + k * acs;
+#pragma omp simd
+                    for (int64_t i = 0; i < mi; i++)
+                        acc[i] += ar[i] * b;
+                }
+                float *o = Cm + i0 * ldc + Nf + jj;
+                for (int64_t i = 0; i < mi; i++)
+                    o[i * ldc] = accumulate ? o[i * ldc] + acc[i] : acc[i];
+            }
+        return;
+    }
     float pk[HM_TILE_KK][HM_TILE_KB];
     for (int64_t kb = 0; kb < K || kb == 0; kb += HM_TILE_KK) {
         const int64_t nk = imin(HM_TILE_KK, K - kb);
