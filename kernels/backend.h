@@ -449,9 +449,10 @@ double hm_backend_cosine_loss(const struct hm_backend *be, float *da, const floa
  * linear attention (hm_backend_linattn_forward) on the same φ's and v. */
 
 /* Default chunk of the chunked scan (chunk argument 0); chosen by
- * bench/bench_ssm.c (f+b at C = 16/32 took 0.85–0.94 of C = 64, C = 128
- * 1.2–1.3, Pythia-70m/160m heads, T = 512 and 2048). */
-#define HM_SSM_CHUNK_DEFAULT 32
+ * bench/bench_ssm.c's sweep (with the packed-tile kernels of round 2:
+ * f+b at C = 16 took 1.38–1.48× the time of C = 64, C = 32 1.02–1.09×,
+ * C = 128 1.23–1.43×; Pythia-70m/160m heads, T = 512 and 2048). */
+#define HM_SSM_CHUNK_DEFAULT 64
 
 /* Causal depthwise conv, no activation:
  *   c[t, ch] = bias[ch] + Σ_{k<K} w[ch, k] x[t − (K−1) + k, ch] (x = 0 before t = 0)
