@@ -267,6 +267,16 @@ static int ws_table(struct hm_model_ws *ws, const struct hm_config *c, int64_t B
     return 0;
 }
 
+int64_t hm_model_eval_batch(const struct hm_config *cfg, const struct hm_backend *be, int64_t T,
+                            int64_t windows)
+{
+    int64_t B = 1;
+    while (B < HM_EVAL_BATCH_MAX && B < windows &&
+           hm_model_ws_bytes(cfg, be, B + 1, T) <= HM_EVAL_BATCH_BYTES)
+        B++;
+    return B;
+}
+
 size_t hm_model_ws_bytes(const struct hm_config *c, const struct hm_backend *be, int64_t B,
                          int64_t T)
 {

@@ -190,6 +190,17 @@ size_t hm_model_ws_bytes(const struct hm_config *cfg, const struct hm_backend *b
                          int64_t T);
 void hm_model_ws_release(struct hm_model_ws *ws); /* frees the buffers; NULL ok */
 
+/* Windows per forward pass when a tool evaluates `windows` windows of T
+ * tokens and the user did not say: as many as fit HM_EVAL_BATCH_BYTES of
+ * workspace (hm_model_ws_bytes), at least 1, at most HM_EVAL_BATCH_MAX and
+ * windows. hm-eval and hm-verify logits both use it, so a logits dump and
+ * its check batch the same windows together (batches change the last bits
+ * of the fast products). */
+#define HM_EVAL_BATCH_BYTES ((size_t)256 << 20)
+#define HM_EVAL_BATCH_MAX 8
+int64_t hm_model_eval_batch(const struct hm_config *cfg, const struct hm_backend *be, int64_t T,
+                            int64_t windows);
+
 /* Bytes of workspace the forward of cfg's mixer needs for T tokens. */
 size_t hm_model_mixer_ws_size(const struct hm_config *cfg, const struct hm_backend *be,
                               int64_t T);

@@ -72,8 +72,6 @@ enum {
 };
 
 /* The default --batch: windows whose workspace fits this budget, capped. */
-#define EVAL_BATCH_BYTES ((size_t)256 << 20)
-#define EVAL_BATCH_MAX 8
 
 struct opts {
     struct hm_cli_common common;
@@ -184,8 +182,7 @@ static enum hm_status fill_logits(void *vctx, int64_t index, void *dst, size_t n
 }
 
 /* --batch (at most the number of windows: one partial batch), or the
- * default: as many windows as fit EVAL_BATCH_BYTES of workspace (at least
- * 1, at most EVAL_BATCH_MAX and the number of windows). */
+ * default, hm_model_eval_batch. */
 static int64_t pick_batch(const struct ctx *c)
 {
     const int64_t L = c->o->seq_len, W = c->r.windows;
@@ -193,11 +190,7 @@ static int64_t pick_batch(const struct ctx *c)
         return c->o->batch < W ? c->o->batch : W;
     if (!c->m)
         return 1; /* --unigram: no model, nothing to batch */
-    int64_t B = 1;
-    while (B < EVAL_BATCH_MAX && B < W &&
-           hm_model_ws_bytes(&c->m->cfg, c->be, B + 1, L) <= EVAL_BATCH_BYTES)
-        B++;
-    return B;
+    return hm_model_eval_batch(&c->m->cfg, c->be, L, W);
 }
 
 static void run_ppl(struct ctx *c)

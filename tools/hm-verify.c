@@ -53,6 +53,9 @@ static const char usage[] =
     "      --seed S             seed of --random-tokens (default 0)\n"
     "      --reference FILE     logits reference (logits mode)\n"
     "      --tolerance X        relative tolerance (default 1e-5; logits: 1e-4)\n"
+    "      --batch B            logits: windows per forward pass, as hm-eval --batch\n"
+    "                           (default: hm-eval's default, so that a dump and its\n"
+    "                           check batch the same windows and agree to the bit)\n"
     "      --threads N          CPU threads\n"
     "      --json               one JSON object: check, equivalent, tolerance,\n"
     "                           max_abs, max_rel, where, layers (bundle: check,\n"
@@ -63,12 +66,13 @@ static const char usage[] =
     "Exit status: 0 equivalent, 1 not equivalent, 2 could not check.\n";
 
 enum { OPT_DATA = HM_OPT_FIRST_TOOL, OPT_RANDOM, OPT_SEQ, OPT_MAXW, OPT_SEED, OPT_REF, OPT_TOL,
-       OPT_THREADS };
+       OPT_THREADS, OPT_BATCH };
 
 struct opts {
     struct hm_cli_common common;
     const char *mode, *a, *b, *data, *ref;
     int64_t random_tokens, seq_len, max_windows;
+    int64_t batch; /* logits: windows per forward pass; 0 = hm-eval's default */
     uint64_t seed;
     double tol;
 };
@@ -395,24 +399,38 @@ static int check_logits(const struct opts *o)
         goto fail;
     }
     const float *ref = hm_st_data_view(rf, i);
-    float *lg = malloc(sizeof(float) * (size_t)(T * V));
+    const struct hm_backend *be = hm_backend_get("fast");
+    int64_t B = o->batch > 0 ? o->batch : hm_model_eval_batch(&m->cfg, be, T, W);
+    B = B < W ? B : W;
+    float *lg = malloc(sizeof(float) * (size_t)(B * T * V));
+    float *rw = malloc(sizeof(float) * (size_t)(T * V));
+    int32_t *in = malloc(sizeof(int32_t) * (size_t)(B * T));
     struct hm_model_ws ws;
     hm_model_ws_init(&ws);
     struct worst w = {0};
     int rc = 0;
-    for (int64_t q = 0; q < W && rc == 0; q++) {
-        if (run_seq(m, s.tok + q * (T + 1), T, &ws, NULL, lg, &err) != HM_OK) {
+    if (!lg || !rw || !in) {
+        hm_error("cannot compare: out of memory for %lld windows of %lld logits", (long long)B,
+                 (long long)(T * V));
+        rc = 2;
+    }
+    for (int64_t q0 = 0; q0 < W && rc == 0; q0 += B) {
+        int64_t n = W - q0 < B ? W - q0 : B;
+        for (int64_t b = 0; b < n; b++)
+            memcpy(in + b * T, s.tok + (q0 + b) * (T + 1), sizeof(int32_t) * (size_t)T);
+        if (hm_model_forward_batch(m, be, in, n, T, lg, &ws, &err) != HM_OK) {
             hm_error("cannot run '%s': %s", o->a, err.msg);
             rc = 2;
             break;
         }
-        /* the mapped reference may be unaligned: copy one window */
-        float *rw = malloc(sizeof(float) * (size_t)(T * V));
-        memcpy(rw, (const char *)ref + sizeof(float) * (size_t)(q * T * V),
-               sizeof(float) * (size_t)(T * V));
-        worst_update(&w, lg, rw, T, V, q);
-        free(rw);
+        for (int64_t b = 0; b < n; b++) {
+            /* the mapped reference may be unaligned: copy one window */
+            memcpy(rw, (const char *)ref + sizeof(float) * (size_t)((q0 + b) * T * V),
+                   sizeof(float) * (size_t)(T * V));
+            worst_update(&w, lg + b * T * V, rw, T, V, q0 + b);
+        }
     }
+    free(rw), free(in);
     if (rc == 0)
         rc = report(o, &w, NULL, 0, "logits vs reference");
     free(lg), free(s.tok);
@@ -503,6 +521,7 @@ int main(int argc, char **argv)
         {"reference", required_argument, NULL, OPT_REF},
         {"tolerance", required_argument, NULL, OPT_TOL},
         {"threads", required_argument, NULL, OPT_THREADS},
+        {"batch", required_argument, NULL, OPT_BATCH},
         {NULL, 0, NULL, 0},
     };
     struct opts o = {.common = {.progress = -1}, .seq_len = 256, .max_windows = 4, .tol = -1};
@@ -520,6 +539,7 @@ int main(int argc, char **argv)
         case OPT_REF: o.ref = optarg; break;
         case OPT_TOL: o.tol = hm_parse_f64(optarg, "--tolerance", 0, 1); break;
         case OPT_THREADS: hm_threads_set((int)hm_parse_i64(optarg, "--threads", 1, 4096)); break;
+        case OPT_BATCH: o.batch = hm_parse_i64(optarg, "--batch", 1, 65536); break;
         }
     }
     int nargs = argc - optind;

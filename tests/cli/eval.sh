@@ -62,5 +62,21 @@ ev --batch 0 >"$TMP/out" 2>"$TMP/err"; rc=$?
 check "--batch 0 exits 2" '[ $rc -eq 2 ] && grep -q -- "--batch" "$TMP/err"'
 "$BIN" "$TMP/m.safetensors" --mc x --bytes --batch 2 >"$TMP/out" 2>"$TMP/err"; rc=$?
 check "--batch without --data exits 2" '[ $rc -eq 2 ]'
+# hm-verify logits batches the windows as hm-eval does (by default, and with
+# the same --batch), so a dump checks at tolerance 0. Windows of 16: one
+# window's products take the few-rows path, three windows' take sgemm, so
+# batches of 1 and 3 differ in the last bits (the negative check below).
+ev16() { "$BIN" "$TMP/m.safetensors" --data "$TMP/t.tok" --seq-len 16 --no-progress "$@"; }
+ev16 --batch 3 --dump-logits "$TMP/l3.st" >/dev/null 2>&1
+ev16 --dump-logits "$TMP/ld.st" >/dev/null 2>&1
+vl() { "$TOOLS/hm-verify" logits "$TMP/m.safetensors" --data "$TMP/t.tok" "$@"; }
+vl --reference "$TMP/l3.st" --batch 3 --tolerance 0 >"$TMP/out" 2>&1; rc=$?
+check "hm-verify logits --batch 3 = hm-eval --batch 3 dump, to the bit" '[ $rc -eq 0 ]'
+vl --reference "$TMP/ld.st" --tolerance 0 >"$TMP/out" 2>&1; rc=$?
+check "hm-verify logits default batch = hm-eval default dump, to the bit" '[ $rc -eq 0 ]'
+vl --reference "$TMP/l3.st" --batch 1 --tolerance 0 >"$TMP/out" 2>&1; rc=$?
+check "--batch 1 against a --batch 3 dump differs in the last bits (exit 1)" '[ $rc -eq 1 ]'
+vl --reference "$TMP/l3.st" --batch 1 >"$TMP/out" 2>&1; rc=$?
+check "... and is within the default tolerance" '[ $rc -eq 0 ]'
 
 exit $fail
