@@ -501,7 +501,7 @@ void hm_backend_attention_cached(const struct hm_backend *be, float *out, const 
             p, scratch);
 }
 
-void hm_backend_adamw_step(const struct hm_backend *be, float *w, float *g, float *m, float *v,
+void hm_backend_adamw_step(const struct hm_backend *be, float *w, const float *g, float *m, float *v,
                            int64_t n, const struct hm_adamw_args *a)
 {
     HM_CALL(be, adamw_step, w, g, m, v, n, a);

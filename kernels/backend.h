@@ -70,7 +70,7 @@ enum hm_op {
 
 /* One AdamW update's constants (SPEC §4; hm_optim_step computes them). */
 struct hm_adamw_args {
-    float scale;      /* gradient clip factor (1 = none); g is scaled in place */
+    float scale;      /* gradient clip factor (1 = none), applied as g is read (g is not written) */
     float decay;      /* 1 − lr·weight_decay (matrices), else 1 */
     float beta1, beta2, eps;
     float step_size;  /* lr / (1 − β1^t) */
@@ -196,7 +196,7 @@ struct hm_backend_ops {
                              int64_t T, int64_t n_h, int64_t n_kv, int64_t p, float *scratch);
 
     /* training and utility ops (wrappers at the end of this file) */
-    void (*adamw_step)(void *ctx, float *w, float *g, float *m, float *v, int64_t n,
+    void (*adamw_step)(void *ctx, float *w, const float *g, float *m, float *v, int64_t n,
                        const struct hm_adamw_args *a);
     void (*sgd_step)(void *ctx, float *w, const float *g, int64_t n, float lr);
     double (*sqnorm)(void *ctx, const float *x, int64_t n);
@@ -616,11 +616,12 @@ void hm_backend_attention_cached(const struct hm_backend *be, float *out, const 
 
 /* ---- training and utility ops -------------------------------------------- */
 
-/* AdamW on one tensor (SPEC §4): g ← g·scale; w ← w·decay; m ← β1 m + (1−β1) g;
- * v ← β2 v + (1−β2) g²; w ← w − step_size · m / (sqrt(v)/bc2_sqrt + ε).
- * w, g, m, v: [n] */
-void hm_backend_adamw_step(const struct hm_backend *be, float *w, float *g, float *m, float *v,
-                           int64_t n, const struct hm_adamw_args *a);
+/* AdamW on one tensor (SPEC §4): ĝ = g·scale; w ← w·decay; m ← β1 m + (1−β1) ĝ;
+ * v ← β2 v + (1−β2) ĝ²; w ← w − step_size · m / (sqrt(v)/bc2_sqrt + ε).
+ * w, m, v: [n] updated; g: [n] read only (not scaled in place: one memory
+ * stream less for a memory-bound op). */
+void hm_backend_adamw_step(const struct hm_backend *be, float *w, const float *g, float *m,
+                           float *v, int64_t n, const struct hm_adamw_args *a);
 
 /* w ← w − lr·g.   w, g: [n] */
 void hm_backend_sgd_step(const struct hm_backend *be, float *w, const float *g, int64_t n,

@@ -57,7 +57,8 @@ const char *hm_grad_first_nonfinite(const struct hm_backend *be, const struct hm
                                     int64_t np);
 
 /* One update with learning rate lr. grad_norm is the pre-clip global norm
- * (from hm_grad_global_norm). Gradients may be scaled in place by clipping. */
+ * (from hm_grad_global_norm). Gradients are read, not changed (clipping
+ * scales them as they are read). */
 void hm_optim_step(struct hm_optim *o, const struct hm_backend *be, struct hm_opt_param *p,
                    int64_t np, double lr, double grad_norm);
 

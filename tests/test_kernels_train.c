@@ -47,6 +47,8 @@ Test(kernels_train, adamw_and_sgd_follow_the_formulas)
         tu_check_fd("adamw w vs double", out[0][0], want, n, 2e-6);
         for (int j = 0; j < 4; j++)
             cr_assert(memcmp(out[0][j], out[1][j], 4 * (size_t)n) == 0, "adamw fast != ref");
+        for (int64_t i = 0; i < n; i++) /* g is read, not written */
+            cr_assert_eq(out[0][1][i], (float)g0[i], "adamw changed g at %lld", (long long)i);
         for (int k = 0; k < 2; k++)
             for (int j = 0; j < 4; j++)
                 free(out[k][j]);

@@ -12,11 +12,10 @@
 
 /* One AdamW element, shared by ref and fast so both round identically:
  * g ← g·scale (clipping), w ← w·decay, m, v moments, w −= step·m/(√v/√bc2 + ε). */
-static inline void adamw_one(float *w, float *g, float *m, float *v,
+static inline void adamw_one(float *w, const float *g, float *m, float *v,
                              const struct hm_adamw_args *a)
 {
     float gj = *g * a->scale;
-    *g = gj;
     *w *= a->decay;
     *m = a->beta1 * *m + (1.0f - a->beta1) * gj;
     *v = a->beta2 * *v + (1.0f - a->beta2) * gj * gj;
@@ -48,7 +47,7 @@ static inline double kl_row(float *g, const float *ls, const float *lt, int64_t 
 }
 
 
-void hm_ref_adamw_step(HM_CPU_CTX, float *w, float *g, float *m, float *v, int64_t n,
+void hm_ref_adamw_step(HM_CPU_CTX, float *w, const float *g, float *m, float *v, int64_t n,
                        const struct hm_adamw_args *a);
 void hm_ref_sgd_step(HM_CPU_CTX, float *w, const float *g, int64_t n, float lr);
 double hm_ref_sqnorm(HM_CPU_CTX, const float *x, int64_t n);
@@ -60,7 +59,7 @@ void hm_ref_copy2d(HM_CPU_CTX, float *dst, int64_t dst_stride, const float *src,
                    int64_t src_stride, int64_t rows, int64_t cols);
 void hm_ref_clamp(HM_CPU_CTX, float *x, int64_t n, float lo, float hi);
 
-void hm_fast_adamw_step(HM_CPU_CTX, float *w, float *g, float *m, float *v, int64_t n,
+void hm_fast_adamw_step(HM_CPU_CTX, float *w, const float *g, float *m, float *v, int64_t n,
                         const struct hm_adamw_args *a);
 void hm_fast_sgd_step(HM_CPU_CTX, float *w, const float *g, int64_t n, float lr);
 double hm_fast_sqnorm(HM_CPU_CTX, const float *x, int64_t n);

@@ -5,6 +5,7 @@
 
 #include "cpu_simd.h"
 #include "cpu_train.h"
+#include "cpu_vexp.h"
 
 void hm_fast_sgd_step(HM_CPU_CTX, float *w, const float *g, int64_t n, float lr)
 {
@@ -49,7 +50,7 @@ void hm_fast_fill(HM_CPU_CTX, float *x, int64_t n, float value)
 /* adamw_one over a span, its constants in registers so the loop vectorizes
  * (the same operations in the same order, no FMA contraction: bit-identical
  * to the ref). */
-HM_CLONES __attribute__((optimize("fp-contract=off"))) static void adamw_span(float *w, float *g, float *m, float *v, int64_t n,
+HM_CLONES __attribute__((optimize("fp-contract=off"))) static void adamw_span(float *w, const float *g, float *m, float *v, int64_t n,
                                  struct hm_adamw_args a)
 {
 #pragma omp simd
@@ -57,7 +58,7 @@ HM_CLONES __attribute__((optimize("fp-contract=off"))) static void adamw_span(fl
         adamw_one(w + j, g + j, m + j, v + j, &a);
 }
 
-void hm_fast_adamw_step(HM_CPU_CTX, float *w, float *g, float *m, float *v, int64_t n,
+void hm_fast_adamw_step(HM_CPU_CTX, float *w, const float *g, float *m, float *v, int64_t n,
                         const struct hm_adamw_args *a)
 {
     const int64_t blk = 8192;
@@ -69,13 +70,41 @@ void hm_fast_adamw_step(HM_CPU_CTX, float *w, float *g, float *m, float *v, int6
     }
 }
 
+/* kl_row (cpu_train.h) with its exps vectorized (hm_vexp_d): the same
+ * double arithmetic, sums in a vector order. */
+HM_CLONES static double kl_row_fast(float *g, const float *ls, const float *lt, int64_t V,
+                                    double w, double scale)
+{
+    float fms = ls[0], fmt = lt[0];
+#pragma omp simd reduction(max : fms, fmt)
+    for (int64_t v = 1; v < V; v++) {
+        fms = ls[v] > fms ? ls[v] : fms;
+        fmt = lt[v] > fmt ? lt[v] : fmt;
+    }
+    const double ms = fms, mt = fmt;
+    double ss = 0, st = 0;
+#pragma omp simd reduction(+ : ss, st)
+    for (int64_t v = 0; v < V; v++) {
+        ss += hm_vexp_d((double)ls[v] - ms);
+        st += hm_vexp_d((double)lt[v] - mt);
+    }
+    const double lss = ms + log(ss), lst = mt + log(st), ws = w * scale;
+    double kl = 0;
+#pragma omp simd reduction(+ : kl)
+    for (int64_t v = 0; v < V; v++) {
+        double lps = (double)ls[v] - lss, lpt = (double)lt[v] - lst, pt = hm_vexp_d(lpt);
+        kl += pt * (lpt - lps);
+        g[v] += (float)(ws * (hm_vexp_d(lps) - pt));
+    }
+    return kl;
+}
+
 double hm_fast_kl_backward(HM_CPU_CTX, float *dlogits, const float *logits,
                            const float *tlogits, int64_t T, int64_t V, double w, double scale)
 {
     double kl = 0;
 #pragma omp parallel for schedule(static) reduction(+ : kl) if (T * V >= 32768)
     for (int64_t t = 0; t < T; t++)
-        kl += kl_row(dlogits + t * V, logits + t * V, tlogits + t * V, V, w, scale);
+        kl += kl_row_fast(dlogits + t * V, logits + t * V, tlogits + t * V, V, w, scale);
     return kl;
 }
-

@@ -4,7 +4,7 @@
 
 #include "cpu_train.h"
 
-void hm_ref_adamw_step(HM_CPU_CTX, float *w, float *g, float *m, float *v, int64_t n,
+void hm_ref_adamw_step(HM_CPU_CTX, float *w, const float *g, float *m, float *v, int64_t n,
                        const struct hm_adamw_args *a)
 {
     for (int64_t j = 0; j < n; j++)
