@@ -276,9 +276,8 @@ void hm_backend_rotary_forward(const struct hm_backend *be, float *x, int64_t T,
  * inv_freq[j] = 1.0f / pw (fp32 division).   inv_freq: [r/2] */
 void hm_rotary_inv_freq(float *inv_freq, int64_t r, double base);
 
-/* Bytes of workspace attention_forward needs for these sizes (fast: score
- * rows of a block of queries; a smaller workspace of at least T floats
- * gives smaller blocks, the same result). */
+/* Bytes of workspace attention_forward needs for these sizes (with the
+ * current thread count; a smaller workspace only lowers the parallelism). */
 size_t hm_backend_attention_ws_size(const struct hm_backend *be, int64_t T, int64_t n_h,
                                     int64_t p);
 
