@@ -23,16 +23,19 @@
 #include "cpu_vexp.h"
 
 
-void hm_fast_rotary_forward(HM_CPU_CTX, float *x, int64_t T, int64_t n_h, int64_t r, int64_t row_stride,
-                            int64_t head_stride, int64_t pos0, const float *inv_freq)
+/* R(θ) (sign 1) or its transpose R(θ)^T = R(−θ) (sign −1, for gradients),
+ * in place, with the ref's angles and rounding (fp32 angle, cos/sin
+ * rounded to fp32; negating sin is exact, so both are bit-identical to the
+ * ref), cos/sin once per (position, frequency) instead of per head. */
+static void rotate(float *x, int64_t T, int64_t n_h, int64_t r, int64_t row_stride,
+                   int64_t head_stride, int64_t pos0, const float *inv_freq, float sign)
 {
     int64_t half = r / 2;
 #pragma omp parallel for schedule(static) if (T * n_h * r >= 32768)
     for (int64_t t = 0; t < T; t++)
         for (int64_t j = 0; j < half; j++) {
-            /* identical rounding to the ref: fp32 angle, cos/sin rounded to fp32 */
             float theta = (float)(pos0 + t) * inv_freq[j];
-            float c = (float)cos((double)theta), s = (float)sin((double)theta);
+            float c = (float)cos((double)theta), s = sign * (float)sin((double)theta);
             for (int64_t h = 0; h < n_h; h++) {
                 float *v = x + t * row_stride + h * head_stride;
                 float a = v[j], b = v[j + half];
@@ -42,25 +45,17 @@ void hm_fast_rotary_forward(HM_CPU_CTX, float *x, int64_t T, int64_t n_h, int64_
         }
 }
 
-/* The transpose rotation R(θ)^T on a gradient, in place: the ref's angles
- * and rounding, cos/sin once per (position, frequency) instead of per head. */
+void hm_fast_rotary_forward(HM_CPU_CTX, float *x, int64_t T, int64_t n_h, int64_t r, int64_t row_stride,
+                            int64_t head_stride, int64_t pos0, const float *inv_freq)
+{
+    rotate(x, T, n_h, r, row_stride, head_stride, pos0, inv_freq, 1.0f);
+}
+
 void hm_fast_rotary_backward(HM_CPU_CTX, float *dx, int64_t T, int64_t n_h, int64_t r,
                              int64_t row_stride, int64_t head_stride, int64_t pos0,
                              const float *inv_freq)
 {
-    int64_t half = r / 2;
-#pragma omp parallel for schedule(static) if (T * n_h * r >= 32768)
-    for (int64_t t = 0; t < T; t++)
-        for (int64_t j = 0; j < half; j++) {
-            float theta = (float)(pos0 + t) * inv_freq[j];
-            float c = (float)cos((double)theta), s = (float)sin((double)theta);
-            for (int64_t h = 0; h < n_h; h++) {
-                float *v = dx + t * row_stride + h * head_stride;
-                float a = v[j], b = v[j + half];
-                v[j] = a * c + b * s;
-                v[j + half] = b * c - a * s;
-            }
-        }
+    rotate(dx, T, n_h, r, row_stride, head_stride, pos0, inv_freq, -1.0f);
 }
 
 /* Query rows per task: one task is one head's block of HM_ATT_BQ queries
