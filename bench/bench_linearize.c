@@ -44,19 +44,21 @@ int main(int argc, char **argv)
     const char *shape = "70m";
     int64_t T = 512, B = 2, reps = 3, layers = 0;
     int threads = 2, profile = 0;
-    for (int i = 1; i < argc; i++)
+    for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--profile")) {
             profile = 1;
-            memmove(argv + i, argv + i + 1, sizeof(char *) * (size_t)(argc - i));
-            argc--;
+            continue;
         }
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--shape")) shape = argv[i + 1];
-        else if (!strcmp(argv[i], "--seq")) T = atoll(argv[i + 1]);
-        else if (!strcmp(argv[i], "--batch")) B = atoll(argv[i + 1]);
-        else if (!strcmp(argv[i], "--reps")) reps = atoll(argv[i + 1]);
-        else if (!strcmp(argv[i], "--layers")) layers = atoll(argv[i + 1]);
-        else if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
+        if (i + 1 >= argc) {
+            fprintf(stderr, "bench_linearize: '%s' needs a value\n", argv[i]);
+            return 2;
+        }
+        if (!strcmp(argv[i], "--shape")) shape = argv[++i];
+        else if (!strcmp(argv[i], "--seq")) T = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "--batch")) B = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "--reps")) reps = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "--layers")) layers = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "--threads")) threads = atoi(argv[++i]);
         else {
             fprintf(stderr, "bench_linearize: unknown option '%s'\n", argv[i]);
             return 2;
