@@ -40,8 +40,9 @@ void hm_fast_add_forward(HM_CPU_CTX, float *y, const float *a, const float *b, i
 void hm_fast_embedding_forward(HM_CPU_CTX, float *y, const int32_t *ids, const float *table, int64_t T,
                                int64_t d);
 /* Softmax row pieces shared by nll_forward and cross_entropy_backward
- * (the KD term keeps its own, in double): the max of l [V]; e^{l − mx} into g [V] (or NULL) returning the sum
- * (fp32 partials of 256 terms into a double); g *= s. */
+ * (the KD term keeps its own, in double): the max of l [V]; e^{l − mx}
+ * into g [V] (or NULL) returning the sum (fp32 partials of 256 terms into
+ * a double); g *= s. */
 float hm_fast_row_max(const float *l, int64_t V);
 double hm_fast_row_exp(float *g, const float *l, float mx, int64_t V);
 void hm_fast_row_scale(float *g, float s, int64_t V);
