@@ -309,12 +309,15 @@ Test(backward, attention)
     }
 }
 
-/* Past one row block of the fast backward (256 rows; T = 600 is 2 full
- * blocks + a partial one, T = 256 exactly one): fast = ref. */
+/* Past one block of the fast backward (64 rows; T = 600 is 9 full blocks
+ * + a partial one, T = 256 exactly 4, T = 257 one row more), at a
+ * Pythia-like head width (8 × 64), and with a workspace of one head's
+ * size (the heads then run one group at a time): fast = ref. */
 Test(backward, attention_blocked_fast_vs_ref)
 {
-    int64_t shapes[][3] = {{600, 2, 16}, {256, 1, 8}, {257, 3, 4}};
-    for (size_t si = 0; si < 3; si++) {
+    int64_t shapes[][4] = {{600, 2, 16, 0}, {256, 1, 8, 0}, {257, 3, 4, 0}, {130, 8, 64, 0},
+                           {200, 3, 24, 1}};
+    for (size_t si = 0; si < 5; si++) {
         int64_t T = shapes[si][0], nh = shapes[si][1], p = shapes[si][2], d = nh * p;
         uint64_t s = 91 + si;
         double *qkv = malloc(8 * T * 3 * d), *R = malloc(8 * T * d);
@@ -330,7 +333,7 @@ Test(backward, attention_blocked_fast_vs_ref)
         hm_backend_attention_forward(ref, out, lse, fq, T, nh, p, ws, fws);
         for (int k = 0; k < 2; k++) {
             const struct hm_backend *be = k ? fast : ref;
-            size_t w = hm_backend_attention_backward_ws_size(be, T, nh, p);
+            size_t w = hm_backend_attention_backward_ws_size(be, T, shapes[si][3] ? 1 : nh, p);
             hm_backend_attention_backward(be, dq[k], fR, fq, out, lse, T, nh, p, ws, w);
         }
         double *want = malloc(8 * T * 3 * d);
