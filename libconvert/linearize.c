@@ -42,8 +42,6 @@ struct hm_linearizer {
     int want_grad;
     double scale;
     struct hm_model_ws vws;        /* validation */
-    float *vnll;
-    int64_t vnll_cap;
 };
 
 void hm_linearizer_free(struct hm_linearizer *lz)
@@ -61,7 +59,6 @@ void hm_linearizer_free(struct hm_linearizer *lz)
     free(lz->params);
     free(lz->names);
     free(lz->layer_loss);
-    free(lz->vnll);
     free(lz);
 }
 
@@ -273,24 +270,11 @@ static const struct hm_opt_param *lz_params(void *ctx, int64_t *np)
 }
 
 /* Validation: the student's next-token cross-entropy (SPEC §7 windows). */
-static enum hm_status lz_val_sum(void *ctx, const int32_t *tokens, int64_t T, double *sum,
-                                 struct hm_error *err)
+static enum hm_status lz_val_sum(void *ctx, const int32_t *tokens, int64_t B, int64_t T,
+                                 double *sum, struct hm_error *err)
 {
     struct hm_linearizer *lz = ctx;
-    if (lz->vnll_cap < T) {
-        free(lz->vnll);
-        lz->vnll = malloc(sizeof(float) * (size_t)T);
-        lz->vnll_cap = lz->vnll ? T : 0;
-        if (!lz->vnll)
-            return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
-    }
-    enum hm_status st = hm_model_nll(lz->student, lz->be, tokens, tokens + 1, T, lz->vnll,
-                                    &lz->vws, err);
-    double s = 0;
-    for (int64_t t = 0; st == HM_OK && t < T; t++)
-        s += lz->vnll[t];
-    *sum = s;
-    return st;
+    return hm_model_nll_sum(lz->student, lz->be, tokens, B, T, &lz->vws, sum, err);
 }
 
 static enum hm_status lz_save(void *ctx, const char *path, int flags, const char *prov,

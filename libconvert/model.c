@@ -485,6 +485,22 @@ enum hm_status hm_model_nll(const struct hm_model *m, const struct hm_backend *b
     return hm_model_nll_batch(m, be, tokens, targets, 1, T, nll, ws, err);
 }
 
+enum hm_status hm_model_nll_sum(const struct hm_model *m, const struct hm_backend *be,
+                                const int32_t *tokens, int64_t B, int64_t T,
+                                struct hm_model_ws *ws, double *sum, struct hm_error *err)
+{
+    float *nll = malloc(sizeof(float) * (size_t)(B * T)); /* owned: [B, T] */
+    if (!nll)
+        return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+    enum hm_status st = hm_model_nll_batch(m, be, tokens, tokens + 1, B, T, nll, ws, err);
+    double s = 0;
+    for (int64_t i = 0; st == HM_OK && i < B * T; i++)
+        s += nll[i];
+    free(nll);
+    *sum = s;
+    return st;
+}
+
 double hm_model_flops_per_token(const struct hm_config *c, int64_t T)
 {
     double d = (double)c->hidden_size, I = (double)c->intermediate_size;

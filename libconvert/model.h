@@ -272,6 +272,13 @@ enum hm_status hm_model_nll(const struct hm_model *m, const struct hm_backend *b
                            const int32_t *tokens, const int32_t *targets, int64_t T,
                            float *nll, struct hm_model_ws *ws, struct hm_error *err);
 
+/* *sum = Σ of the next-token NLLs of B consecutive windows of T targets:
+ * window b reads tokens[b T .. b T + T] (tokens: [B T + 1], windows
+ * overlapping by one token, as validation reads them). */
+enum hm_status hm_model_nll_sum(const struct hm_model *m, const struct hm_backend *be,
+                                const int32_t *tokens, int64_t B, int64_t T,
+                                struct hm_model_ws *ws, double *sum, struct hm_error *err);
+
 /* Forward FLOPs per token at sequence length T, counted as BENCH.md: 2N per
  * weight-matrix entry (qkv, dense, fc1, fc2 of every layer, embed_out;
  * embed_in is a lookup and costs nothing) plus the mixer's own per layer

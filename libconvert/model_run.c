@@ -23,23 +23,11 @@ static const struct hm_opt_param *params(void *ctx, int64_t *np)
     return hm_trainer_params(((struct hm_model_run *)ctx)->trainer, np);
 }
 
-static enum hm_status val_sum(void *ctx, const int32_t *tokens, int64_t T, double *sum,
-                              struct hm_error *err)
+static enum hm_status val_sum(void *ctx, const int32_t *tokens, int64_t B, int64_t T,
+                              double *sum, struct hm_error *err)
 {
     struct hm_model_run *nr = ctx;
-    if (nr->nll_cap < T) {
-        free(nr->nll);
-        nr->nll = malloc(sizeof(float) * (size_t)T);
-        nr->nll_cap = nr->nll ? T : 0;
-        if (!nr->nll)
-            return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
-    }
-    enum hm_status st = hm_model_nll(nr->model, nr->be, tokens, tokens + 1, T, nr->nll, &nr->ws, err);
-    double s = 0;
-    for (int64_t t = 0; st == HM_OK && t < T; t++)
-        s += nr->nll[t];
-    *sum = s;
-    return st;
+    return hm_model_nll_sum(nr->model, nr->be, tokens, B, T, &nr->ws, sum, err);
 }
 
 static void post_update(void *ctx)
@@ -57,8 +45,6 @@ static enum hm_status save(void *ctx, const char *path, int flags, const char *p
 void hm_model_run_init(struct hm_model_run *nr, struct hm_run_model *rm)
 {
     hm_model_ws_init(&nr->ws);
-    nr->nll = NULL;
-    nr->nll_cap = 0;
     *rm = (struct hm_run_model){.ctx = nr, .cfg = &nr->model->cfg, .be = nr->be, .zero_grad = zero_grad,
                                 .accumulate = accumulate, .params = params, .val_sum = val_sum,
                                 .post_update = post_update, .save = save};
@@ -67,6 +53,4 @@ void hm_model_run_init(struct hm_model_run *nr, struct hm_run_model *rm)
 void hm_model_run_release(struct hm_model_run *nr)
 {
     hm_model_ws_release(&nr->ws);
-    free(nr->nll);
-    nr->nll = NULL;
 }

@@ -14,8 +14,6 @@ struct hm_model_run {
     enum hm_dtype out_dtype;
     double kd_weight;
     struct hm_model_ws ws;         /* validation workspace (owned) */
-    float *nll;                   /* [T] (owned) */
-    int64_t nll_cap;
 };
 
 /* Fills rm to drive nr. Release nr with hm_model_run_release. */

@@ -12,6 +12,7 @@
 #include "atomic_file.h"
 #include "fileio.h"
 #include "hash.h"
+#include "model.h"
 #include "provenance.h"
 #include "safetensors.h"
 
@@ -340,16 +341,19 @@ enum hm_status hm_run_validate(const struct hm_run_model *model,
     if (windows < 1)
         return hm_error_set(err, HM_ERR_INVALID,
                             "validation data holds fewer than %lld tokens", (long long)(T + 1));
-    int32_t *tok = malloc(sizeof(int32_t) * (size_t)(T + 1));
+    /* several windows per forward pass, as hm-eval batches them */
+    const int64_t B = hm_model_eval_batch(model->cfg, model->be, T, windows);
+    int32_t *tok = malloc(sizeof(int32_t) * (size_t)(B * T + 1)); /* owned */
     if (!tok)
         return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
     double total = 0;
     enum hm_status st = HM_OK;
-    for (int64_t w = 0; w < windows && st == HM_OK; w++) {
+    for (int64_t w = 0; w < windows && st == HM_OK; w += B) {
+        const int64_t nb = windows - w < B ? windows - w : B;
         double s = 0;
-        st = hm_tok_read(val, w * T, T + 1, tok, err);
+        st = hm_tok_read(val, w * T, nb * T + 1, tok, err);
         if (st == HM_OK)
-            st = model->val_sum(model->ctx, tok, T, &s, err);
+            st = model->val_sum(model->ctx, tok, nb, T, &s, err);
         total += s;
     }
     free(tok);

@@ -47,10 +47,11 @@ struct hm_run_model {
     const struct hm_opt_param *(*params)(void *ctx, int64_t *np);
     /* After every optimizer update (e.g. clamp A ≤ 0); may be NULL. */
     void (*post_update)(void *ctx);
-    /* Validation loss on one window tokens [T+1]: *sum = Σ over T targets.
-     * May be NULL (no validation). */
-    enum hm_status (*val_sum)(void *ctx, const int32_t *tokens, int64_t T, double *sum,
-                              struct hm_error *err);
+    /* Validation loss on B consecutive windows, tokens [B T + 1] (window b
+     * = tokens[b T .. b T + T]): *sum = Σ over the B T targets. May be
+     * NULL (no validation). */
+    enum hm_status (*val_sum)(void *ctx, const int32_t *tokens, int64_t B, int64_t T,
+                              double *sum, struct hm_error *err);
     /* Write the model checkpoint (provenance: the full chain). */
     enum hm_status (*save)(void *ctx, const char *path, int flags, const char *provenance,
                            struct hm_error *err);

@@ -113,6 +113,20 @@ Test(train, deterministic_and_learns)
     cr_assert(isfinite(val) && val < log(257.0), "val loss %g", val);
     free(text);
     free(lp);
+    /* the last validation (after the last update) is hm-eval's mean NLL of
+     * the saved weights on the same windows: one definition, batched alike */
+    char cmd[4096], *out = NULL, *e = NULL;
+    snprintf(cmd, sizeof cmd,
+             "cd %s && OMP_NUM_THREADS=2 %s/hm-eval a.st --data data.tok --seq-len 32 "
+             "--max-tokens 2048 --threads 2 --json",
+             g_dir, HM_BIN_DIR);
+    cr_assert_eq(tu_run(cmd, &out, &e), 0, "%s", e);
+    cJSON *j = cJSON_Parse(out);
+    cr_assert_not_null(j, "hm-eval printed %s", out);
+    double want = cJSON_GetObjectItem(j, "mean_nll")->valuedouble;
+    cr_assert(fabs(val - want) <= 1e-9 * want, "val_loss %.17g vs hm-eval %.17g", val, want);
+    cJSON_Delete(j);
+    free(out), free(e);
 }
 
 Test(train, resume_after_stop_is_bit_exact)
