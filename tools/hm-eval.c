@@ -71,8 +71,6 @@ enum {
     OPT_BYTES, OPT_THREADS, OPT_BACKEND, OPT_UNIGRAM, OPT_BATCH,
 };
 
-/* The default --batch: windows whose workspace fits this budget, capped. */
-
 struct opts {
     struct hm_cli_common common;
     const char *ckpt, *data, *dump, *mc, *tokenizer, *backend, *unigram;

@@ -11,7 +11,8 @@
 #include "backend.h"
 
 /* One AdamW element, shared by ref and fast so both round identically:
- * g ← g·scale (clipping), w ← w·decay, m, v moments, w −= step·m/(√v/√bc2 + ε). */
+ * ĝ = g·scale (clipping; g is only read), w ← w·decay, m, v moments,
+ * w −= step·m/(√v/√bc2 + ε). */
 static inline void adamw_one(float *w, const float *g, float *m, float *v,
                              const struct hm_adamw_args *a)
 {

@@ -13,19 +13,17 @@
  * padded past 4 KB multiples (att_ld): aligned rows shared one L1 set and
  * halved the speed at T = 1024.
  *
- * Attention backward: 64 × 64 register-tile blocks in two passes (key
- * blocks, then query blocks; see the section below), no BLAS. */
+ * Attention backward: 64 × 64 register-tile blocks in three passes (pack,
+ * key blocks, query blocks; see the section below), no BLAS. */
 #include <math.h>
-
-#include "cpu_backward.h"
-#include "cpu_ops.h"
 #include <omp.h>
 #include <string.h>
 
+#include "cpu_backward.h"
+#include "cpu_ops.h"
 #include "cpu_simd.h"
 #include "cpu_tiles.h"
 #include "cpu_vexp.h"
-
 
 /* R(θ) (sign 1) or its transpose R(θ)^T = R(−θ) (sign −1, for gradients),
  * in place, with the ref's angles and rounding (fp32 angle, cos/sin

@@ -49,7 +49,7 @@ void hm_fast_fill(HM_CPU_CTX, float *x, int64_t n, float value)
 
 /* adamw_one over a span, its constants in registers so the loop vectorizes
  * (the same operations in the same order, no FMA contraction: bit-identical
- * to the ref). */
+ * to the ref; the vector sqrtf needs the library's -fno-math-errno). */
 HM_CLONES __attribute__((optimize("fp-contract=off"))) static void adamw_span(float *w, const float *g, float *m, float *v, int64_t n,
                                  struct hm_adamw_args a)
 {
