@@ -407,3 +407,48 @@ Test(kernels_cpu, vector_exp_erf_tanh)
     cr_expect(hm_vexp_d(-INFINITY) == 0.0 && hm_vexp_d(-800.0) == 0.0 && hm_vexp_d(0.0) == 1.0);
     cr_expect(isinf(hm_vexp_d(710.0)) && isnan(hm_vexp_d(NAN)));
 }
+
+/* cpu_v16.h and its exp: hm_v16_exp_nonpos against libm in double over
+ * [−87.3, 0] (16 lanes at a time), 0 below the range and for −∞, NaN kept
+ * in its own lane only; the butterfly reductions against plain loops. */
+Test(kernels_cpu, v16_exp_and_reductions)
+{
+    double worst = 0;
+    for (int64_t i = 0; i <= 1000000; i += 16) {
+        float x[16], y[16];
+        for (int l = 0; l < 16; l++)
+            x[l] = (float)(-87.3 * (double)(i + l) / 1000015.0);
+        hm_v16_store(y, hm_v16_exp_nonpos(hm_v16_load(x)));
+        for (int l = 0; l < 16; l++) {
+            double e = exp((double)x[l]), r = fabs(y[l] - e) / e;
+            worst = r > worst ? r : worst;
+        }
+    }
+    cr_expect(worst <= 2.5e-7, "hm_v16_exp_nonpos: worst relative error %.3g", worst);
+    float edge[16] = {-INFINITY, -88.0f, -1000.0f, NAN, 0.0f, -0.0f, -87.0f, -1e-30f};
+    float out[16];
+    for (int l = 8; l < 16; l++)
+        edge[l] = -(float)l;
+    hm_v16_store(out, hm_v16_exp_nonpos(hm_v16_load(edge)));
+    cr_expect(out[0] == 0.0f && out[1] == 0.0f && out[2] == 0.0f, "underflow gives 0");
+    cr_expect(isnan(out[3]) && out[4] == 1.0f && out[5] == 1.0f && out[7] == 1.0f);
+    cr_expect(fabs(out[6] - exp(-87.0)) / exp(-87.0) < 1e-6);
+    for (int l = 8; l < 16; l++)
+        cr_expect(fabs(out[l] - exp(-(double)l)) / exp(-(double)l) < 2.5e-7, "lane %d", l);
+    uint64_t s = 901;
+    for (int rep = 0; rep < 100; rep++) {
+        float v[16], mx = -INFINITY, mn = INFINITY;
+        double sum = 0;
+        for (int l = 0; l < 16; l++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            v[l] = (float)((double)(s >> 40) / (double)(1ull << 24) - 0.5) * 100.0f;
+            mx = v[l] > mx ? v[l] : mx;
+            mn = v[l] < mn ? v[l] : mn;
+            sum += v[l];
+        }
+        const hm_v16 vv = hm_v16_load(v);
+        cr_expect(hm_v16_hmax(vv) == mx && hm_v16_hmin(vv) == mn);
+        cr_expect(fabs(hm_v16_hsum(vv) - sum) <= 1e-4 * 100 * 16, "hsum %g vs %g",
+                  hm_v16_hsum(vv), sum);
+    }
+}

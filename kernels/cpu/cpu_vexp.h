@@ -7,27 +7,37 @@
 
 #include <stdint.h>
 
-/* e^x, within 2 ulp of expf over the normal range: x = n ln2 + r with
- * |r| ≤ ln2/2 (ln2 split in two for an exact product), e^r by Cephes'
- * degree-6 polynomial, 2^n built in the exponent bits. x < −87.33 gives 0
- * (so −∞ does, as masked scores need), x > 88.72 gives +∞, NaN stays
- * NaN. */
+#include "cpu_v16.h"
+
+/* The core both forms below share, for a float or an hm_v16 xc already
+ * clamped to [−87.33654, 88.72283]: n = rint(xc / ln2) by the 1.5·2^23
+ * trick, r = xc − n ln2 (ln2 split in two for an exact product), e = e^r
+ * by Cephes' degree-6 polynomial; r and p are the caller's scratch of
+ * xc's type. */
+#define HM_EXPF_CORE(xc, n, r, p, e)                                                             \
+    do {                                                                                         \
+        n = (xc) * 1.44269504088896341f + 12582912.0f;                                           \
+        n -= 12582912.0f;                                                                        \
+        r = (xc) - n * 0.693359375f;                                                             \
+        r = r - n * -2.12194440e-4f;                                                             \
+        p = r * 1.9875691500e-4f + 1.3981999507e-3f;                                             \
+        p = p * r + 8.3334519073e-3f;                                                            \
+        p = p * r + 4.1665795894e-2f;                                                            \
+        p = p * r + 1.6666665459e-1f;                                                            \
+        p = p * r + 5.0000001201e-1f;                                                            \
+        e = p * r * r + r + 1.0f;                                                                \
+    } while (0)
+
+/* e^x, within 2 ulp of expf over the normal range (HM_EXPF_CORE, 2^n built
+ * in the exponent bits). x < −87.33654 gives 0 (so −∞ does, as masked
+ * scores need), x > 88.72283 gives +∞, NaN stays NaN. */
 static inline __attribute__((always_inline)) float hm_vexpf(float x)
 {
     const float hi = 88.72283f, lo = -87.33654f;
     float xc = x > hi ? hi : x;
     xc = xc < lo ? lo : xc;
-    float n = xc * 1.44269504088896341f + 12582912.0f; /* rint by the 1.5·2^23 trick */
-    n -= 12582912.0f;
-    float r = xc - n * 0.693359375f;
-    r = r - n * -2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    float e = p * r * r + r + 1.0f;
+    float n, r, p, e;
+    HM_EXPF_CORE(xc, n, r, p, e);
     union {
         uint32_t u;
         float f;
@@ -39,6 +49,19 @@ static inline __attribute__((always_inline)) float hm_vexpf(float x)
     y = x < lo ? 0.0f : y;
     y = x > hi ? __builtin_inff() : y;
     return x != x ? x : y;
+}
+
+/* hm_vexpf on 16 lanes known to be ≤ 0 or NaN (softmax arguments x − max):
+ * no overflow branch; x < −87.33654 (−∞ too) gives 0, NaN stays NaN. */
+static inline __attribute__((always_inline)) hm_v16 hm_v16_exp_nonpos(hm_v16 x)
+{
+    const float lo = -87.33654f;
+    const hm_i16 small = x < lo;
+    const hm_v16 xc = hm_v16_select(small, hm_v16_splat(lo), x);
+    hm_v16 n, r, p, e;
+    HM_EXPF_CORE(xc, n, r, p, e);
+    const hm_v16 s = (hm_v16)((__builtin_convertvector(n, hm_i16) + 127) << 23);
+    return hm_v16_select(small, hm_v16_splat(0.0f), e * s);
 }
 
 /* e^x in double, within 2e-15 relative over [−708, 709]: x = n ln2 + r,

@@ -33,7 +33,8 @@
  * bwd_chunk).
  *
  * Feature maps: per (head, 64-row block) one tile GEMM u = X W_h into φ and
- * the two softmaxes in place with cpu_vexp.h's expf (HM_CLONES, vectorized);
+ * the two softmaxes in place with cpu_vexp.h's expf (HM_CLONES, vectorized;
+ * F a multiple of 16 reduces its rows in cpu_v16.h vectors);
  * the backward's du block, x^T block and W_h^T panel live on the stack
  * (≤ 128 KB; p or F > 1024 run the ref loops).
  *
@@ -77,10 +78,46 @@ static int64_t fm_panel(int64_t p, int64_t F)
     return p * F <= HM_FM_WT ? p : HM_FM_WT / F / 16 * 16;
 }
 
+/* One row, F a multiple of 16: the row's max, min and sums as 16-lane
+ * partials folded once (cpu_v16.h), the exps 16 lanes at a time. */
+static inline __attribute__((always_inline)) void fm_softmax_row16(float *u, const float *b,
+                                                                   int64_t F)
+{
+    float *m = u + F;
+    hm_v16 mx = hm_v16_load(u) + hm_v16_load(b), mn = mx;
+    hm_v16_store(u, mx);
+    for (int64_t j = 16; j < F; j += 16) {
+        const hm_v16 x = hm_v16_load(u + j) + hm_v16_load(b + j);
+        hm_v16_store(u + j, x);
+        mx = hm_v16_max(mx, x);
+        mn = hm_v16_min(mn, x);
+    }
+    const float hi = hm_v16_hmax(mx), lo = hm_v16_hmin(mn);
+    hm_v16 sp = {0}, sm = {0};
+    for (int64_t j = 0; j < F; j += 16) {
+        const hm_v16 x = hm_v16_load(u + j);
+        const hm_v16 ep = hm_v16_exp_nonpos(x - hi), em = hm_v16_exp_nonpos(lo - x);
+        hm_v16_store(u + j, ep);
+        hm_v16_store(m + j, em);
+        sp += ep;
+        sm += em;
+    }
+    const float ip = 1.0f / hm_v16_hsum(sp), im = 1.0f / hm_v16_hsum(sm);
+    for (int64_t j = 0; j < F; j += 16) {
+        hm_v16_store(u + j, hm_v16_load(u + j) * ip);
+        hm_v16_store(m + j, hm_v16_load(m + j) * im);
+    }
+}
+
 /* R rows of u (rows at ldp) ← softmax(u + b), softmax(−u − b) into u, u + F. */
 HM_CLONES static void fm_softmax_rows(float *phi, int64_t ldp, const float *b, int64_t R,
                                       int64_t F)
 {
+    if (F % 16 == 0) {
+        for (int64_t r = 0; r < R; r++)
+            fm_softmax_row16(phi + r * ldp, b, F);
+        return;
+    }
     for (int64_t r = 0; r < R; r++) {
         float *u = phi + r * ldp, *m = u + F;
         float mx = -INFINITY, mn = INFINITY;
@@ -125,17 +162,28 @@ void hm_fast_featuremap_forward(HM_CPU_CTX, float *phi, const float *x, const fl
 }
 
 /* du [R, F] of R rows (φ, dφ rows at ldp):
- * du = s ⊙ (g − s·g) − s' ⊙ (g' − s'·g')  (see ref_linattn.c). */
+ * du = s ⊙ (g − s·g) − s' ⊙ (g' − s'·g')  (see ref_linattn.c). F a
+ * multiple of 16 takes 16-lane partial dots (cpu_v16.h). */
 HM_CLONES static void fm_du_rows(float *du, const float *phi, const float *dphi, int64_t ldp,
                                  int64_t R, int64_t F)
 {
     for (int64_t r = 0; r < R; r++) {
         const float *ph = phi + r * ldp, *g = dphi + r * ldp;
         float *o = du + r * F, dp = 0, dm = 0;
+        if (F % 16 == 0) {
+            hm_v16 vp = {0}, vm = {0};
+            for (int64_t j = 0; j < F; j += 16) {
+                vp += hm_v16_load(ph + j) * hm_v16_load(g + j);
+                vm += hm_v16_load(ph + F + j) * hm_v16_load(g + F + j);
+            }
+            dp = hm_v16_hsum(vp);
+            dm = hm_v16_hsum(vm);
+        } else {
 #pragma omp simd reduction(+ : dp, dm)
-        for (int64_t j = 0; j < F; j++) {
-            dp += ph[j] * g[j];
-            dm += ph[F + j] * g[F + j];
+            for (int64_t j = 0; j < F; j++) {
+                dp += ph[j] * g[j];
+                dm += ph[F + j] * g[F + j];
+            }
         }
 #pragma omp simd
         for (int64_t j = 0; j < F; j++)

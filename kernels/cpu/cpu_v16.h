@@ -1,0 +1,86 @@
+/* cpu_v16.h — private: a 16-lane fp32 vector (GCC/clang vector extension)
+ * for the fast kernels' row reductions. Inside an HM_CLONES function it
+ * compiles to one AVX-512 register, two AVX2 ones or four SSE ones. Use it
+ * where a row is reduced (max, sum) and then used again: `omp simd
+ * reduction` loops lower such a reduction through a 16-slot stack array
+ * filled and folded one scalar at a time, which cost as much as the row's
+ * exps (the feature-map softmax ran 2× slower). Every helper is
+ * always_inline: a v16 passed to a function compiled for another target
+ * changes ABI, and GCC notes that (-Wpsabi) wherever a v16 is passed in
+ * code compiled for the baseline; the note is off for every file that
+ * includes this header. Unaligned loads and stores (memcpy). */
+#ifndef HM_CPU_V16_H
+#define HM_CPU_V16_H
+
+#include <stdint.h>
+#include <string.h>
+
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+typedef float hm_v16 __attribute__((vector_size(64)));
+typedef int32_t hm_i16 __attribute__((vector_size(64)));
+
+#define HM_V16_INLINE static inline __attribute__((always_inline))
+
+HM_V16_INLINE hm_v16 hm_v16_load(const float *p)
+{
+    hm_v16 v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+HM_V16_INLINE void hm_v16_store(float *p, hm_v16 v) { memcpy(p, &v, sizeof v); }
+
+HM_V16_INLINE hm_v16 hm_v16_splat(float x) { return (hm_v16){0} + x; }
+
+/* m ? a : b per lane (m from a lane comparison: all ones or zero). */
+HM_V16_INLINE hm_v16 hm_v16_select(hm_i16 m, hm_v16 a, hm_v16 b)
+{
+    return (hm_v16)(((hm_i16)a & m) | ((hm_i16)b & ~m));
+}
+
+HM_V16_INLINE hm_v16 hm_v16_max(hm_v16 a, hm_v16 b) { return hm_v16_select(a > b, a, b); }
+HM_V16_INLINE hm_v16 hm_v16_min(hm_v16 a, hm_v16 b) { return hm_v16_select(a < b, a, b); }
+
+/* v with lane i taken from lane i ^ k (k = 8, 4, 2, 1: a butterfly step). */
+#if defined(__clang__)
+#define HM_V16_SWAP8(v) __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7)
+#define HM_V16_SWAP4(v) __builtin_shufflevector(v, v, 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11)
+#define HM_V16_SWAP2(v) __builtin_shufflevector(v, v, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13)
+#define HM_V16_SWAP1(v) __builtin_shufflevector(v, v, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14)
+#else
+#define HM_V16_SWAP8(v) __builtin_shuffle(v, (hm_i16){8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7})
+#define HM_V16_SWAP4(v) __builtin_shuffle(v, (hm_i16){4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11})
+#define HM_V16_SWAP2(v) __builtin_shuffle(v, (hm_i16){2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13})
+#define HM_V16_SWAP1(v) __builtin_shuffle(v, (hm_i16){1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14})
+#endif
+
+/* Horizontal reductions (a butterfly: a fixed order for a given input). */
+HM_V16_INLINE float hm_v16_hsum(hm_v16 v)
+{
+    v += HM_V16_SWAP8(v);
+    v += HM_V16_SWAP4(v);
+    v += HM_V16_SWAP2(v);
+    v += HM_V16_SWAP1(v);
+    return v[0];
+}
+
+HM_V16_INLINE float hm_v16_hmax(hm_v16 v)
+{
+    v = hm_v16_max(v, HM_V16_SWAP8(v));
+    v = hm_v16_max(v, HM_V16_SWAP4(v));
+    v = hm_v16_max(v, HM_V16_SWAP2(v));
+    v = hm_v16_max(v, HM_V16_SWAP1(v));
+    return v[0];
+}
+
+HM_V16_INLINE float hm_v16_hmin(hm_v16 v)
+{
+    v = hm_v16_min(v, HM_V16_SWAP8(v));
+    v = hm_v16_min(v, HM_V16_SWAP4(v));
+    v = hm_v16_min(v, HM_V16_SWAP2(v));
+    v = hm_v16_min(v, HM_V16_SWAP1(v));
+    return v[0];
+}
+
+#endif
