@@ -56,51 +56,62 @@ void hm_fast_matmul_backward(HM_CPU_CTX, float *dx, float *dw, float *db, const 
     hm_ref_matmul_backward(ctx, dx, dw, db, dy, x, w, T, in, out);
 }
 
+/* dx of one row. */
+HM_CLONES static void layernorm_dx_row(float *dxr, const float *dyr, const float *xr,
+                                       const float *w, float mu, float rs, int64_t d)
+{
+    float mg = 0, mgx = 0;
+#pragma omp simd reduction(+ : mg, mgx)
+    for (int64_t i = 0; i < d; i++) {
+        float g = dyr[i] * w[i];
+        mg += g;
+        mgx += g * ((xr[i] - mu) * rs);
+    }
+    mg /= (float)d;
+    mgx /= (float)d;
+#pragma omp simd
+    for (int64_t i = 0; i < d; i++)
+        dxr[i] = rs * (dyr[i] * w[i] - mg - ((xr[i] - mu) * rs) * mgx);
+}
+
+/* dw, db of columns [i0, i1) (≤ 64), summed over the T rows in order. */
+HM_CLONES static void layernorm_dwb_block(float *dw, float *db, const float *dy, const float *x,
+                                          const float *mean, const float *rstd, int64_t T,
+                                          int64_t d, int64_t i0, int64_t i1)
+{
+    float aw[64] = {0}, ab[64] = {0};
+    for (int64_t t = 0; t < T; t++) {
+        const float *xr = x + t * d, *dyr = dy + t * d;
+        const float mu = mean[t], rs = rstd[t];
+#pragma omp simd
+        for (int64_t i = i0; i < i1; i++) {
+            aw[i - i0] += dyr[i] * ((xr[i] - mu) * rs);
+            ab[i - i0] += dyr[i];
+        }
+    }
+    for (int64_t i = i0; i < i1; i++) {
+        if (dw)
+            dw[i] += aw[i - i0];
+        if (db)
+            db[i] += ab[i - i0];
+    }
+}
+
 void hm_fast_layernorm_backward(HM_CPU_CTX, float *dx, float *dw, float *db, const float *dy,
                                 const float *x, const float *mean, const float *rstd,
                                 const float *w, int64_t T, int64_t d)
 {
     if (dx) {
 #pragma omp parallel for schedule(static) if (T * d >= HM_PAR_MIN)
-        for (int64_t t = 0; t < T; t++) {
-            const float *xr = x + t * d, *dyr = dy + t * d;
-            const float mu = mean[t], rs = rstd[t];
-            float mg = 0, mgx = 0;
-#pragma omp simd reduction(+ : mg, mgx)
-            for (int64_t i = 0; i < d; i++) {
-                float g = dyr[i] * w[i];
-                mg += g;
-                mgx += g * ((xr[i] - mu) * rs);
-            }
-            mg /= (float)d;
-            mgx /= (float)d;
-            float *dxr = dx + t * d;
-#pragma omp simd
-            for (int64_t i = 0; i < d; i++)
-                dxr[i] = rs * (dyr[i] * w[i] - mg - ((xr[i] - mu) * rs) * mgx);
-        }
+        for (int64_t t = 0; t < T; t++)
+            layernorm_dx_row(dx + t * d, dy + t * d, x + t * d, w, mean[t], rstd[t], d);
     }
     if (dw || db) {
         int64_t nb = (d + 63) / 64;
 #pragma omp parallel for schedule(static) if (T * d >= HM_PAR_MIN)
         for (int64_t blk = 0; blk < nb; blk++) {
             int64_t i0 = blk * 64, i1 = i0 + 64 < d ? i0 + 64 : d;
-            float aw[64] = {0}, ab[64] = {0};
-            for (int64_t t = 0; t < T; t++) {
-                const float *xr = x + t * d, *dyr = dy + t * d;
-                const float mu = mean[t], rs = rstd[t];
-#pragma omp simd
-                for (int64_t i = i0; i < i1; i++) {
-                    aw[i - i0] += dyr[i] * ((xr[i] - mu) * rs);
-                    ab[i - i0] += dyr[i];
-                }
-            }
-            for (int64_t i = i0; i < i1; i++) {
-                if (dw)
-                    dw[i] += aw[i - i0];
-                if (db)
-                    db[i] += ab[i - i0];
-            }
+            layernorm_dwb_block(dw, db, dy, x, mean, rstd, T, d, i0, i1);
         }
     }
 }
