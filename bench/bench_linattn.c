@@ -7,7 +7,8 @@
  * One layer, one sequence, fast backend, F = p = 64 (F2 = 128):
  *   softmax   hm_backend_attention_forward on the fused qkv
  *   hh fwd    feature maps of q and k + chunked linear attention forward
- *   hh f+b    hh fwd + linear attention backward (dφq, dφk; v is frozen)
+ *   hh f+b    hh fwd + linear attention backward (dφq, dφk; v is frozen;
+ *             the forward's chunk states handed over, as stage 1 does)
  *             + feature map backward (dW, db; q, k are frozen): the stage-1
  *             training step of one layer's attention
  * FLOPs per token and layer (BENCH.md counting; backward = 2x forward):
@@ -52,6 +53,7 @@ struct bufs {
     int64_t T, nh, p, F, d;
     float *qkv, *Wq, *bq, *Wk, *bk, *phiq, *phik, *y, *den, *dy, *dphiq, *dphik, *dW, *db;
     float *out, *lse;
+    float *saved; /* the chunk states forward → backward, as stage 1 keeps them */
     void *ws;
     size_t ws_size;
 };
@@ -79,11 +81,12 @@ static double t_hh(const struct hm_backend *be, struct bufs *b, int64_t C, int b
     hm_backend_featuremap_forward(be, b->phiq, b->qkv, b->Wq, b->bq, T, nh, p, F, ld, 3 * p);
     hm_backend_featuremap_forward(be, b->phik, b->qkv + p, b->Wk, b->bk, T, nh, p, F, ld, 3 * p);
     hm_backend_linattn_forward(be, b->y, b->den, b->phiq, b->phik, b->qkv + 2 * p, T, nh, 2 * F,
-                               p, ld, 3 * p, 1e-6f, C, b->ws, b->ws_size);
+                               p, ld, 3 * p, 1e-6f, C, backward ? b->saved : NULL, b->ws,
+                               b->ws_size);
     if (backward) {
         hm_backend_linattn_backward(be, b->dphiq, b->dphik, NULL, b->dy, b->y, b->den, b->phiq,
-                                    b->phik, b->qkv + 2 * p, T, nh, 2 * F, p, ld, 3 * p, C, b->ws,
-                                    b->ws_size);
+                                    b->phik, b->qkv + 2 * p, T, nh, 2 * F, p, ld, 3 * p, C,
+                                    b->saved, b->ws, b->ws_size);
         hm_backend_featuremap_backward(be, NULL, b->dW, b->db, b->dphiq, b->qkv, b->phiq, b->Wq, T,
                                        nh, p, F, ld, 3 * p);
         hm_backend_featuremap_backward(be, NULL, b->dW, b->db, b->dphik, b->qkv + p, b->phik,
@@ -118,6 +121,7 @@ static int run(const char *label, int64_t d, int64_t nh, int64_t T, int reps, in
     ALLOC(dy, T * d);
     ALLOC(dphiq, T * nh * F2);
     ALLOC(dphik, T * nh * F2);
+    ALLOC(saved, hm_linattn_saved_floats(T, nh, F2, p, cs[0])); /* the most chunks */
     ALLOC(dW, nh * p * F);
     ALLOC(db, nh * F);
     ALLOC(out, T * d);
@@ -176,7 +180,7 @@ static int run(const char *label, int64_t d, int64_t nh, int64_t T, int reps, in
     printf("; best C = %lld\n", (long long)cs[bi]);
     free(b.qkv), free(b.Wq), free(b.bq), free(b.Wk), free(b.bk), free(b.phiq), free(b.phik);
     free(b.y), free(b.den), free(b.dy), free(b.dphiq), free(b.dphik), free(b.dW), free(b.db);
-    free(b.out), free(b.lse), free(b.ws);
+    free(b.out), free(b.lse), free(b.saved), free(b.ws);
     return 0;
 }
 

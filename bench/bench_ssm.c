@@ -76,10 +76,10 @@ static double t_la(const struct hm_backend *be, struct bufs *b, int backward)
     const int64_t T = b->T, nh = b->nh, p = b->p, F2 = b->F2, ld = 3 * b->d;
     double t0 = hm_bench_now();
     hm_backend_linattn_forward(be, b->y, b->den, b->C, b->B, b->qkv + 2 * p, T, nh, F2, p, ld,
-                               3 * p, 1e-6f, 64, b->ws, b->ws_size);
+                               3 * p, 1e-6f, 64, NULL, b->ws, b->ws_size);
     if (backward)
         hm_backend_linattn_backward(be, b->dC, b->dB, b->dqkv + 2 * p, b->dy, b->y, b->den, b->C,
-                                    b->B, b->qkv + 2 * p, T, nh, F2, p, ld, 3 * p, 64, b->ws,
+                                    b->B, b->qkv + 2 * p, T, nh, F2, p, ld, 3 * p, 64, NULL, b->ws,
                                     b->ws_size);
     return hm_bench_now() - t0;
 }
@@ -249,9 +249,9 @@ static int run_pair(const char *label, int64_t d, int64_t nh, int64_t T, int64_t
                                             p, ld, 3 * p, sc, b.ws, b.ws_size);
                 } else {
                     hm_backend_linattn_forward(be, yq, dq, Cq, Bq, qv, T, nh, F2, p, ld, 3 * p,
-                                               1e-6f, 0, b.ws, b.ws_size);
+                                               1e-6f, 0, NULL, b.ws, b.ws_size);
                     hm_backend_linattn_backward(be, b.dC, b.dB, dvq, dyq, yq, dq, Cq, Bq, qv, T,
-                                                nh, F2, p, ld, 3 * p, 0, b.ws, b.ws_size);
+                                                nh, F2, p, ld, 3 * p, 0, NULL, b.ws, b.ws_size);
                 }
             }
             t[which] = hm_bench_now() - t0;

@@ -343,10 +343,10 @@ void hm_backend_linattn_forward(const struct hm_backend *be, float *y, float *de
                                 const float *phiq, const float *phik, const float *v,
                                 int64_t T, int64_t n_h, int64_t F2, int64_t p,
                                 int64_t v_row_stride, int64_t v_head_stride, float eps,
-                                int64_t chunk, void *ws, size_t ws_size)
+                                int64_t chunk, float *saved, void *ws, size_t ws_size)
 {
     HM_CALL(be, linattn_forward, y, den, phiq, phik, v, T, n_h, F2, p, v_row_stride,
-                                 v_head_stride, eps, chunk, ws, ws_size);
+                                 v_head_stride, eps, chunk, saved, ws, ws_size);
 }
 
 void hm_backend_linattn_backward(const struct hm_backend *be, float *dphiq, float *dphik,
@@ -354,10 +354,10 @@ void hm_backend_linattn_backward(const struct hm_backend *be, float *dphiq, floa
                                  const float *phiq, const float *phik, const float *v,
                                  int64_t T, int64_t n_h, int64_t F2, int64_t p,
                                  int64_t v_row_stride, int64_t v_head_stride, int64_t chunk,
-                                 void *ws, size_t ws_size)
+                                 const float *saved, void *ws, size_t ws_size)
 {
     HM_CALL(be, linattn_backward, dphiq, dphik, dv, dy, y, den, phiq, phik, v, T, n_h, F2, p,
-                                  v_row_stride, v_head_stride, chunk, ws, ws_size);
+                                  v_row_stride, v_head_stride, chunk, saved, ws, ws_size);
 }
 
 double hm_backend_cosine_loss(const struct hm_backend *be, float *da, const float *a,

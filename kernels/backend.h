@@ -139,14 +139,14 @@ struct hm_backend_ops {
     void (*linattn_forward)(void *ctx, float *y, float *den, const float *phiq, const float *phik,
                             const float *v, int64_t T, int64_t n_h, int64_t F2, int64_t p,
                             int64_t v_row_stride, int64_t v_head_stride, float eps,
-                            int64_t chunk, void *ws, size_t ws_size);
+                            int64_t chunk, float *saved, void *ws, size_t ws_size);
     size_t (*linattn_backward_ws_size)(void *ctx, int64_t T, int64_t n_h, int64_t F2, int64_t p,
                                        int64_t chunk);
     void (*linattn_backward)(void *ctx, float *dphiq, float *dphik, float *dv, const float *dy,
                              const float *y, const float *den, const float *phiq,
                              const float *phik, const float *v, int64_t T, int64_t n_h,
                              int64_t F2, int64_t p, int64_t v_row_stride, int64_t v_head_stride,
-                             int64_t chunk, void *ws, size_t ws_size);
+                             int64_t chunk, const float *saved, void *ws, size_t ws_size);
     double (*cosine_loss)(void *ctx, float *da, const float *a, const float *b, int64_t N, int64_t d,
                           float scale);
 
@@ -403,6 +403,20 @@ size_t hm_backend_linattn_ws_size(const struct hm_backend *be, int64_t T, int64_
 size_t hm_backend_linattn_backward_ws_size(const struct hm_backend *be, int64_t T, int64_t n_h,
                                            int64_t F2, int64_t p, int64_t chunk);
 
+/* The chunk states a linear-attention forward can leave for its backward
+ * (the `saved` argument below; the same for every backend): per head h and
+ * chunk c of C rows (C = chunk, or HM_LINATTN_CHUNK_DEFAULT for 0), the
+ * state carried into the chunk, Ŝ_c^T = Σ_{s < cC} v̂_s φk_s^T with v̂_s =
+ * [v_s; 1]: a block [p + 1, F2] (row k < p: Σ v_s[k] φk_s; row p: Σ φk_s)
+ * at saved + (h · nc + c) · SB, nc = ceil(T / C), SB = round16(F2 (p + 1))
+ * floats. The backward that is handed them skips recomputing them. */
+static inline int64_t hm_linattn_saved_floats(int64_t T, int64_t n_h, int64_t F2, int64_t p,
+                                              int64_t chunk)
+{
+    const int64_t C = chunk > 0 ? chunk : HM_LINATTN_CHUNK_DEFAULT;
+    return n_h * ((T + C - 1) / C) * ((F2 * (p + 1) + 15) / 16 * 16);
+}
+
 /* Causal normalized linear attention per head (no 1/sqrt(p) scale):
  *   y_t = Σ_{s≤t} (φq_t·φk_s) v_s / (Σ_{s≤t} φq_t·φk_s + eps)
  *   y: [T, n_h * p] heads merged head-major (column h*p + i)
@@ -411,25 +425,29 @@ size_t hm_backend_linattn_backward_ws_size(const struct hm_backend *be, int64_t 
  *   v: element (t, h, i) at v[t * v_row_stride + h * v_head_stride + i]
  *   chunk: block size of the chunked form (fast; the result does not depend
  *          on it beyond rounding), 0 = default; ref ignores it
+ *   saved: [hm_linattn_saved_floats(...)] written (the chunk states above),
+ *          or NULL
  *   ws: [ws_size] bytes, ≥ hm_backend_linattn_ws_size(...) */
 void hm_backend_linattn_forward(const struct hm_backend *be, float *y, float *den,
                                 const float *phiq, const float *phik, const float *v,
                                 int64_t T, int64_t n_h, int64_t F2, int64_t p,
                                 int64_t v_row_stride, int64_t v_head_stride, float eps,
-                                int64_t chunk, void *ws, size_t ws_size);
+                                int64_t chunk, float *saved, void *ws, size_t ws_size);
 
 /* Linear attention backward (all written).
  *   dphiq, dphik: [T, n_h, F2] or NULL
  *   dv: same strided layout as v, or NULL; only the v columns are touched
  *   dy, y: [T, n_h * p] (y: the forward output)  den: [n_h, T] saved by the
- *   forward (required)  phiq, phik, v, sizes: as in the forward
+ *   forward (required)  phiq, phik, v, sizes, chunk: as in the forward
+ *   saved: the forward's chunk states of the same inputs and chunk, or NULL
+ *          (recomputed); a backend may ignore it (ref does)
  *   ws: [ws_size] bytes, ≥ hm_backend_linattn_backward_ws_size(...) */
 void hm_backend_linattn_backward(const struct hm_backend *be, float *dphiq, float *dphik,
                                  float *dv, const float *dy, const float *y, const float *den,
                                  const float *phiq, const float *phik, const float *v,
                                  int64_t T, int64_t n_h, int64_t F2, int64_t p,
                                  int64_t v_row_stride, int64_t v_head_stride, int64_t chunk,
-                                 void *ws, size_t ws_size);
+                                 const float *saved, void *ws, size_t ws_size);
 
 /* Stage-1 cosine loss of one layer: returns Σ_t (1 − cos(a_t, b_t)) (double)
  * and writes da = scale · ∂/∂a of that sum (no eps inside the cosine). A row

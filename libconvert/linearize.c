@@ -32,6 +32,7 @@ struct hm_linearizer {
     float *y, *dy;                /* [T, n_h p] student attention, its grad */
     float *os, *dos;              /* [T, d] after dense, its grad */
     float *den;                   /* [n_h, T] */
+    float *lsave;                 /* chunk states forward → backward (hm_mixer_lsave_floats) */
     void *ws;
     size_t ws_size;          /* max of the forward and backward workspaces */
     float *gstore;                /* owned: feature-map gradients */
@@ -126,7 +127,8 @@ enum hm_status hm_linearizer_new(const struct hm_ckpt *ck, int64_t feature_dim,
     const int64_t p = sc.head_dim, F = sc.feature_dim, F2 = 2 * F;
     lz->L = L;
     const int64_t Da = sc.attn_dim;
-    int64_t floats = 4 * T * nh * F2 + 2 * T * d + 2 * T * Da + nh * T;
+    const int64_t LS = hm_mixer_lsave_floats(&sc, T);
+    int64_t floats = 4 * T * nh * F2 + 2 * T * d + 2 * T * Da + nh * T + LS;
     int64_t fm = 2 * nh * p * F + 2 * nh * F;
     lz->arena = malloc(sizeof(float) * (size_t)floats);
     lz->gstore = calloc((size_t)(L * fm), sizeof(float));
@@ -152,7 +154,8 @@ enum hm_status hm_linearizer_new(const struct hm_ckpt *ck, int64_t feature_dim,
     lz->os = a, a += T * d;
     lz->dos = a, a += T * d;
     lz->dy = a, a += T * Da;
-    lz->den = a;
+    lz->den = a, a += nh * T;
+    lz->lsave = a;
     float *gp = lz->gstore;
     for (int64_t l = 0; l < L; l++) {
         struct hm_layer *ly = &lz->student->layers[l];
@@ -190,7 +193,8 @@ static enum hm_status on_layer(void *ctx, int64_t l, const float *a_in, const fl
     const struct hm_layer *ly = &sm->layers[l];
     const int64_t Da = sm->cfg.attn_dim;
     struct hm_layer_acts a = {.a = (float *)a_in, .qkv = (float *)qkv, .att = lz->y,
-                              .lse = lz->den, .phiq = lz->phiq, .phik = lz->phik};
+                              .lse = lz->den, .phiq = lz->phiq, .phik = lz->phik,
+                              .lsave = lz->want_grad ? lz->lsave : NULL};
     const struct hm_mix x = {.m = sm, .be = be, .l = l, .B = 1, .T = T, .a = &a, .ws = lz->ws,
                              .ws_size = lz->ws_size};
     enum hm_status st = hm_mixer_hedgehog.forward(&x, err);

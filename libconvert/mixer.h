@@ -81,6 +81,7 @@ struct hm_mix_grads {
 enum hm_mixer_bufs {
     HM_MIX_FMAP = 1u << 0, /* phiq, phik [N, n_h, 2F] */
     HM_MIX_SSM = 1u << 1,  /* xraw [N, Q], dtz/dt [N, n_h], z/y [N, n_h p], conv window */
+    HM_MIX_LSAVE = 1u << 2, /* lsave (training only): hm_mixer_lsave_floats per sequence */
 };
 
 struct hm_mixer_unit {
@@ -125,6 +126,9 @@ struct hm_mixer_unit {
 double hm_mixer_linattn_flops(const struct hm_config *c, int64_t T);
 
 const struct hm_mixer_unit *hm_mixer_unit(enum hm_mixer mixer);
+
+/* Floats of one sequence's lsave (HM_MIX_LSAVE) at length T. */
+int64_t hm_mixer_lsave_floats(const struct hm_config *c, int64_t T);
 
 extern const struct hm_mixer_unit hm_mixer_softmax, hm_mixer_hedgehog, hm_mixer_hedgemamba;
 

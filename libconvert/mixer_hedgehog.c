@@ -50,6 +50,12 @@ void hm_mixer_featuremaps_identity(struct hm_model *m, int64_t l)
     }
 }
 
+int64_t hm_mixer_lsave_floats(const struct hm_config *c, int64_t T)
+{
+    return hm_linattn_saved_floats(T, c->num_attention_heads, 2 * c->feature_dim, c->head_dim,
+                                   HM_LINATTN_CHUNK);
+}
+
 static size_t hh_ws(const struct hm_config *c, const struct hm_backend *be, int64_t T)
 {
     return hm_backend_linattn_ws_size(be, T, c->num_attention_heads, 2 * c->feature_dim,
@@ -85,9 +91,10 @@ static enum hm_status hh_forward(const struct hm_mix *x, struct hm_error *err)
         const float *qkv = a->qkv + b * T * H3;
         float *pq = a->phiq + b * T * nh * F2, *pk = a->phik + b * T * nh * F2;
         hm_mixer_featuremaps_forward(x, qkv, pq, pk, T);
+        float *sv = a->lsave ? a->lsave + b * hm_mixer_lsave_floats(c, T) : NULL;
         hm_backend_linattn_forward(x->be, a->att + b * T * Da, a->lse ? a->lse + b * nh * T : NULL,
                                    pq, pk, qkv + 2 * p, T, nh, F2, p, H3, 3 * p, HM_LINATTN_EPS,
-                                   HM_LINATTN_CHUNK, x->ws, x->ws_size);
+                                   HM_LINATTN_CHUNK, sv, x->ws, x->ws_size);
     }
     if (x->st) /* a prefill chunk: add the carried state's share, advance it */
         hm_backend_ssm_chunk_carry(x->be, a->att, a->lse, a->phiq, a->phik, a->qkv + 2 * p, NULL,
@@ -106,10 +113,11 @@ static void hh_backward(const struct hm_mix *x, const struct hm_mix_grads *g)
         const float *qkv = a->qkv + b * T * H3;
         const float *pq = a->phiq + b * T * nh * F2, *pk = a->phik + b * T * nh * F2;
         float *dq = g->dqkv ? g->dqkv + b * T * H3 : NULL;
+        const float *sv = a->lsave ? a->lsave + b * hm_mixer_lsave_floats(c, T) : NULL;
         hm_backend_linattn_backward(x->be, g->dphiq, g->dphik, dq ? dq + 2 * p : NULL,
                                     g->datt + b * T * Da, a->att + b * T * Da,
                                     a->lse + b * nh * T, pq, pk, qkv + 2 * p, T, nh, F2, p, H3,
-                                    3 * p, HM_LINATTN_CHUNK, x->ws, x->ws_size);
+                                    3 * p, HM_LINATTN_CHUNK, sv, x->ws, x->ws_size);
         hm_mixer_featuremaps_backward(x, g, qkv, pq, pk, dq, T);
     }
 }
@@ -129,7 +137,7 @@ double hm_mixer_linattn_flops(const struct hm_config *c, int64_t T)
 
 const struct hm_mixer_unit hm_mixer_hedgehog = {
     .name = "hedgehog",
-    .bufs = HM_MIX_FMAP,
+    .bufs = HM_MIX_FMAP | HM_MIX_LSAVE,
     .ws_size = hh_ws,
     .backward_ws_size = hh_bws,
     .forward = hh_forward,

@@ -87,6 +87,9 @@ struct hm_layer_acts {
     float *att;           /* [N, Da] merged heads: the dense input */
     float *lse;           /* [B, n_h, T] softmax log-sum-exp / linear denominators (or NULL) */
     float *phiq, *phik;   /* [N, n_h, 2F] feature maps (hedgehog, hedgemamba) */
+    float *lsave;         /* [B, hm_linattn_saved_floats(T, ...)] chunk states the linear
+                           * attention forward leaves for its backward (hedgehog when
+                           * training; NULL: the backward recomputes them) */
     float *dtz, *dt;      /* [N, n_h] Δ before / after softplus (hedgemamba; may alias) */
     float *z, *y;         /* [N, Da] gate pre-activation, scan output (hedgemamba) */
     float *t;             /* [N, d] sequential residual h + o (inference: == h) */

@@ -88,6 +88,7 @@ static int64_t carve(struct hm_trainer *tr, const struct hm_config *c,
     const unsigned bufs = hm_mixer_unit(c->mixer)->bufs;
     const int64_t F2 = bufs & HM_MIX_FMAP ? 2 * c->feature_dim : 0;
     const int ssm = (bufs & HM_MIX_SSM) != 0;
+    const int64_t LS = bufs & HM_MIX_LSAVE ? hm_mixer_lsave_floats(c, T) : 0;
     float *p = base;
     int64_t total = 0;
 #define TAKE(ptr, n, when)                                                                    \
@@ -111,6 +112,7 @@ static int64_t carve(struct hm_trainer *tr, const struct hm_config *c,
         TAKE(a->lse, B * nh * T, 1);
         TAKE(a->phiq, N * nh * F2, F2);
         TAKE(a->phik, N * nh * F2, F2);
+        TAKE(a->lsave, B * LS, LS);
         TAKE(a->xraw, N * Q, ssm);
         TAKE(a->dtz, N * nh, ssm);
         TAKE(a->dt, N * nh, ssm);

@@ -272,7 +272,7 @@ Test(kernels_family, ssm_chunk_carry_equals_the_recurrence_from_the_state)
                               : hm_backend_ssm_ws_size(ref, T, nh, F2, p, 0);
         void *ws = malloc(wsz ? wsz : 1);
         if (hedgehog)
-            hm_backend_linattn_forward(ref, y, den, C, B, v, T, nh, F2, p, nh * p, p, 1e-6f, 0, ws,
+            hm_backend_linattn_forward(ref, y, den, C, B, v, T, nh, F2, p, nh * p, p, 1e-6f, 0, NULL, ws,
                                        wsz);
         else
             hm_backend_ssm_forward(ref, y, den, C, B, v, dt, A, D, T, nh, F2, p, nh * p, p, 1e-6f,

@@ -308,9 +308,9 @@ static void la_run(const struct hm_backend *be, int64_t chunk, const double *q, 
     size_t wb = hm_backend_linattn_backward_ws_size(be, T, n_h, F2, p, chunk);
     void *ws = malloc(wf > wb ? wf : wb);
     hm_backend_linattn_forward(be, y, den, fq, fk, qkv + 2 * p, T, n_h, F2, p, ld, 3 * p, EPS,
-                               chunk, ws, wf);
+                               chunk, NULL, ws, wf);
     hm_backend_linattn_backward(be, dq, dk, dqkv + 2 * p, fR, y, den, fq, fk, qkv + 2 * p, T, n_h,
-                                F2, p, ld, 3 * p, chunk, ws, wb);
+                                F2, p, ld, 3 * p, chunk, NULL, ws, wb);
     cr_expect(tu_unfuse(dv, dqkv, T, n_h, p, 2), "%s chunk %lld: dv touched columns outside v",
               be->name, (long long)chunk);
     free(fq); free(fk); free(qkv); free(fR); free(dqkv); free(ws);
@@ -441,13 +441,13 @@ Test(linattn, null_gradients_skip)
         size_t wb = hm_backend_linattn_backward_ws_size(be, T, n_h, F2, p, 16);
         void *ws = malloc(wb);
         hm_backend_linattn_backward(be, one, NULL, NULL, fR, y, den, fq, fk, qkv + 2 * p, T, n_h,
-                                    F2, p, ld, 3 * p, 16, ws, wb);
+                                    F2, p, ld, 3 * p, 16, NULL, ws, wb);
         cr_expect(memcmp(one, dq, 4 * (size_t)nphi) == 0, "%s: dφq alone differs", be->name);
         hm_backend_linattn_backward(be, NULL, one, NULL, fR, y, den, fq, fk, qkv + 2 * p, T, n_h,
-                                    F2, p, ld, 3 * p, 16, ws, wb);
+                                    F2, p, ld, 3 * p, 16, NULL, ws, wb);
         cr_expect(memcmp(one, dk, 4 * (size_t)nphi) == 0, "%s: dφk alone differs", be->name);
         hm_backend_linattn_backward(be, NULL, NULL, dqkv + 2 * p, fR, y, den, fq, fk, qkv + 2 * p,
-                                    T, n_h, F2, p, ld, 3 * p, 16, ws, wb);
+                                    T, n_h, F2, p, ld, 3 * p, 16, NULL, ws, wb);
         cr_expect(tu_unfuse(one, dqkv, T, n_h, p, 2));
         cr_expect(memcmp(one, dv, 4 * (size_t)nv) == 0, "%s: dv alone differs", be->name);
         /* den may be NULL in the forward */
@@ -455,12 +455,106 @@ Test(linattn, null_gradients_skip)
         size_t wf = hm_backend_linattn_ws_size(be, T, n_h, F2, p, 16);
         void *ws2 = malloc(wf);
         hm_backend_linattn_forward(be, y2, NULL, fq, fk, qkv + 2 * p, T, n_h, F2, p, ld, 3 * p,
-                                   EPS, 16, ws2, wf);
+                                   EPS, 16, NULL, ws2, wf);
         cr_expect(memcmp(y, y2, 4 * (size_t)nv) == 0, "%s: y without den differs", be->name);
         free(y); free(den); free(dq); free(dk); free(dv); free(one); free(fq); free(fk);
         free(qkv); free(fR); free(dqkv); free(ws); free(y2); free(ws2);
     }
     free(q); free(k); free(v); free(R);
+}
+
+/* The chunk states a forward saves (backend.h, hm_linattn_saved_floats):
+ * fast and ref write the same blocks (against a double loop here); the
+ * fast backward handed them (from either backend) gives its own result —
+ * bit for bit when they come from the fast forward — for every gradient
+ * subset; shapes with a short last chunk, T < C and Pythia's head. */
+Test(linattn, saved_chunk_states)
+{
+    /* {T, n_h, F2, p, chunk} */
+    int64_t shapes[][5] = {{70, 2, 6, 3, 16}, {130, 3, 128, 64, 0}, {9, 1, 10, 8, 16},
+                           {200, 2, 32, 16, 64}};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const int64_t T = shapes[si][0], n_h = shapes[si][1], F2 = shapes[si][2];
+        const int64_t p = shapes[si][3], chunk = shapes[si][4];
+        const int64_t nphi = T * n_h * F2, nv = T * n_h * p, ld = 3 * n_h * p;
+        const int64_t C = chunk > 0 ? chunk : HM_LINATTN_CHUNK_DEFAULT, nc = (T + C - 1) / C;
+        const int64_t SF = hm_linattn_saved_floats(T, n_h, F2, p, chunk), SB = SF / (n_h * nc);
+        cr_assert_eq(SB, (F2 * (p + 1) + 15) / 16 * 16);
+        uint64_t s = 300 + si;
+        double *q = malloc(8 * nphi), *k = malloc(8 * nphi), *v = malloc(8 * nv);
+        double *R = malloc(8 * nv);
+        tu_rand_phi(q, T * n_h, F2, &s, 1);
+        tu_rand_phi(k, T * n_h, F2, &s, 1);
+        tu_rand_fill(v, nv, &s, 1);
+        tu_rand_fill(R, nv, &s, 1);
+        float *fq = tu_to_f32(q, nphi), *fk = tu_to_f32(k, nphi), *qkv = tu_fused(v, T, n_h, p, 2);
+        float *fR = tu_to_f32(R, nv), *y = malloc(4 * nv), *den = malloc(4 * n_h * T);
+        float *saved[2];
+        for (int b = 0; b < 2; b++) { /* 0 ref, 1 fast */
+            const struct hm_backend *be = hm_backend_get(backends[b]);
+            size_t wf = hm_backend_linattn_ws_size(be, T, n_h, F2, p, chunk);
+            void *ws = malloc(wf);
+            saved[b] = malloc(4 * (size_t)SF);
+            hm_backend_linattn_forward(be, y, den, fq, fk, qkv + 2 * p, T, n_h, F2, p, ld, 3 * p,
+                                       EPS, chunk, saved[b], ws, wf);
+            free(ws);
+        }
+        /* the definition: block (h, c) row j < p: Σ_{t < cC} v_t[j] φk_t; row p: Σ φk_t */
+        double worst = 0;
+        for (int64_t h = 0; h < n_h; h++)
+            for (int64_t c = 0; c < nc; c++)
+                for (int64_t j = 0; j <= p; j++)
+                    for (int64_t f = 0; f < F2; f++) {
+                        double want = 0;
+                        for (int64_t t = 0; t < c * C; t++)
+                            want += (j < p ? v[(t * n_h + h) * p + j] : 1.0) *
+                                    k[(t * n_h + h) * F2 + f];
+                        for (int b = 0; b < 2; b++) {
+                            double got = saved[b][(h * nc + c) * SB + j * F2 + f];
+                            double e = fabs(got - want) / fmax(1.0, fabs(want));
+                            worst = e > worst ? e : worst;
+                        }
+                    }
+        cr_expect(worst < 1e-5, "saved states (T %lld C %lld): worst %.3g", (long long)T,
+                  (long long)C, worst);
+        /* the fast backward: without, with its own, with the ref's states */
+        const struct hm_backend *fast = hm_backend_get("fast");
+        size_t wf = hm_backend_linattn_ws_size(fast, T, n_h, F2, p, chunk);
+        size_t wb = hm_backend_linattn_backward_ws_size(fast, T, n_h, F2, p, chunk);
+        void *ws = malloc(wf > wb ? wf : wb);
+        hm_backend_linattn_forward(fast, y, den, fq, fk, qkv + 2 * p, T, n_h, F2, p, ld, 3 * p,
+                                   EPS, chunk, NULL, ws, wf);
+        for (int sub = 0; sub < 4; sub++) { /* all three, dφq, dφk, dv alone */
+            float *g[3][3];
+            for (int m = 0; m < 3; m++) {
+                const float *sv = m == 0 ? NULL : saved[m == 1 ? 1 : 0];
+                for (int o = 0; o < 3; o++)
+                    g[m][o] = calloc((size_t)nphi, 4);
+                float *dqkv = tu_fused(NULL, T, n_h, p, 2);
+                hm_backend_linattn_backward(
+                    fast, sub == 0 || sub == 1 ? g[m][0] : NULL,
+                    sub == 0 || sub == 2 ? g[m][1] : NULL,
+                    sub == 0 || sub == 3 ? dqkv + 2 * p : NULL, fR, y, den, fq, fk, qkv + 2 * p,
+                    T, n_h, F2, p, ld, 3 * p, chunk, sv, ws, wb);
+                cr_expect(tu_unfuse(g[m][2], dqkv, T, n_h, p, 2));
+                free(dqkv);
+            }
+            const int64_t n[3] = {nphi, nphi, nv};
+            for (int o = 0; o < 3; o++) {
+                cr_expect(memcmp(g[0][o], g[1][o], 4 * (size_t)n[o]) == 0,
+                          "T %lld subset %d output %d: with the fast forward's states differs",
+                          (long long)T, sub, o);
+                tu_check_rel("backward with the ref forward's states", g[2][o], g[0][o], n[o],
+                             1e-5, 1);
+            }
+            for (int m = 0; m < 3; m++)
+                for (int o = 0; o < 3; o++)
+                    free(g[m][o]);
+        }
+        free(ws);
+        free(q); free(k); free(v); free(R); free(fq); free(fk); free(qkv); free(fR); free(y);
+        free(den); free(saved[0]); free(saved[1]);
+    }
 }
 
 Test(linattn, long_sequence_chunked_vs_ref, .timeout = 600)

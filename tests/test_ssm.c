@@ -640,7 +640,7 @@ Test(ssm, identity_is_linattn)
             size_t w = hm_backend_linattn_ws_size(be, T, n_h, F2, p, 16);
             void *ws = malloc(w);
             hm_backend_linattn_forward(be, y1, d1, fC, fB, qkv + 2 * p, T, n_h, F2, p, ld, 3 * p,
-                                       EPS, 16, ws, w);
+                                       EPS, 16, NULL, ws, w);
             worst = fmax(worst, tu_check_rel("scan(Δ=1, A=0, D=0) vs linattn y", o.g[O_Y], y1,
                                           T * n_h * p, 1e-6, 0));
             worst = fmax(worst, tu_check_rel("scan vs linattn den", o.g[O_DEN], d1, T * n_h, 1e-6, 0));

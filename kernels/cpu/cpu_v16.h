@@ -55,6 +55,44 @@ HM_V16_INLINE hm_v16 hm_v16_min(hm_v16 a, hm_v16 b) { return hm_v16_select(a < b
 #define HM_V16_SWAP1(v) __builtin_shuffle(v, (hm_i16){1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14})
 #endif
 
+/* r[i][j] ↔ r[j][i]: four butterfly stages of two-register shuffles (at
+ * stage k, rows i and i + k swap their off-diagonal k × k blocks). */
+#if defined(__clang__)
+#define HM_V16_MIX(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
+#else
+#define HM_V16_MIX(a, b, ...) __builtin_shuffle(a, b, (hm_i16){__VA_ARGS__})
+#endif
+#define HM_V16_STAGE(r, k, LO, HI)                                                             \
+    for (int i_ = 0; i_ < 16; i_++)                                                            \
+        if (!(i_ & (k))) {                                                                     \
+            const hm_v16 a_ = r[i_], b_ = r[i_ + (k)];                                         \
+            r[i_] = HM_V16_MIX(a_, b_, LO);                                                    \
+            r[i_ + (k)] = HM_V16_MIX(a_, b_, HI);                                              \
+        }
+HM_V16_INLINE void hm_v16_transpose(hm_v16 r[16])
+{
+#define HM_L1 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30
+#define HM_H1 1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31
+#define HM_L2 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29
+#define HM_H2 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31
+#define HM_L4 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27
+#define HM_H4 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31
+#define HM_L8 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23
+#define HM_H8 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31
+    HM_V16_STAGE(r, 1, HM_L1, HM_H1)
+    HM_V16_STAGE(r, 2, HM_L2, HM_H2)
+    HM_V16_STAGE(r, 4, HM_L4, HM_H4)
+    HM_V16_STAGE(r, 8, HM_L8, HM_H8)
+#undef HM_L1
+#undef HM_H1
+#undef HM_L2
+#undef HM_H2
+#undef HM_L4
+#undef HM_H4
+#undef HM_L8
+#undef HM_H8
+}
+
 /* Horizontal reductions (a butterfly: a fixed order for a given input). */
 HM_V16_INLINE float hm_v16_hsum(hm_v16 v)
 {

@@ -21,7 +21,10 @@
  * (suffix) scan over the chunks; (3) per (head, chunk) the intra-chunk block
  * plus the carried-in state. Every phase is parallel; memory is the chunk
  * states, n_h · ceil(T/C) · F2 · (p + 1) floats (≈ n_h · T · F2 for C ≥ p),
- * plus per-thread C×C blocks — never T×T.
+ * plus per-thread C×C blocks — never T×T. A forward given `saved` also
+ * writes each carried-in state transposed (backend.h's layout, the
+ * backward's own); a backward given it skips computing Ŝ and its scan
+ * (the same sums in the same order: the result is bit for bit the same).
  *
  * Score blocks (ΦQ ΦK^T, Ĝ V̂^T) are register tiles (cpu_tiles.h, shared
  * with fast_ssm.c) over a transposed, zero-padded copy of the chunk's keys;
@@ -320,6 +323,27 @@ static int64_t scratch_floats(int64_t F2, int64_t p, int64_t C, int back)
 
 static int64_t pick_chunk(int64_t chunk) { return chunk > 0 ? chunk : HM_LINATTN_CHUNK_DEFAULT; }
 
+/* The saved block of backend.h, Ŝ^T [P1, F2], from the forward's carried-in
+ * state St [F2, p] + z [F2] (the same sums: bit for bit what the backward's
+ * own phases (1)-(2) compute). */
+HM_CLONES static void save_state(float *Sh, const float *St, int64_t F2, int64_t p)
+{
+    if (F2 % 16 || p % 16) {
+        hm_tile_transpose_pad(Sh, F2, St, p, F2, p);
+    } else { /* 16 × 16 blocks in registers (a scalar transpose cost 3× as much) */
+        for (int64_t f0 = 0; f0 < F2; f0 += 16)
+            for (int64_t k0 = 0; k0 < p; k0 += 16) {
+                hm_v16 r[16];
+                for (int i = 0; i < 16; i++)
+                    r[i] = hm_v16_load(St + (f0 + i) * p + k0);
+                hm_v16_transpose(r);
+                for (int i = 0; i < 16; i++)
+                    hm_v16_store(Sh + (k0 + i) * F2 + f0, r[i]);
+            }
+    }
+    memcpy(Sh + p * F2, St + F2 * p, sizeof(float) * (size_t)F2);
+}
+
 /* Floats of the chunk states: one block [F2, p] + [F2] per (head, chunk),
  * twice for the backward (Ŝ and dŜ). */
 static int64_t state_floats(int64_t T, int64_t n_h, int64_t F2, int64_t p, int64_t C, int back)
@@ -431,7 +455,7 @@ HM_CLONES static void fwd_chunk(float *y, float *den, const float *phiq, const f
 void hm_fast_linattn_forward(HM_CPU_CTX, float *y, float *den, const float *phiq, const float *phik,
                              const float *v, int64_t T, int64_t n_h, int64_t F2, int64_t p,
                              int64_t v_row_stride, int64_t v_head_stride, float eps,
-                             int64_t chunk, void *ws, size_t ws_size)
+                             int64_t chunk, float *saved, void *ws, size_t ws_size)
 {
     if (T <= 0 || n_h <= 0 || p <= 0 || F2 <= 0)
         return;
@@ -459,6 +483,8 @@ void hm_fast_linattn_forward(HM_CPU_CTX, float *y, float *den, const float *phiq
             int64_t h = task / nc, c = task % nc, t0 = c * C, L = imin(C, T - t0);
             fwd_chunk(y, den, phiq, phik, v, T, n_h, F2, p, v_row_stride, v_head_stride, eps,
                       C, h, t0, L, St + task * SB, my);
+            if (saved)
+                save_state(saved + task * SB, St + task * SB, F2, p);
         }
     }
 }
@@ -550,7 +576,8 @@ void hm_fast_linattn_backward(HM_CPU_CTX, float *dphiq, float *dphik, float *dv,
                               const float *y, const float *den, const float *phiq,
                               const float *phik, const float *v, int64_t T, int64_t n_h,
                               int64_t F2, int64_t p, int64_t v_row_stride,
-                              int64_t v_head_stride, int64_t chunk, void *ws, size_t ws_size)
+                              int64_t v_head_stride, int64_t chunk, const float *saved, void *ws,
+                              size_t ws_size)
 {
     if (T <= 0 || n_h <= 0 || p <= 0 || F2 <= 0)
         return;
@@ -559,6 +586,7 @@ void hm_fast_linattn_backward(HM_CPU_CTX, float *dphiq, float *dphik, float *dv,
     const int64_t ntask = n_h * nc, ldq = n_h * F2, P1 = p + 1;
     const int64_t ldv = v_row_stride, vh = v_head_stride;
     float *Sk = ws, *Dq = Sk + states / 2, *scr = Sk + states;
+    const int own = dphiq && !saved; /* Ŝ^T computed here, not handed over */
     int nthr = pick_threads(ws_size, states, per, ntask, T * n_h * F2 * p);
 #pragma omp parallel num_threads(nthr)
     {
@@ -567,7 +595,7 @@ void hm_fast_linattn_backward(HM_CPU_CTX, float *dphiq, float *dphik, float *dv,
         for (int64_t task = 0; task < ntask; task++) { /* (1) the chunk's own states */
             int64_t h = task / nc, c = task % nc, t0 = c * C, L = imin(C, T - t0);
             float *Xh = my, *Xc = Xh + C * P1;
-            if (dphiq) { /* Ŝ^T = V̂^T ΦK */
+            if (own) { /* Ŝ^T = V̂^T ΦK */
                 chunk_vhat(Xh, v, ldv, vh, p, h, t0, L);
                 pack_rows(Xc, phik + (t0 * n_h + h) * F2, ldq, L, F2);
                 hm_tile_gemm(Sk + task * SB, F2, Xh, 1, P1, Xc, F2, P1, F2, L, 0);
@@ -580,7 +608,7 @@ void hm_fast_linattn_backward(HM_CPU_CTX, float *dphiq, float *dphik, float *dv,
         }
 #pragma omp for schedule(static)
         for (int64_t h = 0; h < n_h; h++) { /* (2) carried-in / carried-back states */
-            if (dphiq)
+            if (own)
                 exclusive_scan(Sk + h * nc * SB, nc, SB, +1);
             if (dphik || dv)
                 exclusive_scan(Dq + h * nc * SB, nc, SB, -1);
@@ -589,7 +617,7 @@ void hm_fast_linattn_backward(HM_CPU_CTX, float *dphiq, float *dphik, float *dv,
         for (int64_t task = 0; task < ntask; task++) { /* (3) gradients */
             int64_t h = task / nc, c = task % nc, t0 = c * C, L = imin(C, T - t0);
             bwd_chunk(dphiq, dphik, dv, dy, y, den, phiq, phik, v, T, n_h, F2, p, ldv, vh, C, h,
-                      t0, L, Sk + task * SB, Dq + task * SB, my);
+                      t0, L, (saved ? saved : Sk) + task * SB, Dq + task * SB, my);
         }
     }
 }

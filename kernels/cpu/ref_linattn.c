@@ -114,12 +114,37 @@ static double dot_d(const float *a, const float *b, int64_t n)
     return s;
 }
 
+/* The saved chunk states of backend.h (hm_linattn_saved_floats), each
+ * element one double sum over the rows before the chunk. */
+static void chunk_states(float *saved, const float *phik, const float *v, int64_t T,
+                         int64_t n_h, int64_t F2, int64_t p, int64_t v_row_stride,
+                         int64_t v_head_stride, int64_t chunk)
+{
+    const int64_t C = chunk > 0 ? chunk : HM_LINATTN_CHUNK_DEFAULT, nc = (T + C - 1) / C;
+    const int64_t SB = hm_linattn_saved_floats(C, 1, F2, p, C);
+    for (int64_t h = 0; h < n_h; h++)
+        for (int64_t c = 0; c < nc; c++) {
+            float *blk = saved + (h * nc + c) * SB;
+            for (int64_t k = 0; k <= p; k++)
+                for (int64_t f = 0; f < F2; f++) {
+                    double acc = 0;
+                    for (int64_t s = 0; s < c * C; s++) {
+                        const float vk = k < p ? v[s * v_row_stride + h * v_head_stride + k] : 1;
+                        acc += (double)vk * phik[(s * n_h + h) * F2 + f];
+                    }
+                    blk[k * F2 + f] = (float)acc;
+                }
+        }
+}
+
 void hm_ref_linattn_forward(HM_CPU_CTX, float *y, float *den, const float *phiq, const float *phik,
                             const float *v, int64_t T, int64_t n_h, int64_t F2, int64_t p,
                             int64_t v_row_stride, int64_t v_head_stride, float eps,
-                            int64_t chunk, void *ws, size_t ws_size)
+                            int64_t chunk, float *saved, void *ws, size_t ws_size)
 {
-    (void)chunk, (void)ws_size;
+    (void)ws_size;
+    if (saved)
+        chunk_states(saved, phik, v, T, n_h, F2, p, v_row_stride, v_head_stride, chunk);
     double *num = ws; /* [p] */
     for (int64_t h = 0; h < n_h; h++)
         for (int64_t t = 0; t < T; t++) {
@@ -158,9 +183,9 @@ void hm_ref_linattn_backward(HM_CPU_CTX, float *dphiq, float *dphik, float *dv, 
                              const float *y, const float *den, const float *phiq,
                              const float *phik, const float *v, int64_t T, int64_t n_h,
                              int64_t F2, int64_t p, int64_t v_row_stride, int64_t v_head_stride,
-                             int64_t chunk, void *ws, size_t ws_size)
+                             int64_t chunk, const float *saved, void *ws, size_t ws_size)
 {
-    (void)chunk, (void)ws_size;
+    (void)chunk, (void)saved, (void)ws_size; /* recomputes everything from φ and v */
     double *gn = ws, *gd = gn + T * p, *dq = gd + T, *dk = dq + F2, *dvv = dk + T * F2;
     const int64_t d = n_h * p;
     for (int64_t h = 0; h < n_h; h++) {
