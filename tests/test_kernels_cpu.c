@@ -451,4 +451,14 @@ Test(kernels_cpu, v16_exp_and_reductions)
         cr_expect(fabs(hm_v16_hsum(vv) - sum) <= 1e-4 * 100 * 16, "hsum %g vs %g",
                   hm_v16_hsum(vv), sum);
     }
+    hm_v16 r[16];
+    for (int i = 0; i < 16; i++)
+        for (int j = 0; j < 16; j++)
+            r[i][j] = (float)(100 * i + j);
+    hm_v16_transpose(r);
+    int bad = 0;
+    for (int i = 0; i < 16; i++)
+        for (int j = 0; j < 16; j++)
+            bad += r[i][j] != (float)(100 * j + i);
+    cr_expect(bad == 0, "hm_v16_transpose: %d elements misplaced", bad);
 }
