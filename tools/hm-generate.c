@@ -2,7 +2,6 @@
  * prefill of the prompt, then one token at a time (the teacher's KV cache,
  * the students' constant-size state), each token chosen by the sampler of
  * libconvert/sample.h. */
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +13,7 @@
 #include "checkpoint.h"
 #include "cli.h"
 #include "gen_bench.h"
+#include "gen_prompt.h"
 #include "gen_text.h"
 #include "json_out.h"
 #include "model.h"
@@ -139,7 +139,7 @@ enum {
     OPT_SAMPLES, OPT_SHARED_PROMPT,
 };
 
-#define MAX_LIST 64
+#define MAX_LIST HM_GEN_MAX_END /* --stop strings, --eot-id ids */
 
 struct opts {
     struct hm_cli_common common;
@@ -158,7 +158,7 @@ struct run {
     struct hm_model *m;
     const struct hm_backend *be;
     struct hm_tokenizer *tok;     /* or NULL */
-    int32_t end_ids[MAX_LIST];
+    int32_t end_ids[HM_GEN_MAX_END];
     int n_end;
     struct hm_ids ids;            /* the prompt */
     int64_t n_prompt;
@@ -176,31 +176,6 @@ static void json_ids(const int32_t *v, int64_t n)
     putchar(']');
 }
 
-/* "1,2, 3" → ids (syntax errors are usage errors). */
-static void parse_ids(const char *s, struct hm_ids *out)
-{
-    const char *p = s;
-    for (;;) {
-        while (*p == ' ' || *p == '\t')
-            p++;
-        char *end;
-        errno = 0;
-        long long v = strtoll(p, &end, 10);
-        if (end == p || errno || v < 0 || v > INT32_MAX)
-            hm_usage_error("--prompt-ids '%s': expected comma-separated ids >= 0", s);
-        int32_t id = (int32_t)v;
-        if (hm_ids_append(out, &id, 1, NULL) != HM_OK)
-            hm_die("out of memory");
-        p = end;
-        while (*p == ' ' || *p == '\t')
-            p++;
-        if (*p == '\0')
-            return;
-        if (*p++ != ',')
-            hm_usage_error("--prompt-ids '%s': expected comma-separated ids >= 0", s);
-    }
-}
-
 static int is_end(const struct run *r, int32_t id)
 {
     for (int i = 0; i < r->n_end; i++)
@@ -215,82 +190,10 @@ static const char *tok_source(const struct opts *o)
     return o->bytes ? "bytes" : o->tokenizer ? o->tokenizer : o->model;
 }
 
-static void load_tokenizer(struct run *r, const struct hm_ckpt *ck)
-{
-    const struct opts *o = r->o;
-    struct hm_error err;
-    size_t len = 0;
-    const void *bundled = hm_ckpt_bundle_tokenizer(ck, &len);
-    if (o->bytes) {
-        if (hm_tokenizer_bytes(&r->tok, &err) != HM_OK)
-            hm_die_err("cannot make", "bytes", &err);
-    } else if (o->tokenizer) {
-        if (hm_tokenizer_load(o->tokenizer, &r->tok, &err) != HM_OK)
-            hm_die_err("cannot read", o->tokenizer, &err);
-    } else if (bundled) {
-        if (hm_tokenizer_load_memory(bundled, len, &r->tok, &err) != HM_OK)
-            hm_die("cannot read '%s': its tokenizer: %s", o->model, err.msg);
-    }
-}
-
-/* The end-of-text ids (see --eot-id in the usage). */
-static void end_ids(struct run *r)
-{
-    const struct opts *o = r->o;
-    if (o->ignore_eot)
-        return;
-    if (o->n_eot) {
-        memcpy(r->end_ids, o->eot, sizeof(int32_t) * (size_t)o->n_eot);
-        r->n_end = o->n_eot;
-        return;
-    }
-    if (r->tok) {
-        int32_t c[3] = {hm_tokenizer_eot_id(r->tok), hm_tokenizer_eos_id(r->tok),
-                        hm_tokenizer_kind(r->tok) == HM_TOKENIZER_KIND_LLAMA2C
-                            ? hm_tokenizer_bos_id(r->tok) : -1};
-        for (int i = 0; i < 3; i++)
-            if (c[i] >= 0)
-                r->end_ids[r->n_end++] = c[i];
-    } else if (r->m->cfg.family == HM_FAMILY_LLAMA) {
-        r->end_ids[r->n_end++] = 1;
-        r->end_ids[r->n_end++] = 2;
-    } else {
-        r->end_ids[r->n_end++] = r->m->cfg.vocab_size == 257 ? 256 : 0;
-    }
-}
-
 /* Prefill rows per chunk. */
 static int64_t prefill_chunk(const struct run *r)
 {
     return r->o->chunk ? r->o->chunk : HM_PREFILL_CHUNK;
-}
-
-/* The prompt's ids into r->ids (checked against the vocabulary). */
-static void make_prompt(struct run *r)
-{
-    const struct opts *o = r->o;
-    const int64_t V = r->m->cfg.vocab_size;
-    struct hm_error err;
-    if (o->prompt_ids) {
-        parse_ids(o->prompt_ids, &r->ids);
-    } else {
-        const char *p = o->prompt ? o->prompt : "";
-        unsigned fl = hm_tokenizer_bos_id(r->tok) >= 0 ? HM_TOKENIZER_BOS : 0;
-        if (hm_tokenizer_encode_ex(r->tok, p, strlen(p), fl, &r->ids, &err) != HM_OK)
-            hm_die("cannot tokenize the prompt with '%s': %s", tok_source(o), err.msg);
-        int32_t eot = hm_tokenizer_eot_id(r->tok);
-        if (r->ids.n == 0 && eot >= 0)
-            hm_ids_append(&r->ids, &eot, 1, NULL);
-        if (r->ids.n == 0)
-            hm_die("cannot generate: the prompt is empty and '%s' has no BOS or end-of-text "
-                   "id", tok_source(o));
-    }
-    for (int64_t i = 0; i < r->ids.n; i++)
-        if (r->ids.v[i] >= V)
-            hm_die("cannot generate from '%s': prompt token %d at position %lld is outside the "
-                   "model's vocabulary (%lld)", o->model, r->ids.v[i], (long long)i,
-                   (long long)V);
-    r->n_prompt = r->ids.n;
 }
 
 /* One sample: its state, generator, new ids and text. */
@@ -424,7 +327,8 @@ static void generate(struct run *r)
     const int64_t V = r->m->cfg.vocab_size, N = o->samples;
     const int64_t Bmax = N < o->gen_batch ? N : o->gen_batch;
     struct hm_error err;
-    make_prompt(r);
+    hm_gen_make_prompt(&r->ids, o->prompt, o->prompt_ids, r->tok, tok_source(o), o->model, V);
+    r->n_prompt = r->ids.n;
     hm_gen_check_positions(r->m, o->model, r->n_prompt, o->max_new, "the prompt");
     struct sample *q = calloc((size_t)Bmax, sizeof *q);
     struct hm_model_state *st0 = NULL, **run = calloc((size_t)Bmax, sizeof *run);
@@ -617,7 +521,7 @@ int main(int argc, char **argv)
     if (hm_ckpt_open(o.model, &ck, &err) != HM_OK || hm_model_load(ck, &r.m, &err) != HM_OK)
         hm_die_err("cannot read", o.model, &err);
     if (!o.bench)
-        load_tokenizer(&r, ck);
+        r.tok = hm_gen_load_tokenizer(ck, o.model, o.tokenizer, o.bytes);
     hm_ckpt_close(ck);
     r.rss_loaded = hm_procmem_rss();
     if (o.bench) { /* the cells' peak is prefill + decode, not the file next to its copy */
@@ -639,7 +543,7 @@ int main(int argc, char **argv)
             hm_usage_error("--stop needs a tokenizer (--tokenizer FILE or --bytes)");
         r.stream_ids = !o.common.json && (o.ids || !r.tok);
         r.stream_text = !o.common.json && !r.stream_ids;
-        end_ids(&r);
+        r.n_end = hm_gen_end_ids(r.tok, &r.m->cfg, o.eot, o.n_eot, o.ignore_eot, r.end_ids);
         generate(&r);
     }
     hm_ids_release(&r.ids);
