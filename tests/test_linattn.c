@@ -316,6 +316,22 @@ static void la_run(const struct hm_backend *be, int64_t chunk, const double *q, 
     free(fq); free(fk); free(qkv); free(fR); free(dqkv); free(ws);
 }
 
+/* Random inputs of a linear-attention case (owned by the caller): φq, φk
+ * [T·n_h, F2] nonnegative rows (tu_rand_phi at phi_scale), v and the
+ * output weights R [T·n_h·p] uniform in ±1. */
+static void la_inputs(int64_t T, int64_t n_h, int64_t F2, int64_t p, uint64_t seed,
+                      double phi_scale, double **q, double **k, double **v, double **R)
+{
+    uint64_t s = seed;
+    const int64_t nphi = T * n_h * F2, nv = T * n_h * p;
+    *q = malloc(8 * (size_t)nphi), *k = malloc(8 * (size_t)nphi);
+    *v = malloc(8 * (size_t)nv), *R = malloc(8 * (size_t)nv);
+    tu_rand_phi(*q, T * n_h, F2, &s, phi_scale);
+    tu_rand_phi(*k, T * n_h, F2, &s, phi_scale);
+    tu_rand_fill(*v, nv, &s, 1);
+    tu_rand_fill(*R, nv, &s, 1);
+}
+
 static const int64_t chunks[] = {1, 7, 16, 64, 0};
 #define NCHUNK (sizeof chunks / sizeof chunks[0])
 
@@ -406,14 +422,8 @@ Test(linattn, fast_matches_ref)
     double worst = 0;
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         int64_t T = shapes[si][0], n_h = shapes[si][1], F2 = 2 * shapes[si][2], p = shapes[si][3];
-        int64_t nphi = T * n_h * F2, nv = T * n_h * p;
-        uint64_t s = 401 + si;
-        double *q = malloc(8 * nphi), *k = malloc(8 * nphi), *v = malloc(8 * nv);
-        double *R = malloc(8 * nv);
-        tu_rand_phi(q, T * n_h, F2, &s, 1.5);
-        tu_rand_phi(k, T * n_h, F2, &s, 1.5);
-        tu_rand_fill(v, nv, &s, 1);
-        tu_rand_fill(R, nv, &s, 1);
+        double *q, *k, *v, *R;
+        la_inputs(T, n_h, F2, p, 401 + si, 1.5, &q, &k, &v, &R);
         for (size_t ci = 0; ci < NCHUNK; ci++)
             worst = fmax(worst, fast_vs_ref(T, n_h, F2, p, chunks[ci], q, k, v, R, 2e-5, 1));
         free(q); free(k); free(v); free(R);
@@ -480,13 +490,8 @@ Test(linattn, saved_chunk_states)
         const int64_t C = chunk > 0 ? chunk : HM_LINATTN_CHUNK_DEFAULT, nc = (T + C - 1) / C;
         const int64_t SF = hm_linattn_saved_floats(T, n_h, F2, p, chunk), SB = SF / (n_h * nc);
         cr_assert_eq(SB, (F2 * (p + 1) + 15) / 16 * 16);
-        uint64_t s = 300 + si;
-        double *q = malloc(8 * nphi), *k = malloc(8 * nphi), *v = malloc(8 * nv);
-        double *R = malloc(8 * nv);
-        tu_rand_phi(q, T * n_h, F2, &s, 1);
-        tu_rand_phi(k, T * n_h, F2, &s, 1);
-        tu_rand_fill(v, nv, &s, 1);
-        tu_rand_fill(R, nv, &s, 1);
+        double *q, *k, *v, *R;
+        la_inputs(T, n_h, F2, p, 300 + si, 1, &q, &k, &v, &R);
         float *fq = tu_to_f32(q, nphi), *fk = tu_to_f32(k, nphi), *qkv = tu_fused(v, T, n_h, p, 2);
         float *fR = tu_to_f32(R, nv), *y = malloc(4 * nv), *den = malloc(4 * n_h * T);
         float *saved[2];

@@ -112,13 +112,6 @@ HM_V16_INLINE float hm_v16_hmax(hm_v16 v)
     return v[0];
 }
 
-HM_V16_INLINE float hm_v16_hmin(hm_v16 v)
-{
-    v = hm_v16_min(v, HM_V16_SWAP8(v));
-    v = hm_v16_min(v, HM_V16_SWAP4(v));
-    v = hm_v16_min(v, HM_V16_SWAP2(v));
-    v = hm_v16_min(v, HM_V16_SWAP1(v));
-    return v[0];
-}
+HM_V16_INLINE float hm_v16_hmin(hm_v16 v) { return -hm_v16_hmax(-v); } /* exact */
 
 #endif
