@@ -6,9 +6,10 @@
  * filled and folded one scalar at a time, which cost as much as the row's
  * exps (the feature-map softmax ran 2× slower). Every helper is
  * always_inline: a v16 passed to a function compiled for another target
- * changes ABI, and GCC notes that (-Wpsabi) wherever a v16 is passed in
- * code compiled for the baseline; the note is off for every file that
- * includes this header. Unaligned loads and stores (memcpy). */
+ * changes ABI, and GCC says so (-Wpsabi) wherever a v16 is passed in code
+ * compiled for the baseline; the warning is off for every file that
+ * includes this header, the note by -Wno-psabi (CMakeLists.txt). Unaligned
+ * loads and stores (memcpy). */
 #ifndef HM_CPU_V16_H
 #define HM_CPU_V16_H
 

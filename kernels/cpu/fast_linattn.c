@@ -330,7 +330,7 @@ HM_CLONES static void save_state(float *Sh, const float *St, int64_t F2, int64_t
 {
     if (F2 % 16 || p % 16) {
         hm_tile_transpose_pad(Sh, F2, St, p, F2, p);
-    } else { /* 16 × 16 blocks in registers (a scalar transpose cost 3× as much) */
+    } else { /* 16 × 16 blocks transposed in registers */
         for (int64_t f0 = 0; f0 < F2; f0 += 16)
             for (int64_t k0 = 0; k0 < p; k0 += 16) {
                 hm_v16 r[16];
