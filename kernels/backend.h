@@ -410,11 +410,21 @@ size_t hm_backend_linattn_backward_ws_size(const struct hm_backend *be, int64_t 
  * [v_s; 1]: a block [p + 1, F2] (row k < p: Σ v_s[k] φk_s; row p: Σ φk_s)
  * at saved + (h · nc + c) · SB, nc = ceil(T / C), SB = round16(F2 (p + 1))
  * floats. The backward that is handed them skips recomputing them. */
+static inline int64_t hm_linattn_chunk(int64_t chunk) /* the chunk argument's C */
+{
+    return chunk > 0 ? chunk : HM_LINATTN_CHUNK_DEFAULT;
+}
+
+static inline int64_t hm_linattn_saved_block(int64_t F2, int64_t p) /* SB */
+{
+    return (F2 * (p + 1) + 15) / 16 * 16;
+}
+
 static inline int64_t hm_linattn_saved_floats(int64_t T, int64_t n_h, int64_t F2, int64_t p,
                                               int64_t chunk)
 {
-    const int64_t C = chunk > 0 ? chunk : HM_LINATTN_CHUNK_DEFAULT;
-    return n_h * ((T + C - 1) / C) * ((F2 * (p + 1) + 15) / 16 * 16);
+    const int64_t C = hm_linattn_chunk(chunk);
+    return n_h * ((T + C - 1) / C) * hm_linattn_saved_block(F2, p);
 }
 
 /* Causal normalized linear attention per head (no 1/sqrt(p) scale):

@@ -321,8 +321,6 @@ static int64_t scratch_floats(int64_t F2, int64_t p, int64_t C, int back)
     return round16(n);
 }
 
-static int64_t pick_chunk(int64_t chunk) { return chunk > 0 ? chunk : HM_LINATTN_CHUNK_DEFAULT; }
-
 /* The saved block of backend.h, Ŝ^T [P1, F2], from the forward's carried-in
  * state St [F2, p] + z [F2] (the same sums: bit for bit what the backward's
  * own phases (1)-(2) compute). */
@@ -349,12 +347,12 @@ HM_CLONES static void save_state(float *Sh, const float *St, int64_t F2, int64_t
 static int64_t state_floats(int64_t T, int64_t n_h, int64_t F2, int64_t p, int64_t C, int back)
 {
     int64_t nc = (T + C - 1) / C;
-    return (back ? 2 : 1) * n_h * nc * round16(F2 * (p + 1));
+    return (back ? 2 : 1) * n_h * nc * hm_linattn_saved_block(F2, p);
 }
 
 static size_t ws_bytes(int64_t T, int64_t n_h, int64_t F2, int64_t p, int64_t chunk, int back)
 {
-    int64_t C = pick_chunk(chunk);
+    int64_t C = hm_linattn_chunk(chunk);
     int nt = omp_get_max_threads();
     if (T < 1)
         T = 1;
@@ -459,7 +457,8 @@ void hm_fast_linattn_forward(HM_CPU_CTX, float *y, float *den, const float *phiq
 {
     if (T <= 0 || n_h <= 0 || p <= 0 || F2 <= 0)
         return;
-    const int64_t C = pick_chunk(chunk), nc = (T + C - 1) / C, SB = round16(F2 * (p + 1));
+    const int64_t C = hm_linattn_chunk(chunk), nc = (T + C - 1) / C;
+    const int64_t SB = hm_linattn_saved_block(F2, p); /* backend.h's saved block */
     const int64_t states = state_floats(T, n_h, F2, p, C, 0), per = scratch_floats(F2, p, C, 0);
     const int64_t ntask = n_h * nc, ldq = n_h * F2;
     float *St = ws, *scr = St + states;
@@ -581,7 +580,8 @@ void hm_fast_linattn_backward(HM_CPU_CTX, float *dphiq, float *dphik, float *dv,
 {
     if (T <= 0 || n_h <= 0 || p <= 0 || F2 <= 0)
         return;
-    const int64_t C = pick_chunk(chunk), nc = (T + C - 1) / C, SB = round16(F2 * (p + 1));
+    const int64_t C = hm_linattn_chunk(chunk), nc = (T + C - 1) / C;
+    const int64_t SB = hm_linattn_saved_block(F2, p); /* backend.h's saved block */
     const int64_t states = state_floats(T, n_h, F2, p, C, 1), per = scratch_floats(F2, p, C, 1);
     const int64_t ntask = n_h * nc, ldq = n_h * F2, P1 = p + 1;
     const int64_t ldv = v_row_stride, vh = v_head_stride;

@@ -120,8 +120,8 @@ static void chunk_states(float *saved, const float *phik, const float *v, int64_
                          int64_t n_h, int64_t F2, int64_t p, int64_t v_row_stride,
                          int64_t v_head_stride, int64_t chunk)
 {
-    const int64_t C = chunk > 0 ? chunk : HM_LINATTN_CHUNK_DEFAULT, nc = (T + C - 1) / C;
-    const int64_t SB = hm_linattn_saved_floats(C, 1, F2, p, C);
+    const int64_t C = hm_linattn_chunk(chunk), nc = (T + C - 1) / C;
+    const int64_t SB = hm_linattn_saved_block(F2, p);
     for (int64_t h = 0; h < n_h; h++)
         for (int64_t c = 0; c < nc; c++) {
             float *blk = saved + (h * nc + c) * SB;
