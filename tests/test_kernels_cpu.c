@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "cpu/cpu_tiles.h"
 #include "cpu/cpu_vexp.h"
 #include "testutil.h"
 #include "threads.h"
@@ -461,4 +462,59 @@ Test(kernels_cpu, v16_exp_and_reductions)
         for (int j = 0; j < 16; j++)
             bad += r[i][j] != (float)(100 * j + i);
     cr_expect(bad == 0, "hm_v16_transpose: %d elements misplaced", bad);
+}
+
+/* cpu_tiles.h's hm_tile_gemm_tri: for each promise of zeros (a causal
+ * block's masked side: A lower, A read transposed upper, B lower), on
+ * square and ragged shapes, both layouts of A, = and +=, the column tails
+ * (16-wide tiles, a packed tail, the narrow 1–2 column tail) and K past one
+ * packed block (256): bit for bit hm_tile_gemm's full product, and within
+ * 1e-5 of a plain double loop. */
+Test(kernels_cpu, tile_gemm_triangular)
+{
+    static const int64_t shapes[][3] = {{64, 64, 64},  {64, 65, 64},  {61, 128, 61},
+                                        {5, 17, 5},    {17, 2, 17},   {64, 1, 64},
+                                        {33, 48, 40},  {40, 33, 33},  {300, 17, 300},
+                                        {260, 64, 260}};
+    uint64_t s = 77;
+    int checked = 0;
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+        for (int tri = HM_TILE_A_LOWER; tri <= HM_TILE_B_LOWER; tri++)
+            for (int trans = 0; trans < 2; trans++)
+                for (int acc = 0; acc < 2; acc++) {
+                    const int64_t M = shapes[si][0], N = shapes[si][1], K = shapes[si][2];
+                    const int64_t ars = trans ? 1 : K, acs = trans ? M : 1;
+                    float *A = randv(M * K, 0, 1, &s), *B = randv(K * N, 0, 1, &s);
+                    for (int64_t i = 0; i < M; i++)
+                        for (int64_t k = 0; k < K; k++)
+                            if ((tri == HM_TILE_A_LOWER && k > i) || (tri == HM_TILE_A_UPPER && k < i))
+                                A[i * ars + k * acs] = 0;
+                    if (tri == HM_TILE_B_LOWER)
+                        for (int64_t k = 0; k < K; k++)
+                            for (int64_t j = k + 1; j < N; j++)
+                                B[k * N + j] = 0;
+                    float *full = randv(M * N, 0, 1, &s), *got = malloc(sizeof(float) * (size_t)(M * N));
+                    double *want = malloc(sizeof(double) * (size_t)(M * N));
+                    memcpy(got, full, sizeof(float) * (size_t)(M * N));
+                    for (int64_t i = 0; i < M; i++)
+                        for (int64_t j = 0; j < N; j++) {
+                            double w = acc ? full[i * N + j] : 0;
+                            for (int64_t k = 0; k < K; k++)
+                                w += (double)A[i * ars + k * acs] * B[k * N + j];
+                            want[i * N + j] = w;
+                        }
+                    hm_tile_gemm(full, N, A, ars, acs, B, N, M, N, K, acc);
+                    hm_tile_gemm_tri(got, N, A, ars, acs, B, N, M, N, K, acc, (enum hm_tile_tri)tri);
+                    cr_expect(!memcmp(full, got, sizeof(float) * (size_t)(M * N)),
+                              "tri %d, %lld x %lld x %lld, trans %d, acc %d: not the full product", tri,
+                              (long long)M, (long long)N, (long long)K, trans, acc);
+                    check("tile_gemm_tri", (uint64_t)si, got, want, M * N, 1e-6 * (double)K, 1e-5);
+                    checked++;
+                    free(A);
+                    free(B);
+                    free(full);
+                    free(got);
+                    free(want);
+                }
+    cr_expect(checked == 10 * 3 * 2 * 2);
 }

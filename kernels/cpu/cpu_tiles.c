@@ -118,6 +118,22 @@ static inline __attribute__((always_inline)) void tile_store(float *o, int64_t l
     }
 }
 
+/* The k range [*lo, *hi) where the rows [i0, i0 + nr) × columns [j0, ...)
+ * of a tile can meet a nonzero product under tri. */
+static inline __attribute__((always_inline)) void tile_krange(enum hm_tile_tri tri, int64_t i0,
+                                                              int64_t nr, int64_t j0, int64_t K,
+                                                              int64_t *lo, int64_t *hi)
+{
+    *lo = 0;
+    *hi = K;
+    if (tri == HM_TILE_A_LOWER)
+        *hi = imin(K, i0 + nr);
+    else if (tri == HM_TILE_A_UPPER)
+        *lo = imin(K, i0);
+    else if (tri == HM_TILE_B_LOWER)
+        *lo = imin(K, j0);
+}
+
 /* Full 16-column tiles row block by row block; then the column tail (N not
  * a multiple of 16) against one zero-padded copy of its columns per
  * HM_TILE_KK rows of B, made once for all row blocks (not once per row
@@ -126,9 +142,9 @@ static inline __attribute__((always_inline)) void tile_store(float *o, int64_t l
  * HM_TILE_KK rows of k (still in increasing k order). A tail of one or two
  * columns with A read transposed (ars = 1) is a vector loop along i
  * instead (15/16 of a tile would be padding). */
-HM_CLONES void hm_tile_gemm(float *Cm, int64_t ldc, const float *A, int64_t ars, int64_t acs,
-                            const float *B, int64_t ldb, int64_t M, int64_t N, int64_t K,
-                            int accumulate)
+HM_CLONES void hm_tile_gemm_tri(float *Cm, int64_t ldc, const float *A, int64_t ars,
+                                int64_t acs, const float *B, int64_t ldb, int64_t M, int64_t N,
+                                int64_t K, int accumulate, enum hm_tile_tri tri)
 {
     const int64_t Nf = N / HM_TILE_KB * HM_TILE_KB;
     for (int64_t i0 = 0; i0 < M; i0 += HM_TILE_RB) {
@@ -139,7 +155,9 @@ HM_CLONES void hm_tile_gemm(float *Cm, int64_t ldc, const float *A, int64_t ars,
         for (int64_t j0 = 0; j0 < Nf; j0 += HM_TILE_KB) {
             float a0[HM_TILE_KB] = {0}, a1[HM_TILE_KB] = {0}, a2[HM_TILE_KB] = {0};
             float a3[HM_TILE_KB] = {0};
-            for (int64_t k = 0; k < K; k++) {
+            int64_t klo, khi;
+            tile_krange(tri, i0, nr, j0, K, &klo, &khi);
+            for (int64_t k = klo; k < khi; k++) {
                 const float *br = B + k * ldb + j0;
                 const float c0 = r0[k * acs], c1 = r1[k * acs], c2 = r2[k * acs];
                 const float c3 = r3[k * acs];
@@ -164,7 +182,7 @@ HM_CLONES void hm_tile_gemm(float *Cm, int64_t ldc, const float *A, int64_t ars,
                 float acc[HM_TILE_KK];
                 for (int64_t i = 0; i < mi; i++)
                     acc[i] = 0;
-                for (int64_t k = 0; k < K; k++) {
+                for (int64_t k = tri == HM_TILE_B_LOWER ? imin(K, Nf + jj) : 0; k < K; k++) {
                     const float b = B[k * ldb + Nf + jj], *ar = A + i0 + k * acs;
 #pragma omp simd
                     for (int64_t i = 0; i < mi; i++)
@@ -189,7 +207,11 @@ HM_CLONES void hm_tile_gemm(float *Cm, int64_t ldc, const float *A, int64_t ars,
             const float *r3 = nr > 3 ? r0 + 3 * ars : r0;
             float a0[HM_TILE_KB] = {0}, a1[HM_TILE_KB] = {0}, a2[HM_TILE_KB] = {0};
             float a3[HM_TILE_KB] = {0};
-            for (int64_t k = 0; k < nk; k++) {
+            int64_t klo, khi;
+            tile_krange(tri, i0, nr, Nf, K, &klo, &khi);
+            klo = klo > kb ? klo - kb : 0;
+            khi = imin(nk, khi - kb);
+            for (int64_t k = klo; k < khi; k++) {
                 const float *br = pk[k];
                 const int64_t ka = (kb + k) * acs;
                 const float c0 = r0[ka], c1 = r1[ka], c2 = r2[ka], c3 = r3[ka];

@@ -25,11 +25,32 @@ static inline int64_t hm_tile_round(int64_t n)
 void hm_tile_tri_scores(float *M, int64_t ldm, const float *X, int64_t ldx, const float *Yt,
                         int64_t ldy, int64_t L, int64_t n);
 
+/* Which entries of a factor are known to be zero (the masked side of a
+ * causal C×C block), so that hm_tile_gemm_tri skips their products:
+ *   HM_TILE_FULL      none;
+ *   HM_TILE_A_LOWER   A(i, k) = 0 for k > i  (a lower-triangular score block);
+ *   HM_TILE_A_UPPER   A(i, k) = 0 for k < i  (one read transposed);
+ *   HM_TILE_B_LOWER   B(k, j) = 0 for j > k.
+ * Only whole row blocks / column tiles are skipped (their k range is cut to
+ * where a nonzero can be); entries inside a tile that are zero by the
+ * promise are still multiplied. The products left out are exact zeros, so
+ * for finite inputs the result is bit for bit that of HM_TILE_FULL (the
+ * sum over k keeps its order; a leading or trailing +0 changes nothing). */
+enum hm_tile_tri { HM_TILE_FULL, HM_TILE_A_LOWER, HM_TILE_A_UPPER, HM_TILE_B_LOWER };
+
 /* Cm[i][j] (= or, accumulate ≠ 0, +=) Σ_{k<K} A[i·ars + k·acs] · B[k·ldb + j]
  * for i < M, j < N (A may be read transposed: ars = 1, acs = its row
- * stride). Stride-1 along j of B and Cm. */
-void hm_tile_gemm(float *Cm, int64_t ldc, const float *A, int64_t ars, int64_t acs,
-                  const float *B, int64_t ldb, int64_t M, int64_t N, int64_t K, int accumulate);
+ * stride). Stride-1 along j of B and Cm. tri: the zeros promised (above). */
+void hm_tile_gemm_tri(float *Cm, int64_t ldc, const float *A, int64_t ars, int64_t acs,
+                      const float *B, int64_t ldb, int64_t M, int64_t N, int64_t K,
+                      int accumulate, enum hm_tile_tri tri);
+
+static inline void hm_tile_gemm(float *Cm, int64_t ldc, const float *A, int64_t ars,
+                                int64_t acs, const float *B, int64_t ldb, int64_t M, int64_t N,
+                                int64_t K, int accumulate)
+{
+    hm_tile_gemm_tri(Cm, ldc, A, ars, acs, B, ldb, M, N, K, accumulate, HM_TILE_FULL);
+}
 
 /* Yt[f][j] = Y[j][f] for j < L, 0 for L ≤ j < ldy.   Y: [L, n] rows at ldx. */
 void hm_tile_transpose_pad(float *Yt, int64_t ldy, const float *Y, int64_t ldx, int64_t L,

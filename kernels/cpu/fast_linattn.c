@@ -429,7 +429,7 @@ HM_CLONES static void fwd_chunk(float *y, float *den, const float *phiq, const f
     hm_tile_tri_scores(A, CP, q, ldq, Kt, CP, L, F2);
     hm_tile_mask_upper(A, CP, L);
     hm_tile_gemm(Num, p, q, ldq, 1, St, p, L, p, F2, 0); /* carried-in: ΦQ_c S */
-    hm_tile_gemm(Num, p, A, CP, 1, Vc, p, L, p, L, 1);   /* intra-chunk: A V_c */
+    hm_tile_gemm_tri(Num, p, A, CP, 1, Vc, p, L, p, L, 1, HM_TILE_A_LOWER); /* intra: A V_c */
     for (int64_t i = 0; i < L; i++) {
         const float *qi = q + i * ldq, *Ai = A + i * CP;
         float dn = 0, da = 0;
@@ -554,16 +554,16 @@ HM_CLONES static void bwd_chunk(float *dphiq, float *dphik, float *dv, const flo
     if (dphiq) { /* Ŝ ĝ_i + Σ_{j≤i} B_ij φk_j */
         float *o = dphiq + (t0 * n_h + h) * F2;
         hm_tile_gemm(o, ldq, Gh, P1, 1, Sp, F2, L, F2, P1, 0);
-        hm_tile_gemm(o, ldq, B, CP, 1, k, F2, L, F2, L, 1);
+        hm_tile_gemm_tri(o, ldq, B, CP, 1, k, F2, L, F2, L, 1, HM_TILE_A_LOWER);
     }
     if (dphik) { /* dŜ v̂_j + Σ_{i≥j} B_ij φq_i */
         float *o = dphik + (t0 * n_h + h) * F2;
         hm_tile_gemm(o, ldq, Vh, P1, 1, Dn, F2, L, F2, P1, 0);
-        hm_tile_gemm(o, ldq, B, 1, CP, q, F2, L, F2, L, 1);
+        hm_tile_gemm_tri(o, ldq, B, 1, CP, q, F2, L, F2, L, 1, HM_TILE_A_UPPER);
     }
     if (dv) { /* dv^T: dŜ[:, 0:p]^T φk_j + Σ_{i≥j} A_ij g_i */
         hm_tile_gemm(Dv, CP, Dn, F2, 1, Kt, CP, p, L, F2, 0);
-        hm_tile_gemm(Dv, CP, Gh, 1, P1, A, CP, p, L, L, 1);
+        hm_tile_gemm_tri(Dv, CP, Gh, 1, P1, A, CP, p, L, L, 1, HM_TILE_B_LOWER);
         float *Dr = Qc + 2 * C * F2; /* dv rows [L, p] */
         hm_tile_transpose_pad(Dr, p, Dv, CP, p, L);
         for (int64_t j = 0; j < L; j++)

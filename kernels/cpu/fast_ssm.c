@@ -347,7 +347,7 @@ static void fwd_chunk(float *y, float *den, const float *C, const float *B, cons
         scale_rows(s->Sw, Ch, ldq, s->ei, L, F2);
         hm_tile_gemm(s->Nm, P1, s->Sw, F2, 1, Sc, P1, L, P1, F2, 0);
     }
-    hm_tile_gemm(s->Nm, P1, s->K, CP, 1, s->Vc, P1, L, P1, L, 1);
+    hm_tile_gemm_tri(s->Nm, P1, s->K, CP, 1, s->Vc, P1, L, P1, L, 1, HM_TILE_A_LOWER);
     for (int64_t i = 0; i < L; i++) {
         const float *acc = s->Nm + i * P1;
         const float dn = acc[p] + eps, inv = 1.0f / dn, *vi = s->Vc + i * P1;
@@ -441,7 +441,7 @@ static void bwd_chunk(float *dC, float *dB, float *dv, float *ddt, double *pA, d
         memset(s->Dc, 0, sizeof(float) * (size_t)(L * F2));
     }
     scale_rows(s->Sw, Bh, ldq, s->dtc, L, F2);
-    hm_tile_gemm(s->Dc, F2, s->Y, CP, 1, s->Sw, F2, L, F2, L, 1);
+    hm_tile_gemm_tri(s->Dc, F2, s->Y, CP, 1, s->Sw, F2, L, F2, L, 1, HM_TILE_A_LOWER);
     for (int64_t i = 0; i < L; i++) {
         s->e[i] = dot_f(Ch + i * F2, s->Dc + i * F2, F2);
         if (dC)
@@ -457,7 +457,7 @@ static void bwd_chunk(float *dC, float *dB, float *dv, float *ddt, double *pA, d
     } else {
         memset(s->X, 0, sizeof(float) * (size_t)(L * F2));
     }
-    hm_tile_gemm(s->X, F2, s->Y, 1, CP, Ch, F2, L, F2, L, 1);
+    hm_tile_gemm_tri(s->X, F2, s->Y, 1, CP, Ch, F2, L, F2, L, 1, HM_TILE_A_UPPER);
     for (int64_t j = 0; j < L; j++) {
         const float dj = s->dtc[j], *X = s->X + j * F2;
         const float din = dot_f(Bh + j * ldq, X, F2);
@@ -484,9 +484,9 @@ static void bwd_chunk(float *dC, float *dB, float *dv, float *ddt, double *pA, d
                 for (int64_t j = 0; j < L; j++)
                     o[j] *= s->wt[j];
             }
-            hm_tile_gemm(Dv, CP, s->Gc, 1, P1, s->K, CP, p, L, L, 1);
+            hm_tile_gemm_tri(Dv, CP, s->Gc, 1, P1, s->K, CP, p, L, L, 1, HM_TILE_B_LOWER);
         } else {
-            hm_tile_gemm(Dv, CP, s->Gc, 1, P1, s->K, CP, p, L, L, 0);
+            hm_tile_gemm_tri(Dv, CP, s->Gc, 1, P1, s->K, CP, p, L, L, 0, HM_TILE_B_LOWER);
         }
         float *Dr = s->Sw; /* dv rows [L, p] (Sw is free here) */
         hm_tile_transpose_pad(Dr, p, Dv, CP, p, L);
