@@ -412,11 +412,12 @@ HM_CLONES static void exclusive_scan(float *S, int64_t nc, int64_t SB, int dir)
 /* ---- chunked linear attention: forward ------------------------------------ */
 
 /* Phase 3 of the forward for head h, rows [t0, t0 + L). St: [F2, p] then
- * z [F2], the state of all rows before t0. */
+ * z [F2], the state of all rows before t0 (first: the first chunk, where it
+ * is zero and its products are skipped: the same +0 sums). */
 HM_CLONES static void fwd_chunk(float *y, float *den, const float *phiq, const float *phik,
                       const float *v, int64_t T, int64_t n_h, int64_t F2, int64_t p, int64_t ldv,
                       int64_t vh, float eps, int64_t C, int64_t h, int64_t t0, int64_t L,
-                      const float *St, float *my)
+                      const float *St, int first, float *my)
 {
     const int64_t CP = round16(C), ldq = n_h * F2;
     /* q is read along its rows only: no packed copy (it measured slower) */
@@ -428,14 +429,19 @@ HM_CLONES static void fwd_chunk(float *y, float *den, const float *phiq, const f
         memcpy(Vc + j * p, v + (t0 + j) * ldv + h * vh, sizeof(float) * (size_t)p);
     hm_tile_tri_scores(A, CP, q, ldq, Kt, CP, L, F2);
     hm_tile_mask_upper(A, CP, L);
-    hm_tile_gemm(Num, p, q, ldq, 1, St, p, L, p, F2, 0); /* carried-in: ΦQ_c S */
+    if (first)
+        memset(Num, 0, sizeof(float) * (size_t)(L * p));
+    else
+        hm_tile_gemm(Num, p, q, ldq, 1, St, p, L, p, F2, 0); /* carried-in: ΦQ_c S */
     hm_tile_gemm_tri(Num, p, A, CP, 1, Vc, p, L, p, L, 1, HM_TILE_A_LOWER); /* intra: A V_c */
     for (int64_t i = 0; i < L; i++) {
         const float *qi = q + i * ldq, *Ai = A + i * CP;
         float dn = 0, da = 0;
+        if (!first) {
 #pragma omp simd reduction(+ : dn)
-        for (int64_t f = 0; f < F2; f++)
-            dn += qi[f] * z[f];
+            for (int64_t f = 0; f < F2; f++)
+                dn += qi[f] * z[f];
+        }
 #pragma omp simd reduction(+ : da)
         for (int64_t j = 0; j <= i; j++)
             da += Ai[j];
@@ -481,7 +487,7 @@ void hm_fast_linattn_forward(HM_CPU_CTX, float *y, float *den, const float *phiq
         for (int64_t task = 0; task < ntask; task++) { /* (3) outputs */
             int64_t h = task / nc, c = task % nc, t0 = c * C, L = imin(C, T - t0);
             fwd_chunk(y, den, phiq, phik, v, T, n_h, F2, p, v_row_stride, v_head_stride, eps,
-                      C, h, t0, L, St + task * SB, my);
+                      C, h, t0, L, St + task * SB, c == 0, my);
             if (saved)
                 save_state(saved + task * SB, St + task * SB, F2, p);
         }
@@ -525,8 +531,9 @@ static void chunk_vhat(float *Vh, const float *v, int64_t ldv, int64_t vh, int64
 }
 
 /* Phase 3 of the backward for head h, rows [t0, t0 + L). Sp: Ŝ^T [P1, F2]
- * of the rows before t0; Dn: dŜ^T [P1, F2] = Σ ĝ φq^T of the rows from
- * t0 + L on. */
+ * of the rows before t0 (NULL for the first chunk, where it is zero); Dn:
+ * dŜ^T [P1, F2] = Σ ĝ φq^T of the rows from t0 + L on (NULL for the last).
+ * A zero state's products are skipped: the same +0 sums. */
 HM_CLONES static void bwd_chunk(float *dphiq, float *dphik, float *dv, const float *dy,
                                 const float *y, const float *den, const float *phiq,
                                 const float *phik, const float *v, int64_t T, int64_t n_h,
@@ -553,17 +560,26 @@ HM_CLONES static void bwd_chunk(float *dphiq, float *dphik, float *dv, const flo
     }
     if (dphiq) { /* Ŝ ĝ_i + Σ_{j≤i} B_ij φk_j */
         float *o = dphiq + (t0 * n_h + h) * F2;
-        hm_tile_gemm(o, ldq, Gh, P1, 1, Sp, F2, L, F2, P1, 0);
+        if (Sp)
+            hm_tile_gemm(o, ldq, Gh, P1, 1, Sp, F2, L, F2, P1, 0);
+        else
+            for (int64_t i = 0; i < L; i++)
+                memset(o + i * ldq, 0, sizeof(float) * (size_t)F2);
         hm_tile_gemm_tri(o, ldq, B, CP, 1, k, F2, L, F2, L, 1, HM_TILE_A_LOWER);
     }
     if (dphik) { /* dŜ v̂_j + Σ_{i≥j} B_ij φq_i */
         float *o = dphik + (t0 * n_h + h) * F2;
-        hm_tile_gemm(o, ldq, Vh, P1, 1, Dn, F2, L, F2, P1, 0);
+        if (Dn)
+            hm_tile_gemm(o, ldq, Vh, P1, 1, Dn, F2, L, F2, P1, 0);
+        else
+            for (int64_t i = 0; i < L; i++)
+                memset(o + i * ldq, 0, sizeof(float) * (size_t)F2);
         hm_tile_gemm_tri(o, ldq, B, 1, CP, q, F2, L, F2, L, 1, HM_TILE_A_UPPER);
     }
     if (dv) { /* dv^T: dŜ[:, 0:p]^T φk_j + Σ_{i≥j} A_ij g_i */
-        hm_tile_gemm(Dv, CP, Dn, F2, 1, Kt, CP, p, L, F2, 0);
-        hm_tile_gemm_tri(Dv, CP, Gh, 1, P1, A, CP, p, L, L, 1, HM_TILE_B_LOWER);
+        if (Dn)
+            hm_tile_gemm(Dv, CP, Dn, F2, 1, Kt, CP, p, L, F2, 0);
+        hm_tile_gemm_tri(Dv, CP, Gh, 1, P1, A, CP, p, L, L, Dn != NULL, HM_TILE_B_LOWER);
         float *Dr = Qc + 2 * C * F2; /* dv rows [L, p] */
         hm_tile_transpose_pad(Dr, p, Dv, CP, p, L);
         for (int64_t j = 0; j < L; j++)
@@ -617,7 +633,8 @@ void hm_fast_linattn_backward(HM_CPU_CTX, float *dphiq, float *dphik, float *dv,
         for (int64_t task = 0; task < ntask; task++) { /* (3) gradients */
             int64_t h = task / nc, c = task % nc, t0 = c * C, L = imin(C, T - t0);
             bwd_chunk(dphiq, dphik, dv, dy, y, den, phiq, phik, v, T, n_h, F2, p, ldv, vh, C, h,
-                      t0, L, (saved ? saved : Sk) + task * SB, Dq + task * SB, my);
+                      t0, L, c == 0 ? NULL : (saved ? saved : Sk) + task * SB,
+                      c == nc - 1 ? NULL : Dq + task * SB, my);
         }
     }
 }
