@@ -245,13 +245,14 @@ Test(ssm, softplus_and_gate)
 }
 
 /* fast against ref at sizes past the fast kernels' blocks (conv: 128-row
- * forward tasks, 64-channel blocks with a tail; pointwise: 4096-element
+ * forward tasks, 16-row backward sums, 64-channel blocks with a tail of
+ * whole vectors, of scalars, or both; pointwise: 4096-element
  * spans with a tail), and the gate backward with dy or dz aliasing dout.
  * Tolerance 2e-5 · max(1, max|ref|) per tensor (as the scan's fast vs ref). */
 Test(ssm, conv_and_pointwise_fast_matches_ref)
 {
     const struct hm_backend *be[2] = {hm_backend_get("ref"), hm_backend_get("fast")};
-    int64_t shapes[][3] = {{300, 70, 4}, {130, 200, 3}, {129, 64, 1}};
+    int64_t shapes[][3] = {{300, 70, 4}, {130, 200, 3}, {129, 64, 1}, {70, 101, 4}, {40, 96, 2}};
     double worst = 0;
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         int64_t T = shapes[si][0], C = shapes[si][1], K = shapes[si][2], n = T * C;

@@ -14,43 +14,51 @@
 
 #include "cpu_simd.h"
 #include "cpu_ssm.h"
+#include "cpu_v16.h"
 #include "cpu_vexp.h"
 
 #define HM_PAR_MIN 32768
 #define CONV_CB 64   /* channels per conv block */
 #define CONV_KMAX 16 /* wider convs run the ref loops */
 #define CONV_TB 128  /* rows per forward task */
+#define CONV_RB 16   /* rows per backward dw / dbias register sum */
 #define PW_BLK 4096  /* elements per pointwise task */
 
 static int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
 
 /* ---- causal depthwise conv ------------------------------------------------ */
 
-/* Rows [t0, t1) of channels [c0, c0 + nc), nc ≤ CONV_CB. */
+/* Rows [t0, t1) of channels [c0, c0 + nc), nc ≤ CONV_CB. Each output
+ * is one register sum (bias, then the taps in increasing k: the ref's
+ * order), vectorized across channels; a sum kept in memory across the taps
+ * is a store-to-load chain per tap (2× slower). */
 HM_CLONES static void conv_fwd_block(float *c, const float *x, const float *w, const float *bias,
                                      int64_t t0, int64_t t1, int64_t c0, int64_t nc, int64_t C,
                                      int64_t K)
 {
-    float wt[CONV_KMAX][CONV_CB], b0[CONV_CB], acc[CONV_CB];
+    float wt[CONV_KMAX][CONV_CB], b0[CONV_CB];
     for (int64_t k = 0; k < K; k++)
         for (int64_t j = 0; j < nc; j++)
             wt[k][j] = w[(c0 + j) * K + k];
     for (int64_t j = 0; j < nc; j++)
         b0[j] = bias ? bias[c0 + j] : 0;
     for (int64_t t = t0; t < t1; t++) {
-#pragma omp simd
-        for (int64_t j = 0; j < nc; j++)
-            acc[j] = b0[j];
-        for (int64_t k = 0; k < K; k++) {
-            int64_t src = t - (K - 1) + k;
-            if (src < 0)
-                continue;
-            const float *xr = x + src * C + c0, *wk = wt[k];
-#pragma omp simd
-            for (int64_t j = 0; j < nc; j++)
-                acc[j] += wk[j] * xr[j];
+        const int64_t k0 = t < K - 1 ? K - 1 - t : 0; /* taps before row 0 are zero */
+        const float *x0 = x + (t - (K - 1) + k0) * C + c0;
+        float *cr = c + t * C + c0;
+        int64_t j = 0;
+        for (; j + 16 <= nc; j += 16) {
+            hm_v16 a = hm_v16_load(b0 + j);
+            for (int64_t k = k0; k < K; k++)
+                a += hm_v16_load(wt[k] + j) * hm_v16_load(x0 + (k - k0) * C + j);
+            hm_v16_store(cr + j, a);
         }
-        memcpy(c + t * C + c0, acc, sizeof(float) * (size_t)nc);
+        for (; j < nc; j++) {
+            float a = b0[j];
+            for (int64_t k = k0; k < K; k++)
+                a += wt[k][j] * x0[(k - k0) * C + j];
+            cr[j] = a;
+        }
     }
 }
 
@@ -72,12 +80,15 @@ void hm_fast_conv1d_forward(HM_CPU_CTX, float *c, const float *x, const float *w
 }
 
 /* All rows of channels [c0, c0 + nc): dx[s] = Σ_k w[k] dc[s + K − 1 − k],
- * dw[k] += Σ_t dc[t] x[t − K + 1 + k], dbias += Σ_t dc[t]. */
+ * dw[k] += Σ_t dc[t] x[t − K + 1 + k], dbias += Σ_t dc[t]. As in the
+ * forward, every sum stays in a register over its terms (dx: the taps in
+ * increasing k; dw, dbias: CONV_RB rows at a time, in increasing t), each
+ * in the ref's order. */
 HM_CLONES static void conv_bwd_block(float *dx, float *dw, float *dbias, const float *dc,
                                      const float *x, const float *w, int64_t T, int64_t c0,
                                      int64_t nc, int64_t C, int64_t K)
 {
-    float wt[CONV_KMAX][CONV_CB], gw[CONV_KMAX][CONV_CB], gb[CONV_CB], acc[CONV_CB];
+    float wt[CONV_KMAX][CONV_CB], gw[CONV_KMAX][CONV_CB], gb[CONV_CB];
     for (int64_t k = 0; k < K; k++)
         for (int64_t j = 0; j < nc; j++) {
             wt[k][j] = w[(c0 + j) * K + k];
@@ -85,38 +96,96 @@ HM_CLONES static void conv_bwd_block(float *dx, float *dw, float *dbias, const f
         }
     for (int64_t j = 0; j < nc; j++)
         gb[j] = 0;
-    for (int64_t t = 0; t < T; t++) {
-        const float *g = dc + t * C + c0;
-        if (dx) {
-#pragma omp simd
-            for (int64_t j = 0; j < nc; j++)
-                acc[j] = 0;
-            for (int64_t k = 0; k < K; k++) {
-                int64_t tt = t + (K - 1) - k;
-                if (tt >= T)
-                    continue;
-                const float *gr = dc + tt * C + c0, *wk = wt[k];
-#pragma omp simd
-                for (int64_t j = 0; j < nc; j++)
-                    acc[j] += wk[j] * gr[j];
+    for (int64_t r0 = 0; r0 < T; r0 += CONV_RB) {
+        const int64_t r1 = imin(T, r0 + CONV_RB);
+        if (dx)
+            for (int64_t t = r0; t < r1; t++) {
+                const int64_t k0 = t + K - 1 >= T ? t + K - T : 0; /* taps past T − 1 */
+                const float *g0 = dc + (t + K - 1 - k0) * C + c0;     /* row of tap k0 */
+                float *o = dx + t * C + c0;
+                int64_t j = 0;
+                for (; j + 16 <= nc; j += 16) {
+                    hm_v16 a = {0};
+                    for (int64_t k = k0; k < K; k++)
+                        a += hm_v16_load(wt[k] + j) * hm_v16_load(g0 - (k - k0) * C + j);
+                    hm_v16_store(o + j, a);
+                }
+                for (; j < nc; j++) {
+                    float a = 0;
+                    for (int64_t k = k0; k < K; k++)
+                        a += wt[k][j] * g0[j - (k - k0) * C];
+                    o[j] = a;
+                }
             }
-            memcpy(dx + t * C + c0, acc, sizeof(float) * (size_t)nc);
-        }
         if (dw)
             for (int64_t k = 0; k < K; k++) {
-                int64_t src = t - (K - 1) + k;
-                if (src < 0)
+                const int64_t s0 = r0 > K - 1 - k ? r0 : K - 1 - k; /* x row ≥ 0 */
+                if (s0 >= r1)
                     continue;
-                const float *xr = x + src * C + c0;
+                const float *g = dc + s0 * C + c0, *xr = x + (s0 - (K - 1) + k) * C + c0;
                 float *o = gw[k];
-#pragma omp simd
-                for (int64_t j = 0; j < nc; j++)
-                    o[j] += g[j] * xr[j];
+                int64_t j = 0;
+                if (nc == CONV_CB) { /* 4 sums side by side: independent chains */
+                    hm_v16 a0 = hm_v16_load(o), a1 = hm_v16_load(o + 16);
+                    hm_v16 a2 = hm_v16_load(o + 32), a3 = hm_v16_load(o + 48);
+                    for (int64_t t = 0; t < r1 - s0; t++) {
+                        const float *gt = g + t * C, *xt = xr + t * C;
+                        a0 += hm_v16_load(gt) * hm_v16_load(xt);
+                        a1 += hm_v16_load(gt + 16) * hm_v16_load(xt + 16);
+                        a2 += hm_v16_load(gt + 32) * hm_v16_load(xt + 32);
+                        a3 += hm_v16_load(gt + 48) * hm_v16_load(xt + 48);
+                    }
+                    hm_v16_store(o, a0);
+                    hm_v16_store(o + 16, a1);
+                    hm_v16_store(o + 32, a2);
+                    hm_v16_store(o + 48, a3);
+                    j = nc;
+                }
+                for (; j + 16 <= nc; j += 16) {
+                    hm_v16 a = hm_v16_load(o + j);
+                    for (int64_t t = 0; t < r1 - s0; t++)
+                        a += hm_v16_load(g + t * C + j) * hm_v16_load(xr + t * C + j);
+                    hm_v16_store(o + j, a);
+                }
+                for (; j < nc; j++) {
+                    float a = o[j];
+                    for (int64_t t = 0; t < r1 - s0; t++)
+                        a += g[t * C + j] * xr[t * C + j];
+                    o[j] = a;
+                }
             }
-        if (dbias)
-#pragma omp simd
-            for (int64_t j = 0; j < nc; j++)
-                gb[j] += g[j];
+        if (dbias) {
+            const float *g = dc + r0 * C + c0;
+            int64_t j = 0;
+            if (nc == CONV_CB) {
+                hm_v16 a0 = hm_v16_load(gb), a1 = hm_v16_load(gb + 16);
+                hm_v16 a2 = hm_v16_load(gb + 32), a3 = hm_v16_load(gb + 48);
+                for (int64_t t = 0; t < r1 - r0; t++) {
+                    const float *gt = g + t * C;
+                    a0 += hm_v16_load(gt);
+                    a1 += hm_v16_load(gt + 16);
+                    a2 += hm_v16_load(gt + 32);
+                    a3 += hm_v16_load(gt + 48);
+                }
+                hm_v16_store(gb, a0);
+                hm_v16_store(gb + 16, a1);
+                hm_v16_store(gb + 32, a2);
+                hm_v16_store(gb + 48, a3);
+                j = nc;
+            }
+            for (; j + 16 <= nc; j += 16) {
+                hm_v16 a = hm_v16_load(gb + j);
+                for (int64_t t = 0; t < r1 - r0; t++)
+                    a += hm_v16_load(g + t * C + j);
+                hm_v16_store(gb + j, a);
+            }
+            for (; j < nc; j++) {
+                float a = gb[j];
+                for (int64_t t = 0; t < r1 - r0; t++)
+                    a += g[t * C + j];
+                gb[j] = a;
+            }
+        }
     }
     for (int64_t j = 0; j < nc; j++) {
         if (dw)
