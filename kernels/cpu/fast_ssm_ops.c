@@ -79,6 +79,46 @@ void hm_fast_conv1d_forward(HM_CPU_CTX, float *c, const float *x, const float *w
     }
 }
 
+/* o[j] += Σ_{t<n} g[t·C + j] · x[t·xs + j] for j < nc, each sum in a
+ * register over the n rows in increasing t; a full block of CONV_CB = 64
+ * channels as four vectors side by side (independent chains). dbias passes
+ * a row of ones at xs = 0: fma(g, 1, a) rounds as g + a does. */
+static inline __attribute__((always_inline)) void conv_col_sums(float *o, const float *g,
+                                                                const float *x, int64_t xs,
+                                                                int64_t n, int64_t C,
+                                                                int64_t nc)
+{
+    int64_t j = 0;
+    if (nc == CONV_CB) {
+        hm_v16 a0 = hm_v16_load(o), a1 = hm_v16_load(o + 16);
+        hm_v16 a2 = hm_v16_load(o + 32), a3 = hm_v16_load(o + 48);
+        for (int64_t t = 0; t < n; t++) {
+            const float *gt = g + t * C, *xt = x + t * xs;
+            a0 += hm_v16_load(gt) * hm_v16_load(xt);
+            a1 += hm_v16_load(gt + 16) * hm_v16_load(xt + 16);
+            a2 += hm_v16_load(gt + 32) * hm_v16_load(xt + 32);
+            a3 += hm_v16_load(gt + 48) * hm_v16_load(xt + 48);
+        }
+        hm_v16_store(o, a0);
+        hm_v16_store(o + 16, a1);
+        hm_v16_store(o + 32, a2);
+        hm_v16_store(o + 48, a3);
+        j = nc;
+    }
+    for (; j + 16 <= nc; j += 16) {
+        hm_v16 a = hm_v16_load(o + j);
+        for (int64_t t = 0; t < n; t++)
+            a += hm_v16_load(g + t * C + j) * hm_v16_load(x + t * xs + j);
+        hm_v16_store(o + j, a);
+    }
+    for (; j < nc; j++) {
+        float a = o[j];
+        for (int64_t t = 0; t < n; t++)
+            a += g[t * C + j] * x[t * xs + j];
+        o[j] = a;
+    }
+}
+
 /* All rows of channels [c0, c0 + nc): dx[s] = Σ_k w[k] dc[s + K − 1 − k],
  * dw[k] += Σ_t dc[t] x[t − K + 1 + k], dbias += Σ_t dc[t]. As in the
  * forward, every sum stays in a register over its terms (dx: the taps in
@@ -88,14 +128,16 @@ HM_CLONES static void conv_bwd_block(float *dx, float *dw, float *dbias, const f
                                      const float *x, const float *w, int64_t T, int64_t c0,
                                      int64_t nc, int64_t C, int64_t K)
 {
-    float wt[CONV_KMAX][CONV_CB], gw[CONV_KMAX][CONV_CB], gb[CONV_CB];
+    float wt[CONV_KMAX][CONV_CB], gw[CONV_KMAX][CONV_CB], gb[CONV_CB], ones[CONV_CB];
     for (int64_t k = 0; k < K; k++)
         for (int64_t j = 0; j < nc; j++) {
             wt[k][j] = w[(c0 + j) * K + k];
             gw[k][j] = 0;
         }
-    for (int64_t j = 0; j < nc; j++)
+    for (int64_t j = 0; j < nc; j++) {
         gb[j] = 0;
+        ones[j] = 1;
+    }
     for (int64_t r0 = 0; r0 < T; r0 += CONV_RB) {
         const int64_t r1 = imin(T, r0 + CONV_RB);
         if (dx)
@@ -122,70 +164,11 @@ HM_CLONES static void conv_bwd_block(float *dx, float *dw, float *dbias, const f
                 const int64_t s0 = r0 > K - 1 - k ? r0 : K - 1 - k; /* x row ≥ 0 */
                 if (s0 >= r1)
                     continue;
-                const float *g = dc + s0 * C + c0, *xr = x + (s0 - (K - 1) + k) * C + c0;
-                float *o = gw[k];
-                int64_t j = 0;
-                if (nc == CONV_CB) { /* 4 sums side by side: independent chains */
-                    hm_v16 a0 = hm_v16_load(o), a1 = hm_v16_load(o + 16);
-                    hm_v16 a2 = hm_v16_load(o + 32), a3 = hm_v16_load(o + 48);
-                    for (int64_t t = 0; t < r1 - s0; t++) {
-                        const float *gt = g + t * C, *xt = xr + t * C;
-                        a0 += hm_v16_load(gt) * hm_v16_load(xt);
-                        a1 += hm_v16_load(gt + 16) * hm_v16_load(xt + 16);
-                        a2 += hm_v16_load(gt + 32) * hm_v16_load(xt + 32);
-                        a3 += hm_v16_load(gt + 48) * hm_v16_load(xt + 48);
-                    }
-                    hm_v16_store(o, a0);
-                    hm_v16_store(o + 16, a1);
-                    hm_v16_store(o + 32, a2);
-                    hm_v16_store(o + 48, a3);
-                    j = nc;
-                }
-                for (; j + 16 <= nc; j += 16) {
-                    hm_v16 a = hm_v16_load(o + j);
-                    for (int64_t t = 0; t < r1 - s0; t++)
-                        a += hm_v16_load(g + t * C + j) * hm_v16_load(xr + t * C + j);
-                    hm_v16_store(o + j, a);
-                }
-                for (; j < nc; j++) {
-                    float a = o[j];
-                    for (int64_t t = 0; t < r1 - s0; t++)
-                        a += g[t * C + j] * xr[t * C + j];
-                    o[j] = a;
-                }
+                conv_col_sums(gw[k], dc + s0 * C + c0, x + (s0 - (K - 1) + k) * C + c0, C,
+                              r1 - s0, C, nc);
             }
-        if (dbias) {
-            const float *g = dc + r0 * C + c0;
-            int64_t j = 0;
-            if (nc == CONV_CB) {
-                hm_v16 a0 = hm_v16_load(gb), a1 = hm_v16_load(gb + 16);
-                hm_v16 a2 = hm_v16_load(gb + 32), a3 = hm_v16_load(gb + 48);
-                for (int64_t t = 0; t < r1 - r0; t++) {
-                    const float *gt = g + t * C;
-                    a0 += hm_v16_load(gt);
-                    a1 += hm_v16_load(gt + 16);
-                    a2 += hm_v16_load(gt + 32);
-                    a3 += hm_v16_load(gt + 48);
-                }
-                hm_v16_store(gb, a0);
-                hm_v16_store(gb + 16, a1);
-                hm_v16_store(gb + 32, a2);
-                hm_v16_store(gb + 48, a3);
-                j = nc;
-            }
-            for (; j + 16 <= nc; j += 16) {
-                hm_v16 a = hm_v16_load(gb + j);
-                for (int64_t t = 0; t < r1 - r0; t++)
-                    a += hm_v16_load(g + t * C + j);
-                hm_v16_store(gb + j, a);
-            }
-            for (; j < nc; j++) {
-                float a = gb[j];
-                for (int64_t t = 0; t < r1 - r0; t++)
-                    a += g[t * C + j];
-                gb[j] = a;
-            }
-        }
+        if (dbias)
+            conv_col_sums(gb, dc + r0 * C + c0, ones, 0, r1 - r0, C, nc);
     }
     for (int64_t j = 0; j < nc; j++) {
         if (dw)
