@@ -21,16 +21,17 @@
  * (A B C A B C ...); ratios are medians of per-repetition ratios (min-max).
  * Then the chunk size C is swept (16, 32, 64, 128) on hh f+b.
  *
- * Measured (2-core shared VM, 2 threads, 3 reps; sgemm 157-167 GFLOP/s):
+ * Measured 2026-12-02 (session 7: causal tiles skip their zero side; 2-core
+ * shared VM, 2 threads, 5 reps; sgemm 179-188 GFLOP/s):
  *            hh fwd/softmax fwd  hh f+b/softmax fwd  hh f+b % of sgemm
- *   70m  512        0.52               1.43               28.6
- *   160m 512        0.49               1.30               31.8
- *   70m  2048       0.09               0.25               27.5
- *   160m 2048       0.12               0.29               26.0
- * (softmax fwd itself 16-24 % of sgemm; note fast_attention.c's
- * target_clones("arch=...") picked its SSE2 "default" clone on this VM.)
- * Chunk sweep, f+b time relative to C = 64: C 16 1.11-1.34, C 32 0.96-1.05,
- * C 128 1.04-1.15: 32 and 64 tie within noise, 64 kept as the default. */
+ *   70m  512        1.08               2.73               60.0
+ *   160m 512        1.09               3.39               47.9
+ *   70m  2048       0.36               0.95               49.2
+ *   160m 2048       0.35               0.92               48.9
+ * (the FLOP rate counts the full C×C squares, which the kernels no longer
+ * compute: above the diagonal they are zeros.) Chunk sweep, f+b time
+ * relative to C = 64: C 16 1.37-1.63, C 32 1.08-1.20, C 128 1.00-1.05: 64
+ * and 128 tie within noise, 64 kept as the default. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
