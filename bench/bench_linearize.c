@@ -1,5 +1,6 @@
 /* bench_linearize — stage-1 cost per token against the teacher's forward
- * cost, measured in the same run (issue: ≤ 1.5×), and the stage-1 memory
+ * cost, measured in the same run (issue 12 asks ≤ 1.3× the layers-only
+ * forward; bench/README.md has the floor), and the stage-1 memory
  * beyond the weights for a given depth (run it with --layers 2 and 8 at the
  * same width: the difference must not grow with depth).
  *
@@ -10,7 +11,7 @@
  * Stage 1: one accumulate() of the run-model vtable on the same batch
  * (teacher layers + per-layer student forward/backward of the feature
  * maps, linear attention and dense input gradient). Alternating, medians of
- * --reps.
+ * --reps, and the ratio paired within each repetition.
  *
  * --profile prints the per-op time table of the stage-1 steps
  * (kernels/op_profile.h).
@@ -148,6 +149,15 @@ int main(int argc, char **argv)
     printf("  stage-1 step:              median %.3f s (%.3f-%.3f)\n", ss.median, ss.min, ss.max);
     printf("  stage-1 cost / teacher forward cost (logits): %.2f\n", ss.median / sf.median);
     printf("  stage-1 cost / teacher layers only:           %.2f\n", ss.median / st.median);
+    /* the same ratio paired within each repetition (the teacher's forward
+     * and the stage-1 step ran back to back: less exposed to drift) */
+    double *pr = malloc(sizeof(double) * (size_t)reps);
+    for (int64_t k = 0; k < reps; k++)
+        pr[k] = ts[k] / tt[k];
+    struct hm_bench_stats sp = hm_bench_stats(pr, (int)reps);
+    printf("  per-repetition ratios, median (min-max):      %.2f (%.2f-%.2f)\n", sp.median, sp.min,
+           sp.max);
+    free(pr);
     if (profile) {
         double total = 0;
         for (int64_t k = 0; k < reps; k++)
