@@ -18,7 +18,7 @@
 #include "cpu_vexp.h"
 
 #define HM_PAR_MIN 32768
-#define CONV_CB 64   /* channels per conv block */
+#define CONV_CB 64   /* channels per conv block (conv_col_sums: four vectors) */
 #define CONV_KMAX 16 /* wider convs run the ref loops */
 #define CONV_TB 128  /* rows per forward task */
 #define CONV_RB 16   /* rows per backward dw / dbias register sum */
@@ -29,9 +29,9 @@ static int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
 /* ---- causal depthwise conv ------------------------------------------------ */
 
 /* Rows [t0, t1) of channels [c0, c0 + nc), nc ≤ CONV_CB. Each output
- * is one register sum (bias, then the taps in increasing k: the ref's
- * order), vectorized across channels; a sum kept in memory across the taps
- * is a store-to-load chain per tap (2× slower). */
+ * is one register sum (bias, then the taps in increasing k), vectorized
+ * across channels; a sum kept in memory across the taps is a store-to-load
+ * chain per tap (2× slower). */
 HM_CLONES static void conv_fwd_block(float *c, const float *x, const float *w, const float *bias,
                                      int64_t t0, int64_t t1, int64_t c0, int64_t nc, int64_t C,
                                      int64_t K)
@@ -83,6 +83,8 @@ void hm_fast_conv1d_forward(HM_CPU_CTX, float *c, const float *x, const float *w
  * register over the n rows in increasing t; a full block of CONV_CB = 64
  * channels as four vectors side by side (independent chains). dbias passes
  * a row of ones at xs = 0: fma(g, 1, a) rounds as g + a does. */
+_Static_assert(CONV_CB == 64, "conv_col_sums holds a full block in four 16-lane sums");
+
 static inline __attribute__((always_inline)) void conv_col_sums(float *o, const float *g,
                                                                 const float *x, int64_t xs,
                                                                 int64_t n, int64_t C,
@@ -122,8 +124,7 @@ static inline __attribute__((always_inline)) void conv_col_sums(float *o, const 
 /* All rows of channels [c0, c0 + nc): dx[s] = Σ_k w[k] dc[s + K − 1 − k],
  * dw[k] += Σ_t dc[t] x[t − K + 1 + k], dbias += Σ_t dc[t]. As in the
  * forward, every sum stays in a register over its terms (dx: the taps in
- * increasing k; dw, dbias: CONV_RB rows at a time, in increasing t), each
- * in the ref's order. */
+ * increasing k; dw, dbias: CONV_RB rows at a time, in increasing t). */
 HM_CLONES static void conv_bwd_block(float *dx, float *dw, float *dbias, const float *dc,
                                      const float *x, const float *w, int64_t T, int64_t c0,
                                      int64_t nc, int64_t C, int64_t K)
