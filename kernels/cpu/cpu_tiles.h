@@ -40,7 +40,9 @@ enum hm_tile_tri { HM_TILE_FULL, HM_TILE_A_LOWER, HM_TILE_A_UPPER, HM_TILE_B_LOW
 
 /* Cm[i][j] (= or, accumulate ≠ 0, +=) Σ_{k<K} A[i·ars + k·acs] · B[k·ldb + j]
  * for i < M, j < N (A may be read transposed: ars = 1, acs = its row
- * stride). Stride-1 along j of B and Cm. tri: the zeros promised (above). */
+ * stride). Stride-1 along j of B and Cm. tri: the zeros promised (above).
+ * K = 0 reads neither A nor B (B may be NULL) and writes zeros (or
+ * leaves Cm, accumulating). */
 void hm_tile_gemm_tri(float *Cm, int64_t ldc, const float *A, int64_t ars, int64_t acs,
                       const float *B, int64_t ldb, int64_t M, int64_t N, int64_t K,
                       int accumulate, enum hm_tile_tri tri);

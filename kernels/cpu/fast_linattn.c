@@ -413,7 +413,7 @@ HM_CLONES static void exclusive_scan(float *S, int64_t nc, int64_t SB, int dir)
 
 /* Phase 3 of the forward for head h, rows [t0, t0 + L). St: [F2, p] then
  * z [F2], the state of all rows before t0 (first: the first chunk, where it
- * is zero and its products are skipped: the same +0 sums). */
+ * is zero and its products are skipped, K = 0: the same +0 sums). */
 HM_CLONES static void fwd_chunk(float *y, float *den, const float *phiq, const float *phik,
                       const float *v, int64_t T, int64_t n_h, int64_t F2, int64_t p, int64_t ldv,
                       int64_t vh, float eps, int64_t C, int64_t h, int64_t t0, int64_t L,
@@ -429,10 +429,7 @@ HM_CLONES static void fwd_chunk(float *y, float *den, const float *phiq, const f
         memcpy(Vc + j * p, v + (t0 + j) * ldv + h * vh, sizeof(float) * (size_t)p);
     hm_tile_tri_scores(A, CP, q, ldq, Kt, CP, L, F2);
     hm_tile_mask_upper(A, CP, L);
-    if (first)
-        memset(Num, 0, sizeof(float) * (size_t)(L * p));
-    else
-        hm_tile_gemm(Num, p, q, ldq, 1, St, p, L, p, F2, 0); /* carried-in: ΦQ_c S */
+    hm_tile_gemm(Num, p, q, ldq, 1, St, p, L, p, first ? 0 : F2, 0); /* carried-in: ΦQ_c S */
     hm_tile_gemm_tri(Num, p, A, CP, 1, Vc, p, L, p, L, 1, HM_TILE_A_LOWER); /* intra: A V_c */
     for (int64_t i = 0; i < L; i++) {
         const float *qi = q + i * ldq, *Ai = A + i * CP;
@@ -533,7 +530,8 @@ static void chunk_vhat(float *Vh, const float *v, int64_t ldv, int64_t vh, int64
 /* Phase 3 of the backward for head h, rows [t0, t0 + L). Sp: Ŝ^T [P1, F2]
  * of the rows before t0 (NULL for the first chunk, where it is zero); Dn:
  * dŜ^T [P1, F2] = Σ ĝ φq^T of the rows from t0 + L on (NULL for the last).
- * A zero state's products are skipped: the same +0 sums. */
+ * A zero state's products are skipped (K = 0 writes the zero block): the
+ * same +0 sums. */
 HM_CLONES static void bwd_chunk(float *dphiq, float *dphik, float *dv, const float *dy,
                                 const float *y, const float *den, const float *phiq,
                                 const float *phik, const float *v, int64_t T, int64_t n_h,
@@ -560,20 +558,12 @@ HM_CLONES static void bwd_chunk(float *dphiq, float *dphik, float *dv, const flo
     }
     if (dphiq) { /* Ŝ ĝ_i + Σ_{j≤i} B_ij φk_j */
         float *o = dphiq + (t0 * n_h + h) * F2;
-        if (Sp)
-            hm_tile_gemm(o, ldq, Gh, P1, 1, Sp, F2, L, F2, P1, 0);
-        else
-            for (int64_t i = 0; i < L; i++)
-                memset(o + i * ldq, 0, sizeof(float) * (size_t)F2);
+        hm_tile_gemm(o, ldq, Gh, P1, 1, Sp, F2, L, F2, Sp ? P1 : 0, 0);
         hm_tile_gemm_tri(o, ldq, B, CP, 1, k, F2, L, F2, L, 1, HM_TILE_A_LOWER);
     }
     if (dphik) { /* dŜ v̂_j + Σ_{i≥j} B_ij φq_i */
         float *o = dphik + (t0 * n_h + h) * F2;
-        if (Dn)
-            hm_tile_gemm(o, ldq, Vh, P1, 1, Dn, F2, L, F2, P1, 0);
-        else
-            for (int64_t i = 0; i < L; i++)
-                memset(o + i * ldq, 0, sizeof(float) * (size_t)F2);
+        hm_tile_gemm(o, ldq, Vh, P1, 1, Dn, F2, L, F2, Dn ? P1 : 0, 0);
         hm_tile_gemm_tri(o, ldq, B, 1, CP, q, F2, L, F2, L, 1, HM_TILE_A_UPPER);
     }
     if (dv) { /* dv^T: dŜ[:, 0:p]^T φk_j + Σ_{i≥j} A_ij g_i */

@@ -28,6 +28,30 @@ static int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
 
 /* ---- causal depthwise conv ------------------------------------------------ */
 
+/* o[j] = init[j] (init NULL: 0) + Σ_{k0 ≤ k < K} wt[k][j] · src[(k − k0)·step + j]
+ * for j < nc: one register sum per channel over the taps in increasing k,
+ * 16 channels a vector. The forward reads its rows downwards (step C), the
+ * backward's dx upwards (step −C). */
+static inline __attribute__((always_inline)) void conv_taps(float *o, const float *init,
+                                                            float (*wt)[CONV_CB], int64_t k0,
+                                                            int64_t K, const float *src,
+                                                            int64_t step, int64_t nc)
+{
+    int64_t j = 0;
+    for (; j + 16 <= nc; j += 16) {
+        hm_v16 a = init ? hm_v16_load(init + j) : (hm_v16){0};
+        for (int64_t k = k0; k < K; k++)
+            a += hm_v16_load(wt[k] + j) * hm_v16_load(src + (k - k0) * step + j);
+        hm_v16_store(o + j, a);
+    }
+    for (; j < nc; j++) {
+        float a = init ? init[j] : 0;
+        for (int64_t k = k0; k < K; k++)
+            a += wt[k][j] * src[(k - k0) * step + j];
+        o[j] = a;
+    }
+}
+
 /* Rows [t0, t1) of channels [c0, c0 + nc), nc ≤ CONV_CB. Each output
  * is one register sum (bias, then the taps in increasing k), vectorized
  * across channels; a sum kept in memory across the taps is a store-to-load
@@ -44,21 +68,7 @@ HM_CLONES static void conv_fwd_block(float *c, const float *x, const float *w, c
         b0[j] = bias ? bias[c0 + j] : 0;
     for (int64_t t = t0; t < t1; t++) {
         const int64_t k0 = t < K - 1 ? K - 1 - t : 0; /* taps before row 0 are zero */
-        const float *x0 = x + (t - (K - 1) + k0) * C + c0;
-        float *cr = c + t * C + c0;
-        int64_t j = 0;
-        for (; j + 16 <= nc; j += 16) {
-            hm_v16 a = hm_v16_load(b0 + j);
-            for (int64_t k = k0; k < K; k++)
-                a += hm_v16_load(wt[k] + j) * hm_v16_load(x0 + (k - k0) * C + j);
-            hm_v16_store(cr + j, a);
-        }
-        for (; j < nc; j++) {
-            float a = b0[j];
-            for (int64_t k = k0; k < K; k++)
-                a += wt[k][j] * x0[(k - k0) * C + j];
-            cr[j] = a;
-        }
+        conv_taps(c + t * C + c0, b0, wt, k0, K, x + (t - (K - 1) + k0) * C + c0, C, nc);
     }
 }
 
@@ -144,21 +154,8 @@ HM_CLONES static void conv_bwd_block(float *dx, float *dw, float *dbias, const f
         if (dx)
             for (int64_t t = r0; t < r1; t++) {
                 const int64_t k0 = t + K - 1 >= T ? t + K - T : 0; /* taps past T − 1 */
-                const float *g0 = dc + (t + K - 1 - k0) * C + c0;     /* row of tap k0 */
-                float *o = dx + t * C + c0;
-                int64_t j = 0;
-                for (; j + 16 <= nc; j += 16) {
-                    hm_v16 a = {0};
-                    for (int64_t k = k0; k < K; k++)
-                        a += hm_v16_load(wt[k] + j) * hm_v16_load(g0 - (k - k0) * C + j);
-                    hm_v16_store(o + j, a);
-                }
-                for (; j < nc; j++) {
-                    float a = 0;
-                    for (int64_t k = k0; k < K; k++)
-                        a += wt[k][j] * g0[j - (k - k0) * C];
-                    o[j] = a;
-                }
+                conv_taps(dx + t * C + c0, NULL, wt, k0, K, dc + (t + K - 1 - k0) * C + c0, -C,
+                          nc); /* from the row of tap k0 up */
             }
         if (dw)
             for (int64_t k = 0; k < K; k++) {
