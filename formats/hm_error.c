@@ -92,6 +92,7 @@ const char *hm_status_str(enum hm_status status)
     case HM_ERR_NOMEM: return "out of memory";
     case HM_ERR_UNSUPPORTED: return "unsupported";
     case HM_ERR_NUMERIC: return "non-finite value";
+    case HM_ERR_BACKEND: return "backend error";
     }
     return "unknown error";
 }

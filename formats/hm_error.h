@@ -20,6 +20,7 @@ enum hm_status {
     HM_ERR_NOMEM,    /* allocation failed or size overflowed */
     HM_ERR_UNSUPPORTED, /* valid but not handled (dtype, arch) */
     HM_ERR_NUMERIC,  /* NaN/Inf met where finite values were required */
+    HM_ERR_BACKEND,  /* a backend cannot run what was asked (missing op, device error) */
 };
 
 struct hm_error {

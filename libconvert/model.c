@@ -173,11 +173,86 @@ void hm_model_free(struct hm_model *m)
 {
     if (!m)
         return;
+    if (m->be) {
+        hm_backend_free(m->be, (void **)&m->storage);
+        hm_backend_free(m->be, (void **)&m->inv_freq);
+    }
     free(m->storage);
     free(m->layers);
     free(m->inv_freq);
     free(m->views);
     free(m);
+}
+
+/* Every pointer of m into its storage (views, slots, the tied head) moved
+ * from base `from` to base `to`; inv_freq likewise. */
+static void rebase(struct hm_model *m, const float *from, float *to, float *inv_freq)
+{
+    for (int64_t i = 0; i < m->n_views; i++) {
+        float **slot = slot_ptr(m, &m->views[i].spec);
+        if (*slot)
+            *slot = to + (*slot - from);
+        m->views[i].data = to + (m->views[i].data - from);
+    }
+    if (m->cfg.tie_word_embeddings)
+        m->embed_out = m->embed_in;
+    m->storage = to;
+    m->inv_freq = inv_freq;
+}
+
+enum hm_status hm_model_place(struct hm_model *m, const struct hm_backend *be,
+                              struct hm_error *err)
+{
+    if (m->be == be)
+        return HM_OK;
+    const size_t bytes = sizeof(float) * (size_t)(m->n_params > 0 ? m->n_params : 1);
+    const size_t fbytes = sizeof(float) * (size_t)(m->cfg.rotary_dims / 2 + 1);
+    float *host = m->storage, *hfreq = m->inv_freq;
+    if (m->be) { /* from another backend: through host memory */
+        host = malloc(bytes);
+        hfreq = malloc(fbytes);
+        if (!host || !hfreq) {
+            free(host);
+            free(hfreq);
+            return hm_error_set(err, HM_ERR_NOMEM, "out of memory moving the model");
+        }
+        hm_backend_download(m->be, host, m->storage, bytes);
+        hm_backend_download(m->be, hfreq, m->inv_freq, fbytes);
+    }
+    float *dst = NULL, *dfreq = NULL;
+    if (be) {
+        dst = hm_backend_alloc_copy(be, host, bytes);
+        dfreq = hm_backend_alloc_copy(be, hfreq, fbytes);
+    } else {
+        dst = host, dfreq = hfreq;
+        host = hfreq = NULL; /* kept: they become the model's */
+    }
+    if (!dst || !dfreq) {
+        if (be) {
+            hm_backend_free(be, (void **)&dst);
+            hm_backend_free(be, (void **)&dfreq);
+        }
+        if (m->be) {
+            free(host);
+            free(hfreq);
+        }
+        return hm_error_set(err, HM_ERR_NOMEM, "out of memory for %lld model weights on "
+                            "backend '%s'", (long long)m->n_params,
+                            be ? hm_backend_name(be) : "host");
+    }
+    float *old = m->storage, *oldfreq = m->inv_freq;
+    rebase(m, old, dst, dfreq);
+    if (m->be) {
+        hm_backend_free(m->be, (void **)&old);
+        hm_backend_free(m->be, (void **)&oldfreq);
+        free(host);
+        free(hfreq);
+    } else {
+        free(old);
+        free(oldfreq);
+    }
+    m->be = be;
+    return HM_OK;
 }
 
 enum hm_status hm_model_load(const struct hm_ckpt *ck, struct hm_model **out,

@@ -110,7 +110,9 @@ struct hm_model {
     float *lnf_w, *lnf_b;         /* final norm [d], [d] (llama: no bias) */
     float *embed_out;             /* [V, d]; tied llama: == embed_in */
     float *inv_freq;              /* [r/2] rotary inverse frequencies (fp32, HF) */
-    float *storage;               /* the one allocation behind every tensor */
+    float *storage;               /* the one allocation behind every tensor: host memory,
+                                   * or be's once placed (hm_model_place) */
+    const struct hm_backend *be;  /* borrowed: where storage and inv_freq live; NULL = host */
     int64_t n_params;             /* floats in storage, inv_freq excluded */
     struct hm_tensor_view *views; /* [n_views] every tensor, hm_param_specs order */
     int64_t n_views;
@@ -131,6 +133,14 @@ enum hm_status hm_model_load(const struct hm_ckpt *ck, struct hm_model **out,
                             struct hm_error *err);
 
 void hm_model_free(struct hm_model *m); /* accepts NULL */
+
+/* Moves m's weights (storage, inv_freq) into be's memory, or back to host
+ * memory with be = NULL; every view and slot follows. A model is built and
+ * loaded in host memory (conversions edit it there) and placed on a
+ * backend before its ops run; ops reject it otherwise (the checked backend
+ * proves it). No-op when already there. */
+enum hm_status hm_model_place(struct hm_model *m, const struct hm_backend *be,
+                              struct hm_error *err);
 
 /* The first tensor of m holding a NaN or Inf (borrowed name), *index its
  * first such element; NULL when every weight is finite. Tools warn on it

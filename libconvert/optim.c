@@ -18,56 +18,65 @@ void hm_optim_release(struct hm_optim *o)
 {
     if (!o)
         return;
-    for (int64_t i = 0; i < o->np; i++) {
-        if (o->m)
-            free(o->m[i]);
-        if (o->v)
-            free(o->v[i]);
+    if (o->be) {
+        hm_backend_free(o->be, (void **)&o->m);
+        hm_backend_free(o->be, (void **)&o->v);
     }
-    free(o->m);
-    free(o->v);
+    free(o->off);
     memset(o, 0, sizeof *o);
 }
 
 enum hm_status hm_optim_init(struct hm_optim *o, const struct hm_optim_cfg *cfg,
-                             const struct hm_opt_param *p, int64_t np, struct hm_error *err)
+                             const struct hm_backend *be, const struct hm_opt_param *p,
+                             int64_t np, struct hm_error *err)
 {
     memset(o, 0, sizeof *o);
     o->cfg = *cfg;
     o->np = np;
+    o->be = be;
+    o->off = calloc((size_t)np + 1, sizeof *o->off);
+    if (!o->off)
+        goto nomem;
+    for (int64_t i = 0; i < np; i++)
+        o->off[i + 1] = o->off[i] + p[i].n;
     if (cfg->kind != HM_OPTIM_ADAMW)
         return HM_OK;
-    o->m = calloc((size_t)np + 1, sizeof *o->m);
-    o->v = calloc((size_t)np + 1, sizeof *o->v);
+    /* one flat m and one flat v over every trainable tensor, in p's order,
+     * so one call can reduce or shard them */
+    const int64_t n = o->off[np];
+    o->m = hm_backend_alloc(be, sizeof(float) * (size_t)(n + 1));
+    o->v = hm_backend_alloc(be, sizeof(float) * (size_t)(n + 1));
     if (!o->m || !o->v)
         goto nomem;
-    for (int64_t i = 0; i < np; i++) {
-        o->m[i] = calloc((size_t)p[i].n + 1, sizeof(float));
-        o->v[i] = calloc((size_t)p[i].n + 1, sizeof(float));
-        if (!o->m[i] || !o->v[i])
-            goto nomem;
-    }
+    hm_backend_fill(be, o->m, n + 1, 0.0f);
+    hm_backend_fill(be, o->v, n + 1, 0.0f);
     return HM_OK;
 nomem:
     hm_optim_release(o);
     return hm_error_set(err, HM_ERR_NOMEM, "out of memory for optimizer state");
 }
 
-double hm_grad_global_norm(const struct hm_backend *be, const struct hm_opt_param *p, int64_t np)
+void hm_grad_sqnorm(const struct hm_backend *be, const struct hm_opt_param *p, int64_t np,
+                    double *acc)
 {
-    double total = 0;
     for (int64_t i = 0; i < np; i++)
-        total += hm_backend_sqnorm(be, p[i].g, p[i].n);
-    return sqrt(total);
+        hm_backend_sqnorm(be, acc, p[i].g, p[i].n);
 }
 
-const char *hm_grad_first_nonfinite(const struct hm_backend *be, const struct hm_opt_param *p,
-                                    int64_t np)
+const char *hm_params_first_nonfinite(const struct hm_backend *be, const struct hm_opt_param *p,
+                                      int64_t np, int grads)
 {
-    for (int64_t i = 0; i < np; i++)
-        if (hm_backend_first_nonfinite(be, p[i].g, p[i].n) >= 0)
-            return p[i].name;
-    return NULL;
+    int64_t *idx = hm_backend_alloc(be, sizeof *idx);
+    const char *bad = NULL;
+    for (int64_t i = 0; idx && i < np && !bad; i++) {
+        int64_t at = -1;
+        hm_backend_first_nonfinite(be, idx, grads ? p[i].g : p[i].w, p[i].n);
+        hm_backend_download(be, &at, idx, sizeof at);
+        if (at >= 0)
+            bad = p[i].name;
+    }
+    hm_backend_free(be, (void **)&idx);
+    return bad;
 }
 
 void hm_optim_step(struct hm_optim *o, const struct hm_backend *be, struct hm_opt_param *p,
@@ -92,7 +101,7 @@ void hm_optim_step(struct hm_optim *o, const struct hm_backend *be, struct hm_op
                               .bc2_sqrt = (float)sqrt(bc2)};
     for (int64_t i = 0; i < np; i++) {
         a.decay = p[i].decay ? (float)(1.0 - lr * o->cfg.weight_decay) : 1.0f;
-        hm_backend_adamw_step(be, p[i].w, p[i].g, o->m[i], o->v[i], p[i].n, &a);
+        hm_backend_adamw_step(be, p[i].w, p[i].g, o->m + o->off[i], o->v + o->off[i], p[i].n, &a);
     }
 }
 

@@ -41,23 +41,31 @@ struct hm_optim {
     struct hm_optim_cfg cfg;
     int64_t t;              /* updates done so far */
     int64_t np;
-    float **m, **v;         /* [np][n] (AdamW), owned */
+    const struct hm_backend *be; /* borrowed: where m and v live */
+    float *m, *v;           /* [Σ n] AdamW moments, one flat allocation each in the
+                             * backend's memory (owned), param i at off[i] */
+    int64_t *off;           /* [np + 1] host: param i's slice [off[i], off[i + 1]) */
 };
 
 /* m, v zeroed; t = 0. */
 enum hm_status hm_optim_init(struct hm_optim *o, const struct hm_optim_cfg *cfg,
-                             const struct hm_opt_param *p, int64_t np, struct hm_error *err);
+                             const struct hm_backend *be, const struct hm_opt_param *p,
+                             int64_t np, struct hm_error *err);
 void hm_optim_release(struct hm_optim *o);
 
-/* sqrt(Σ g²) over all params, accumulated in double. */
-double hm_grad_global_norm(const struct hm_backend *be, const struct hm_opt_param *p, int64_t np);
+/* *acc += Σ g² over all params (each tensor's sum in double, added in
+ * order). acc: [1] backend memory; the global norm is the sqrt of it. */
+void hm_grad_sqnorm(const struct hm_backend *be, const struct hm_opt_param *p, int64_t np,
+                    double *acc);
 
-/* Name of the first param whose gradient holds NaN/Inf, or NULL. */
-const char *hm_grad_first_nonfinite(const struct hm_backend *be, const struct hm_opt_param *p,
-                                    int64_t np);
+/* Name of the first param whose gradient (grads = 1) or weight (0) holds
+ * NaN/Inf, or NULL. One download per tensor: for the NaN guard's rare
+ * failure path, not for every step. */
+const char *hm_params_first_nonfinite(const struct hm_backend *be, const struct hm_opt_param *p,
+                                      int64_t np, int grads);
 
 /* One update with learning rate lr. grad_norm is the pre-clip global norm
- * (from hm_grad_global_norm). Gradients are read, not changed (clipping
+ * (sqrt of hm_grad_sqnorm). Gradients are read, not changed (clipping
  * scales them as they are read). */
 void hm_optim_step(struct hm_optim *o, const struct hm_backend *be, struct hm_opt_param *p,
                    int64_t np, double lr, double grad_norm);

@@ -8,7 +8,7 @@
 
 #include <string.h>
 
-#include "backend.h"
+#include "cpu_ops_list.h"
 
 /* One row of the GQA expansion (shared by ref and fast): x [(n_h + 2 n_kv) p]
  * as [q | k | v] → y [n_h, 3, p] (q_h, k_g(h), v_g(h)). */
@@ -23,29 +23,5 @@ static inline void hm_qkv_expand_row(float *y, const float *x, int64_t n_h, int6
         memcpy(y + h * 3 * p + 2 * p, x + (n_h + n_kv) * p + g * p, sizeof(float) * (size_t)p);
     }
 }
-
-void hm_ref_rmsnorm_forward(HM_CPU_CTX, float *y, float *rstd, const float *x, const float *w, int64_t T,
-                            int64_t d, float eps);
-void hm_ref_rmsnorm_backward(HM_CPU_CTX, float *dx, float *dw, const float *dy, const float *x,
-                             const float *rstd, const float *w, int64_t T, int64_t d);
-void hm_ref_qkv_expand_forward(HM_CPU_CTX, float *y, const float *x, int64_t T, int64_t n_h, int64_t n_kv,
-                               int64_t p);
-void hm_ref_qkv_expand_backward(HM_CPU_CTX, float *dx, const float *dy, int64_t T, int64_t n_h,
-                                int64_t n_kv, int64_t p);
-void hm_ref_attention_cached(HM_CPU_CTX, float *out, const float *q, int64_t q_row_stride,
-                             int64_t q_head_stride, const float *kc, const float *vc, int64_t P0,
-                             int64_t T, int64_t n_h, int64_t n_kv, int64_t p, float *scratch);
-
-void hm_fast_rmsnorm_forward(HM_CPU_CTX, float *y, float *rstd, const float *x, const float *w, int64_t T,
-                             int64_t d, float eps);
-void hm_fast_rmsnorm_backward(HM_CPU_CTX, float *dx, float *dw, const float *dy, const float *x,
-                              const float *rstd, const float *w, int64_t T, int64_t d);
-void hm_fast_qkv_expand_forward(HM_CPU_CTX, float *y, const float *x, int64_t T, int64_t n_h, int64_t n_kv,
-                                int64_t p);
-void hm_fast_qkv_expand_backward(HM_CPU_CTX, float *dx, const float *dy, int64_t T, int64_t n_h,
-                                 int64_t n_kv, int64_t p);
-void hm_fast_attention_cached(HM_CPU_CTX, float *out, const float *q, int64_t q_row_stride,
-                              int64_t q_head_stride, const float *kc, const float *vc, int64_t P0,
-                              int64_t T, int64_t n_h, int64_t n_kv, int64_t p, float *scratch);
 
 #endif

@@ -8,7 +8,7 @@
 
 #include <math.h>
 
-#include "backend.h"
+#include "cpu_ops_list.h"
 
 /* One AdamW element, shared by ref and fast so both round identically:
  * ĝ = g·scale (clipping; g is only read), w ← w·decay, m, v moments,
@@ -46,26 +46,5 @@ static inline double kl_row(float *g, const float *ls, const float *lt, int64_t 
     }
     return kl;
 }
-
-
-void hm_ref_adamw_step(HM_CPU_CTX, float *w, const float *g, float *m, float *v, int64_t n,
-                       const struct hm_adamw_args *a);
-void hm_ref_sgd_step(HM_CPU_CTX, float *w, const float *g, int64_t n, float lr);
-double hm_ref_sqnorm(HM_CPU_CTX, const float *x, int64_t n);
-int64_t hm_ref_first_nonfinite(HM_CPU_CTX, const float *x, int64_t n);
-double hm_ref_kl_backward(HM_CPU_CTX, float *dlogits, const float *logits, const float *tlogits,
-                          int64_t T, int64_t V, double w, double scale);
-void hm_ref_fill(HM_CPU_CTX, float *x, int64_t n, float value);
-void hm_ref_copy2d(HM_CPU_CTX, float *dst, int64_t dst_stride, const float *src,
-                   int64_t src_stride, int64_t rows, int64_t cols);
-void hm_ref_clamp(HM_CPU_CTX, float *x, int64_t n, float lo, float hi);
-
-void hm_fast_adamw_step(HM_CPU_CTX, float *w, const float *g, float *m, float *v, int64_t n,
-                        const struct hm_adamw_args *a);
-void hm_fast_sgd_step(HM_CPU_CTX, float *w, const float *g, int64_t n, float lr);
-double hm_fast_sqnorm(HM_CPU_CTX, const float *x, int64_t n);
-double hm_fast_kl_backward(HM_CPU_CTX, float *dlogits, const float *logits,
-                           const float *tlogits, int64_t T, int64_t V, double w, double scale);
-void hm_fast_fill(HM_CPU_CTX, float *x, int64_t n, float value);
 
 #endif

@@ -153,7 +153,7 @@ void hm_fast_gelu_backward(HM_CPU_CTX, float *dx, const float *dy, const float *
     }
 }
 
-double hm_fast_cross_entropy_backward(HM_CPU_CTX, float *dlogits, const float *logits,
+void hm_fast_cross_entropy_backward(HM_CPU_CTX, double *loss, float *dlogits, const float *logits,
                                       const int32_t *targets, int64_t T, int64_t V, float scale)
 {
     double total = 0;
@@ -172,5 +172,5 @@ double hm_fast_cross_entropy_backward(HM_CPU_CTX, float *dlogits, const float *l
         g[targets[t]] -= scale;
         total += lse - (double)l[targets[t]];
     }
-    return total;
+    *loss += total;
 }

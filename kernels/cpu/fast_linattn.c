@@ -632,7 +632,7 @@ void hm_fast_linattn_backward(HM_CPU_CTX, float *dphiq, float *dphik, float *dv,
 /* ---- cosine loss ------------------------------------------------------------
  * As hm_ref_cosine_loss (zero-norm rows: loss 1, gradient 0), rows in
  * parallel, per-row sums in double. */
-double hm_fast_cosine_loss(HM_CPU_CTX, float *da, const float *a, const float *b, int64_t N, int64_t d,
+void hm_fast_cosine_loss(HM_CPU_CTX, double *loss, float *da, const float *a, const float *b, int64_t N, int64_t d,
                            float scale)
 {
     double total = 0;
@@ -662,5 +662,5 @@ double hm_fast_cosine_loss(HM_CPU_CTX, float *da, const float *a, const float *b
                 g[i] = cb * br[i] + ca * ar[i];
         }
     }
-    return total;
+    *loss += total;
 }

@@ -23,7 +23,7 @@ HM_CLONES static double sqnorm_span(const float *x, int64_t n)
     return s;
 }
 
-double hm_fast_sqnorm(HM_CPU_CTX, const float *x, int64_t n)
+void hm_fast_sqnorm(HM_CPU_CTX, double *acc, const float *x, int64_t n)
 {
     const int64_t blk = 8192;
     int64_t nb = (n + blk - 1) / blk;
@@ -33,7 +33,7 @@ double hm_fast_sqnorm(HM_CPU_CTX, const float *x, int64_t n)
         int64_t j0 = b * blk, j1 = j0 + blk < n ? j0 + blk : n;
         s += sqnorm_span(x + j0, j1 - j0);
     }
-    return s;
+    *acc += s;
 }
 
 void hm_fast_fill(HM_CPU_CTX, float *x, int64_t n, float value)
@@ -99,12 +99,12 @@ HM_CLONES static double kl_row_fast(float *g, const float *ls, const float *lt, 
     return kl;
 }
 
-double hm_fast_kl_backward(HM_CPU_CTX, float *dlogits, const float *logits,
+void hm_fast_kl_backward(HM_CPU_CTX, double *loss, float *dlogits, const float *logits,
                            const float *tlogits, int64_t T, int64_t V, double w, double scale)
 {
     double kl = 0;
 #pragma omp parallel for schedule(static) reduction(+ : kl) if (T * V >= 32768)
     for (int64_t t = 0; t < T; t++)
         kl += kl_row_fast(dlogits + t * V, logits + t * V, tlogits + t * V, V, w, scale);
-    return kl;
+    *loss += kl;
 }

@@ -167,7 +167,7 @@ void hm_ref_embedding_backward(HM_CPU_CTX, float *dtable, const float *dy, const
 /* Mean-free form: returns Σ_t nll_t (double); dlogits[t] = scale ·
  * (softmax(logits[t]) − onehot(targets[t])) — written. Targets < 0 are
  * ignored (no loss, zero gradient). */
-double hm_ref_cross_entropy_backward(HM_CPU_CTX, float *dlogits, const float *logits,
+void hm_ref_cross_entropy_backward(HM_CPU_CTX, double *loss, float *dlogits, const float *logits,
                                      const int32_t *targets, int64_t T, int64_t V, float scale)
 {
     double total = 0;
@@ -191,5 +191,5 @@ double hm_ref_cross_entropy_backward(HM_CPU_CTX, float *dlogits, const float *lo
             g[v] = (float)(scale * exp((double)l[v] - lse));
         g[targets[t]] -= scale;
     }
-    return total;
+    *loss += total;
 }

@@ -234,7 +234,7 @@ void hm_ref_linattn_backward(HM_CPU_CTX, float *dphiq, float *dphik, float *dv, 
  * Σ_t (1 − cos(a_t, b_t)); d/da_t = −(b_t / (|a||b|) − cos · a_t / |a|²).
  * A row where |a_t| = 0 or |b_t| = 0 has no defined cosine: its loss counts
  * as 1 (cos taken as 0) and its gradient is 0. */
-double hm_ref_cosine_loss(HM_CPU_CTX, float *da, const float *a, const float *b, int64_t N, int64_t d,
+void hm_ref_cosine_loss(HM_CPU_CTX, double *loss, float *da, const float *a, const float *b, int64_t N, int64_t d,
                           float scale)
 {
     double total = 0;
@@ -254,5 +254,5 @@ double hm_ref_cosine_loss(HM_CPU_CTX, float *da, const float *a, const float *b,
             for (int64_t i = 0; i < d; i++)
                 da[t * d + i] = (float)(scale * -(br[i] / (na * nb) - c * ar[i] / aa));
     }
-    return total;
+    *loss += total;
 }

@@ -17,29 +17,31 @@ void hm_ref_sgd_step(HM_CPU_CTX, float *w, const float *g, int64_t n, float lr)
         w[j] -= lr * g[j];
 }
 
-double hm_ref_sqnorm(HM_CPU_CTX, const float *x, int64_t n)
+void hm_ref_sqnorm(HM_CPU_CTX, double *acc, const float *x, int64_t n)
 {
     double s = 0;
     for (int64_t j = 0; j < n; j++)
         s += (double)x[j] * (double)x[j];
-    return s;
+    *acc += s;
 }
 
-int64_t hm_ref_first_nonfinite(HM_CPU_CTX, const float *x, int64_t n)
+void hm_ref_first_nonfinite(HM_CPU_CTX, int64_t *index, const float *x, int64_t n)
 {
+    *index = -1;
     for (int64_t j = 0; j < n; j++)
-        if (!isfinite(x[j]))
-            return j;
-    return -1;
+        if (!isfinite(x[j])) {
+            *index = j;
+            return;
+        }
 }
 
-double hm_ref_kl_backward(HM_CPU_CTX, float *dlogits, const float *logits, const float *tlogits,
+void hm_ref_kl_backward(HM_CPU_CTX, double *loss, float *dlogits, const float *logits, const float *tlogits,
                           int64_t T, int64_t V, double w, double scale)
 {
     double kl = 0;
     for (int64_t t = 0; t < T; t++)
         kl += kl_row(dlogits + t * V, logits + t * V, tlogits + t * V, V, w, scale);
-    return kl;
+    *loss += kl;
 }
 
 void hm_ref_fill(HM_CPU_CTX, float *x, int64_t n, float value)
