@@ -50,6 +50,10 @@ static int run(const char *label, int64_t d, int64_t L, int64_t nh, int64_t I, i
         fill(m->layers[l].ln2_w, d, &s, 0.1f, 1.0f);
     }
     fill(m->lnf_w, d, &s, 0.1f, 1.0f);
+    if (hm_model_place(m, be, &err) != HM_OK) {
+        fprintf(stderr, "bench_forward: %s\n", err.msg);
+        return 1;
+    }
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)T);
     float *logits = malloc(sizeof(float) * (size_t)(T * c.vocab_size));
     for (int64_t t = 0; t < T; t++)
@@ -78,7 +82,7 @@ static int run(const char *label, int64_t d, int64_t L, int64_t nh, int64_t I, i
            "(median of %d, min-max %.1f-%.1f), %.2f GFLOP/seq, %.1f GFLOP/s; sgemm %.1f GFLOP/s "
            "(min-max %.1f-%.1f); forward/sgemm = %.1f%% (median of per-rep ratios, min-max "
            "%.1f-%.1f%%)\n",
-           label, (long long)d, (long long)L, (long long)nh, (long long)I, (long long)T, be->name,
+           label, (long long)d, (long long)L, (long long)nh, (long long)I, (long long)T, hm_backend_name(be),
            threads, (double)T / st.median, reps, (double)T / st.max, (double)T / st.min,
            flops * 1e-9, flops / st.median * 1e-9, sp.median, sp.min, sp.max, 100 * sr.median,
            100 * sr.min, 100 * sr.max);

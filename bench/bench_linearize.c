@@ -110,14 +110,23 @@ int main(int argc, char **argv)
     /* the teacher alone (its own model inside the linearizer is not exposed:
      * load it again the same way) */
     struct hm_model *teacher;
-    if (hm_model_load(ck, &teacher, &err) != HM_OK)
+    if (hm_model_load(ck, &teacher, &err) != HM_OK || hm_model_place(teacher, be, &err) != HM_OK) {
+        fprintf(stderr, "bench_linearize: %s\n", err.msg);
         return 1;
+    }
     struct hm_model_ws ws;
     hm_model_ws_init(&ws);
     double *tt = malloc(sizeof(double) * (size_t)reps), *ts = malloc(sizeof(double) * (size_t)reps);
     double *tf = malloc(sizeof(double) * (size_t)reps);
     float *nll = malloc(sizeof(float) * (size_t)T);
-    double loss, *aux = calloc((size_t)cfg.num_hidden_layers, sizeof(double));
+    double loss, *aux = calloc((size_t)(rm.n_aux > 0 ? rm.n_aux : 1), sizeof(double));
+    /* the step's loss sums: backend memory, zeroed before each step */
+    const size_t sums_bytes = sizeof(double) * (size_t)rm.n_sums;
+    double *sums = hm_backend_alloc(be, sums_bytes), *hsums = calloc((size_t)rm.n_sums, sizeof(double));
+    if (!sums || !hsums || !aux) {
+        fprintf(stderr, "bench_linearize: out of memory\n");
+        return 1;
+    }
     for (int64_t k = -1; k < reps; k++) {
         double t0 = hm_bench_now();
         for (int64_t b = 0; b < B; b++)
@@ -127,7 +136,14 @@ int main(int argc, char **argv)
             hm_op_profile_start(); /* clears the table */
         hm_op_profile_on = profile && k >= 0;
         rm.zero_grad(rm.ctx);
-        rm.accumulate(rm.ctx, tok, &loss, aux, &err);
+        memset(hsums, 0, sums_bytes);
+        hm_backend_upload(be, sums, hsums, sums_bytes);
+        if (rm.accumulate(rm.ctx, tok, sums, &err) != HM_OK) {
+            fprintf(stderr, "bench_linearize: %s\n", err.msg);
+            return 1;
+        }
+        hm_backend_download(be, hsums, sums, sums_bytes);
+        rm.loss_of(rm.ctx, hsums, &loss, aux);
         double t2 = hm_bench_now();
         hm_op_profile_on = 0;
         for (int64_t b = 0; b < B; b++)
@@ -175,6 +191,8 @@ int main(int argc, char **argv)
     free(tf);
     free(nll);
     free(aux);
+    free(hsums);
+    hm_backend_free(be, (void **)&sums);
     free(tok);
     hm_model_ws_release(&ws);
     hm_model_free(teacher);

@@ -107,6 +107,10 @@ int main(int argc, char **argv)
     }
     hm_model_init_random(m, 1, 0.02);
     hm_rotary_inv_freq(m->inv_freq, cfg.rotary_dims, cfg.rotary_emb_base);
+    if (hm_model_place(m, be, &err) != HM_OK) {
+        fprintf(stderr, "bench_train: %s\n", err.msg);
+        return 1;
+    }
     struct hm_train_opts o = {.B = B, .T = T, .accum = 1, .freeze_embeddings = freeze};
     struct hm_trainer *tr;
     if (hm_trainer_new(m, be, &o, &tr, &err) != HM_OK) {
@@ -118,13 +122,14 @@ int main(int argc, char **argv)
     struct hm_optim_cfg oc;
     hm_optim_cfg_defaults(&oc, HM_OPTIM_ADAMW, 0.1);
     struct hm_optim opt;
-    if (hm_optim_init(&opt, &oc, p, np, &err) != HM_OK) {
+    if (hm_optim_init(&opt, &oc, be, p, np, &err) != HM_OK) {
         fprintf(stderr, "bench_train: %s\n", err.msg);
         return 1;
     }
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)(B * (T + 1)));
     double *times = malloc(sizeof(double) * (size_t)steps);
-    if (!tok || !times) {
+    double *sq = hm_backend_alloc(be, sizeof(double)); /* the gradient norm², backend memory */
+    if (!tok || !times || !sq) {
         fprintf(stderr, "bench_train: out of memory\n");
         return 1;
     }
@@ -140,12 +145,16 @@ int main(int argc, char **argv)
         double t0 = hm_bench_now();
         struct hm_train_loss loss;
         hm_trainer_zero_grad(tr);
-        if (hm_trainer_accumulate(tr, tok, &loss, &err) != HM_OK) {
+        if (hm_trainer_accumulate(tr, tok, NULL, &loss, &err) != HM_OK) {
             fprintf(stderr, "bench_train: %s\n", err.msg);
             return 1;
         }
-        hm_optim_step(&opt, be, (struct hm_opt_param *)p, np, 1e-4,
-                      hm_grad_global_norm(be, p, np));
+        const double zero = 0;
+        double sq_host;
+        hm_backend_upload(be, sq, &zero, sizeof zero);
+        hm_grad_sqnorm(be, p, np, sq);
+        hm_backend_download(be, &sq_host, sq, sizeof sq_host);
+        hm_optim_step(&opt, be, (struct hm_opt_param *)p, np, 1e-4, sqrt(sq_host));
         hm_trainer_post_update(tr);
         if (k >= 0)
             times[k] = hm_bench_now() - t0;
@@ -166,7 +175,7 @@ int main(int argc, char **argv)
     printf("bench_train: shape %s, mixer %s (%lld params), batch %lld x seq %lld, embeddings %s, "
            "%d threads, backend %s\n",
            shape, mixer, (long long)m->n_params, (long long)B, (long long)T,
-           freeze ? "frozen" : "trained", threads, be->name);
+           freeze ? "frozen" : "trained", threads, hm_backend_name(be));
     printf("  sgemm peak (2048^3, same run):  %8.1f GFLOP/s (after: %.1f)\n", peak, peak_after);
     printf("  training step: median %.4f s (min %.4f, max %.4f, %d steps); loss %.4f -> %.4f\n",
            st.median, st.min, st.max, st.n, loss0, loss1);
@@ -186,6 +195,7 @@ int main(int argc, char **argv)
                st.median, st.min, st.max, fpt, gf, peak, peak_after);
     free(times);
     free(tok);
+    hm_backend_free(be, (void **)&sq);
     hm_optim_release(&opt);
     hm_trainer_free(tr);
     hm_model_free(m);

@@ -226,6 +226,7 @@ Test(eval, bits_per_byte_and_mc)
     struct hm_error err;
     cr_assert_eq(hm_ckpt_open(dir, &ck, &err), HM_OK);
     cr_assert_eq(hm_model_load(ck, &model, &err), HM_OK);
+    cr_assert_eq(hm_model_place(model, hm_backend_get("ref"), &err), HM_OK, "%s", err.msg);
     struct hm_model_ws ws;
     hm_model_ws_init(&ws);
     const char *ctxs[2] = {"The cat", "\x01"}; /* "\x01" marks the eot prefix */
@@ -341,6 +342,7 @@ static void batch_matches_single(enum hm_family fam, enum hm_mixer mix)
     const int64_t Bs[] = {2, 3, 7, 4};
     for (int k = 0; k < 2; k++) {
         const struct hm_backend *be = hm_backend_get(bes[k]);
+        cr_assert_eq(hm_model_place(m, be, &err), HM_OK, "%s", err.msg); /* moved per backend */
         struct hm_model_ws ws1, wsb;
         hm_model_ws_init(&ws1);
         hm_model_ws_init(&wsb);

@@ -341,6 +341,7 @@ static char *make_model(const char *dir, enum hm_family fam, enum hm_mixer mix, 
     return make_model_v(dir, fam, mix, max_pos, 0, seed);
 }
 
+/* The checkpoint at path, placed on the fast backend (greedy_loop's). */
 static struct hm_model *load(const char *path)
 {
     struct hm_ckpt *ck = NULL;
@@ -349,6 +350,7 @@ static struct hm_model *load(const char *path)
     cr_assert_eq(hm_ckpt_open(path, &ck, &err), HM_OK, "%s", err.msg);
     cr_assert_eq(hm_model_load(ck, &m, &err), HM_OK, "%s", err.msg);
     hm_ckpt_close(ck);
+    cr_assert_eq(hm_model_place(m, hm_backend_get("fast"), &err), HM_OK, "%s", err.msg);
     return m;
 }
 

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "backend_impl.h"
 #include "cpu/cpu_tiles.h"
 #include "cpu/cpu_vexp.h"
 #include "testutil.h"
@@ -81,12 +82,12 @@ TestSuite(kernels_cpu, .init = setup);
 
 Test(kernels_cpu, registry)
 {
-    cr_expect_str_eq(hm_backend_get("ref")->name, "ref");
-    cr_expect_str_eq(hm_backend_get("fast")->name, "fast");
+    cr_expect_str_eq(hm_backend_name(hm_backend_get("ref")), "ref");
+    cr_expect_str_eq(hm_backend_name(hm_backend_get("fast")), "fast");
     cr_expect_eq(hm_backend_get("cpu"), hm_backend_get("fast"));
     cr_expect_null(hm_backend_get("bogus"));
     cr_expect_null(hm_backend_get(NULL));
-    cr_expect(hm_backend_supports(FAST, HM_OP_ATTENTION, 0));
+    cr_expect(hm_backend_supports(FAST, HM_OP_attention_forward, 0));
     cr_expect(!hm_backend_supports(FAST, HM_OP_COUNT, 0));
     struct hm_error err;
     cr_expect_eq(hm_backend_sync(FAST, &err), HM_OK);
@@ -355,18 +356,57 @@ Test(kernels_cpu, nll)
     }
 }
 
-/* A backend with no members falls back to ref for every op. */
-Test(kernels_cpu, null_members_fall_back_to_ref)
+/* A backend runs only the members it has: there is no fallback to ref. A
+ * missing op is not supported, computes nothing (its output is untouched)
+ * and records HM_ERR_BACKEND naming the op, reported (once) by sync; the
+ * members it does have run as ref's. */
+static struct hm_backend_ops g_partial_ops;
+static const struct hm_backend_desc g_partial_desc = {.name = "partial", .ops = &g_partial_ops};
+
+Test(kernels_cpu, missing_members_are_errors)
 {
-    struct hm_backend empty = {.name = "empty"};
+    g_partial_ops.add_forward = hm_backend_desc_ref.ops->add_forward;
+    g_partial_ops.attention_ws_size = hm_backend_desc_ref.ops->attention_ws_size;
+    hm_backend_register(&g_partial_desc);
+    struct hm_backend *be = NULL;
+    struct hm_error err;
+    cr_assert_eq(hm_backend_open("partial", &be, &err), HM_OK, "%s", err.msg);
+    cr_assert_not_null(be);
+    cr_expect_str_eq(hm_backend_name(be), "partial");
+
+    /* present members run, as ref's */
+    cr_expect(hm_backend_supports(be, HM_OP_add_forward, 0));
+    cr_expect(hm_backend_supports(be, HM_OP_attention_ws_size, 0));
     uint64_t s = 800;
     float *x = randv(6 * 5, 0, 1, &s), *w = randv(4 * 5, 0, 1, &s);
-    float y1[24], y2[24];
-    hm_backend_matmul_forward(&empty, y1, x, w, NULL, 6, 5, 4);
-    hm_backend_matmul_forward(REF, y2, x, w, NULL, 6, 5, 4);
-    cr_assert(memcmp(y1, y2, sizeof y1) == 0);
-    cr_assert_eq(hm_backend_attention_ws_size(&empty, 9, 2, 3),
+    float a1[30], a2[30];
+    hm_backend_add_forward(be, a1, x, x, 30);
+    hm_backend_add_forward(REF, a2, x, x, 30);
+    cr_expect(memcmp(a1, a2, sizeof a1) == 0);
+    cr_expect_eq(hm_backend_attention_ws_size(be, 9, 2, 3),
                  hm_backend_attention_ws_size(REF, 9, 2, 3));
+    cr_expect_eq(hm_backend_sync(be, &err), HM_OK);
+
+    /* a missing member: not supported, computes nothing, an error naming it */
+    cr_expect_eq(hm_backend_supports(be, HM_OP_matmul_forward, 0), 0);
+    cr_expect_eq(hm_backend_supports(be, HM_OP_attention_forward, 0), 0);
+    float y[24];
+    for (int i = 0; i < 24; i++)
+        y[i] = 1234.5f;
+    hm_backend_matmul_forward(be, y, x, w, NULL, 6, 5, 4);
+    for (int i = 0; i < 24; i++)
+        cr_expect_eq(y[i], 1234.5f, "output element %d was written", i);
+    memset(&err, 0, sizeof err);
+    cr_expect_eq(hm_backend_sync(be, &err), HM_ERR_BACKEND);
+    cr_expect_not_null(strstr(err.msg, "matmul_forward"), "message: %s", err.msg);
+    /* the failure is reported once */
+    cr_expect_eq(hm_backend_sync(be, &err), HM_OK);
+    /* a missing size query: 0 and the same error */
+    cr_expect_eq(hm_backend_linattn_ws_size(be, 9, 2, 4, 3, 0), 0);
+    memset(&err, 0, sizeof err);
+    cr_expect_eq(hm_backend_sync(be, &err), HM_ERR_BACKEND);
+    cr_expect_not_null(strstr(err.msg, "linattn_ws_size"), "message: %s", err.msg);
+    hm_backend_close(be);
     free(x), free(w);
 }
 

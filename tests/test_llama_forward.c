@@ -80,8 +80,9 @@ static int32_t *rand_tokens(int64_t T, int64_t V, uint64_t seed)
     return t;
 }
 
-/* hm's logits for tokens on every backend against the reference's. */
-static void check_logits(const char *what, const struct hm_model *m, struct tu_ref_table *tab,
+/* hm's logits for tokens on every backend against the reference's (m is
+ * placed on each backend in turn). */
+static void check_logits(const char *what, struct hm_model *m, struct tu_ref_table *tab,
                          const int32_t *tok, int64_t T, double tol)
 {
     const int64_t V = m->cfg.vocab_size;
@@ -92,6 +93,7 @@ static void check_logits(const char *what, const struct hm_model *m, struct tu_r
         struct hm_model_ws ws;
         struct hm_error err;
         hm_model_ws_init(&ws);
+        cr_assert_eq(hm_model_place(m, hm_backend_get(backends[k]), &err), HM_OK, "%s", err.msg);
         cr_assert_eq(hm_model_forward(m, hm_backend_get(backends[k]), tok, T, got, &ws, &err),
                      HM_OK, "%s", err.msg);
         double e = rel_err(got, want, T * V);
@@ -253,6 +255,7 @@ static void step_equals_forward(struct hm_config c, int64_t T, uint64_t seed)
     float *full = malloc(sizeof(float) * (size_t)(T * V));
     float *step = malloc(sizeof(float) * (size_t)(T * V));
     const struct hm_backend *be = hm_backend_get("fast");
+    cr_assert_eq(hm_model_place(m, be, &err), HM_OK, "%s", err.msg);
     struct hm_model_ws ws;
     hm_model_ws_init(&ws);
     cr_assert_eq(hm_model_forward(m, be, tok, T, full, &ws, &err), HM_OK, "%s", err.msg);

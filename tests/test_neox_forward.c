@@ -222,6 +222,8 @@ static void run_case(const char *tag, const struct fx *f, const int64_t *Ts, int
         float *nll = malloc(sizeof(float) * (size_t)T);
         for (int b = 0; b < 2; b++) {
             const struct hm_backend *be = hm_backend_get(names[b]);
+            /* one model, two backends: moved to each before its use */
+            cr_assert_eq(hm_model_place(m, be, &err), HM_OK, "%s", err.msg);
             cr_assert_eq(hm_model_forward(m, be, tok, T, got, &ws[b], &err), HM_OK, "%s", err.msg);
             double md = 0;
             for (int64_t i = 0; i < T * V; i++)
@@ -335,10 +337,17 @@ Test(neox_forward, errors)
     hm_model_ws_init(&ws);
     int32_t tok[3] = {1, 97, 2};
     float lg[3 * 97];
+    /* a model not placed on the backend is refused, naming where it is */
+    int32_t ok[3] = {1, 2, 3};
+    cr_expect_eq(hm_model_forward(m, hm_backend_get("fast"), ok, 3, lg, &ws, &err), HM_ERR_INVALID);
+    cr_expect(strstr(err.msg, "host memory") && strstr(err.msg, "fast"), "%s", err.msg);
+    cr_assert_eq(hm_model_place(m, hm_backend_get("fast"), &err), HM_OK, "%s", err.msg);
     cr_expect_eq(hm_model_forward(m, hm_backend_get("fast"), tok, 3, lg, &ws, &err), HM_ERR_INVALID);
     cr_expect(strstr(err.msg, "97") && strstr(err.msg, "position 1"), "%s", err.msg);
+    cr_assert_eq(hm_model_place(m, hm_backend_get("ref"), &err), HM_OK, "%s", err.msg);
     tok[1] = -1;
     cr_expect_eq(hm_model_forward(m, hm_backend_get("ref"), tok, 3, lg, &ws, &err), HM_ERR_INVALID);
+    cr_expect(strstr(err.msg, "-1"), "%s", err.msg);
     cr_expect_eq(hm_model_forward(m, hm_backend_get("ref"), tok, 0, lg, &ws, &err), HM_ERR_INVALID);
     hm_model_ws_release(&ws);
     hm_model_free(m);
@@ -392,6 +401,7 @@ Test(neox_forward, layer_hook)
     cr_assert_eq(hm_model_load(ck, &m, &err), HM_OK, "%s", err.msg);
     struct hm_model_ws ws;
     hm_model_ws_init(&ws);
+    cr_assert_eq(hm_model_place(m, hm_backend_get("fast"), &err), HM_OK, "%s", err.msg);
     struct hook_log log = {.last = -1};
     struct hm_model_hooks hooks = {.on_layer = on_layer, .ctx = &log};
     int32_t tok[5] = {1, 2, 3, 4, 5};

@@ -371,8 +371,8 @@ Test(onnx, models_over_2_gib_are_refused)
 #define L_TOKENS 40 /* crosses no chunk boundary of hm's own forms; see onnx_long */
 
 /* Writes DIR/model.onnx, DIR/tokens.tok (W windows of L random tokens) and
- * DIR/logits.safetensors (hm's logits [W, L, V], ref backend), then runs
- * run_ort.mjs on them. */
+ * DIR/logits.safetensors (hm's logits [W, L, V], ref backend: m is placed
+ * on it), then runs run_ort.mjs on them. */
 static void check_ort(struct hm_model *m, const char *tag, int64_t Lt, const char *extra)
 {
     char *out = NULL;
@@ -401,6 +401,7 @@ static void check_ort(struct hm_model *m, const char *tag, int64_t Lt, const cha
     cr_assert_eq(hm_tok_writer_append(tw, tok, n, &err), HM_OK, "%s", err.msg);
     cr_assert_eq(hm_tok_writer_commit(tw, &err), HM_OK, "%s", err.msg);
     const struct hm_backend *be = hm_backend_get("ref");
+    cr_assert_eq(hm_model_place(m, be, &err), HM_OK, "%s", err.msg); /* after the export */
     struct hm_model_ws ws;
     hm_model_ws_init(&ws);
     for (int w = 0; w < W_SEQS; w++) /* each window from position 0, as hm-eval */

@@ -115,7 +115,7 @@ Test(ssm, conv1d_fd)
             worst = fmax(worst, check_fd("conv dw", dw, gw, C * K));
             worst = fmax(worst, check_fd("conv dbias", db, gb, C));
             hm_backend_conv1d_backward(be, dx2, NULL, NULL, fR, fx, fw, T, C, K);
-            cr_expect(memcmp(dx, dx2, 4 * (size_t)n) == 0, "%s: dx alone differs", be->name);
+            cr_expect(memcmp(dx, dx2, 4 * (size_t)n) == 0, "%s: dx alone differs", hm_backend_name(be));
             free(fx); free(fw); free(fb); free(fR); free(fc); free(dx); free(dw); free(db);
             free(dx2);
         }
@@ -143,7 +143,7 @@ Test(ssm, conv1d_identity_and_step)
             const struct hm_backend *be = hm_backend_get(backends[k]);
             hm_backend_conv1d_forward(be, c, x, w, b, T, C, K);
             cr_expect(memcmp(c, x, 4 * (size_t)(T * C)) == 0, "%s K %lld: identity conv differs",
-                      be->name, (long long)K);
+                      hm_backend_name(be), (long long)K);
         }
         float *fw = tu_to_f32(wd, C * K), *fb = tu_to_f32(bd, C);
         for (int k = 0; k < 2; k++) {
@@ -208,10 +208,10 @@ Test(ssm, softplus_and_gate)
         hm_backend_softplus_forward(be, ob, big, 6);
         hm_backend_softplus_backward(be, db, one, big, 6);
         cr_expect(ob[0] == 100 && ob[1] >= 0 && ob[1] < 1e-40 && ob[2] == 1e30f && ob[3] == 0,
-                  "%s: softplus limits %g %g %g %g", be->name, ob[0], ob[1], ob[2], ob[3]);
+                  "%s: softplus limits %g %g %g %g", hm_backend_name(be), ob[0], ob[1], ob[2], ob[3]);
         cr_expect(db[0] == 1 && db[1] >= 0 && db[1] < 1e-40 && db[2] == 1 && db[3] == 0 &&
                       isfinite(db[4]) && isfinite(db[5]) && isfinite(ob[4]),
-                  "%s: softplus' limits", be->name);
+                  "%s: softplus' limits", hm_backend_name(be));
     }
     /* gate */
     c.gate = 1;
@@ -230,14 +230,14 @@ Test(ssm, softplus_and_gate)
         worst = fmax(worst, check_fd("gate dz", d2, gz, n));
         float *e = malloc(4 * n);
         hm_backend_silu_gate_backward(be, NULL, e, fR, fy, fz, n);
-        cr_expect(memcmp(e, d2, 4 * (size_t)n) == 0, "%s: dz alone differs", be->name);
+        cr_expect(memcmp(e, d2, 4 * (size_t)n) == 0, "%s: dz alone differs", hm_backend_name(be));
         hm_backend_silu_gate_backward(be, e, NULL, fR, fy, fz, n);
-        cr_expect(memcmp(e, d1, 4 * (size_t)n) == 0, "%s: dy alone differs", be->name);
+        cr_expect(memcmp(e, d1, 4 * (size_t)n) == 0, "%s: dy alone differs", hm_backend_name(be));
         free(e);
         /* the identity gate bias of SPEC §3: silu(1.2784645427610738) = 1 */
         float z0 = 1.2784645427610738f, y0 = 1, g0;
         hm_backend_silu_gate_forward(be, &g0, &y0, &z0, 1);
-        cr_expect(fabs(g0 - 1.0) <= 1e-7, "%s: silu(z0) = %.9g", be->name, g0);
+        cr_expect(fabs(g0 - 1.0) <= 1e-7, "%s: silu(z0) = %.9g", hm_backend_name(be), g0);
     }
     cr_log_info("softplus/gate FD: worst max|Δ|/max(1,|g|) = %.3g", worst);
     free(z); free(y); free(R); free(gz); free(gy); free(fz); free(fy); free(fR); free(o);
@@ -441,7 +441,7 @@ static void scan_run(const struct hm_backend *be, int64_t chunk, const struct sc
         o->g[O_DD][h] += 0.25f;
     }
     cr_expect(tu_unfuse(o->g[O_DV], dqkv, T, n_h, p, 2), "%s chunk %lld: dv touched columns outside v",
-              be->name, (long long)chunk);
+              hm_backend_name(be), (long long)chunk);
     free(fC); free(fB); free(qkv); free(fdt); free(fA); free(fD); free(fR); free(dqkv); free(ws);
 }
 
@@ -688,7 +688,7 @@ Test(ssm, null_gradients_skip)
             }
             if (k < 4)
                 cr_expect(memcmp(got, o.g[oi[k]], 4 * (size_t)osize(&in, oi[k])) == 0,
-                          "%s: %s alone differs", be->name, onames[oi[k]]);
+                          "%s: %s alone differs", hm_backend_name(be), onames[oi[k]]);
             else /* scan_run added and removed an offset (accumulation check) */
                 tu_check_rel(onames[oi[k]], got, o.g[oi[k]], n_h, 1e-6, 1);
         }
@@ -696,7 +696,7 @@ Test(ssm, null_gradients_skip)
         hm_backend_ssm_forward(be, y2, NULL, fC, fB, qkv + 2 * p, fdt, fA, fD, T, n_h, F2, p, ld,
                                3 * p, EPS, 16, ws, wf);
         cr_expect(memcmp(y2, o.g[O_Y], 4 * (size_t)(T * n_h * p)) == 0,
-                  "%s: y without den differs", be->name);
+                  "%s: y without den differs", hm_backend_name(be));
         free(ws); free(one); free(dqkv); free(y2);
         scan_out_free(&o);
     }

@@ -77,6 +77,8 @@ Test(stories260k, greedy_sample_matches_llama2c_token_for_token)
     float *logits = malloc(sizeof(float) * (size_t)(STEPS * V));
     struct hm_model_state *st = NULL;
     const struct hm_backend *be = hm_backend_get("fast");
+    cr_assert_eq(hm_model_place(m, be, &err), HM_OK, "%s", err.msg);
+    cr_assert(m->embed_out == m->embed_in, "tied: still one tensor once placed");
     cr_assert_eq(hm_model_state_new(m, &st, &err), HM_OK, "%s", err.msg);
     for (int64_t pos = 0; pos < STEPS; pos++) {
         cr_assert_eq(hm_model_step(m, be, st, seq[pos], logits + pos * V, &err), HM_OK, "%s",

@@ -543,6 +543,8 @@ int main(int argc, char **argv)
             hm_die_err("cannot read", o.ckpt, &err);
         hm_ckpt_close(ck);
         hm_warn_nonfinite(o.ckpt, m);
+        if (hm_model_place(m, be, &err) != HM_OK)
+            hm_die_err("cannot place", o.ckpt, &err);
     }
     cx.m = m;
     struct mc mc = {0};

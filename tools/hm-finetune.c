@@ -176,6 +176,10 @@ int main(int argc, char **argv)
     struct hm_error err;
     hm_error_clear(&err);
     struct hm_trainer *tr;
+    /* the weights upload once; conversions above edited them in host memory */
+    if (hm_model_place(m, t.backend, &err) != HM_OK ||
+        (teacher && hm_model_place(teacher, t.backend, &err) != HM_OK))
+        hm_die_err("cannot place the model on the backend", in, &err);
     if (hm_trainer_new(m, t.backend, &to, &tr, &err) != HM_OK)
         hm_die_err("cannot train", in, &err);
     struct hm_model_run nr = {.model = m, .trainer = tr, .be = t.backend,

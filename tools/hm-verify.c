@@ -160,7 +160,8 @@ static struct hm_model *load_model(const char *path)
     struct hm_model *m = NULL;
     struct hm_error err;
     hm_error_clear(&err);
-    if (hm_ckpt_open(path, &ck, &err) != HM_OK || hm_model_load(ck, &m, &err) != HM_OK) {
+    if (hm_ckpt_open(path, &ck, &err) != HM_OK || hm_model_load(ck, &m, &err) != HM_OK ||
+        hm_model_place(m, hm_backend_get("fast"), &err) != HM_OK) {
         hm_error("cannot read '%s': %s", path, err.msg);
         if (m)
             hm_model_free(m);

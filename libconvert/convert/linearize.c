@@ -39,7 +39,8 @@ struct hm_linearizer {
     struct hm_layer *g;           /* [L] feature-map gradients (fq_*, fk_* set) */
     struct hm_opt_param *params;  /* [4L] */
     char *names;                  /* [4L][HM_PARAM_NAME_MAX] */
-    double *layer_loss;           /* [L] sums over tokens of this call */
+    double *sums;                 /* [L] backend: per-layer loss sums (hm_linearizer_eval) */
+    double *cur;                  /* [L] backend: where this pass's layer sums go */
     int want_grad;
     double scale;
     struct hm_model_ws vws;        /* validation */
@@ -53,13 +54,13 @@ void hm_linearizer_free(struct hm_linearizer *lz)
     hm_model_free(lz->student);
     hm_model_ws_release(&lz->tws);
     hm_model_ws_release(&lz->vws);
-    free(lz->arena);
-    free(lz->ws);
-    free(lz->gstore);
+    hm_backend_free(lz->be, (void **)&lz->arena);
+    hm_backend_free(lz->be, &lz->ws);
+    hm_backend_free(lz->be, (void **)&lz->gstore);
+    hm_backend_free(lz->be, (void **)&lz->sums);
     free(lz->g);
     free(lz->params);
     free(lz->names);
-    free(lz->layer_loss);
     free(lz);
 }
 
@@ -121,7 +122,9 @@ enum hm_status hm_linearizer_new(const struct hm_ckpt *ck, int64_t feature_dim,
     sc.feature_dim = feature_dim;
     if ((st = hm_config_finish(&sc, err)) != HM_OK ||
         (st = hm_model_new(&sc, &lz->student, err)) != HM_OK ||
-        (st = copy_skeleton(lz->teacher, lz->student, err)) != HM_OK)
+        (st = copy_skeleton(lz->teacher, lz->student, err)) != HM_OK ||
+        (st = hm_model_place(lz->teacher, be, err)) != HM_OK ||
+        (st = hm_model_place(lz->student, be, err)) != HM_OK)
         goto fail;
     const int64_t L = sc.num_hidden_layers, d = sc.hidden_size, nh = sc.num_attention_heads;
     const int64_t p = sc.head_dim, F = sc.feature_dim, F2 = 2 * F;
@@ -130,21 +133,22 @@ enum hm_status hm_linearizer_new(const struct hm_ckpt *ck, int64_t feature_dim,
     const int64_t LS = hm_mixer_lsave_floats(&sc, T);
     int64_t floats = 4 * T * nh * F2 + 2 * T * d + 2 * T * Da + nh * T + LS;
     int64_t fm = 2 * nh * p * F + 2 * nh * F;
-    lz->arena = malloc(sizeof(float) * (size_t)floats);
-    lz->gstore = calloc((size_t)(L * fm), sizeof(float));
+    lz->arena = hm_backend_alloc(be, sizeof(float) * (size_t)floats);
+    lz->gstore = hm_backend_alloc(be, sizeof(float) * (size_t)(L * fm + 1));
     lz->g = calloc((size_t)L, sizeof *lz->g);
     lz->params = calloc((size_t)(4 * L), sizeof *lz->params);
     lz->names = calloc((size_t)(4 * L), HM_PARAM_NAME_MAX);
-    lz->layer_loss = calloc((size_t)L, sizeof(double));
+    lz->sums = hm_backend_alloc(be, sizeof(double) * (size_t)L);
     size_t wf = hm_backend_linattn_ws_size(be, T, nh, F2, p, HM_LINATTN_CHUNK);
     size_t wb = hm_backend_linattn_backward_ws_size(be, T, nh, F2, p, HM_LINATTN_CHUNK);
     lz->ws_size = wf > wb ? wf : wb;
-    lz->ws = malloc(lz->ws_size ? lz->ws_size : 1);
-    if (!lz->arena || !lz->gstore || !lz->g || !lz->params || !lz->names || !lz->layer_loss ||
+    lz->ws = hm_backend_alloc(be, lz->ws_size ? lz->ws_size : 1);
+    if (!lz->arena || !lz->gstore || !lz->g || !lz->params || !lz->names || !lz->sums ||
         !lz->ws) {
         st = hm_error_set(err, HM_ERR_NOMEM, "out of memory for stage-1 buffers");
         goto fail;
     }
+    hm_backend_fill(be, lz->gstore, L * fm + 1, 0.0f);
     float *a = lz->arena;
     lz->phiq = a, a += T * nh * F2;
     lz->phik = a, a += T * nh * F2;
@@ -201,8 +205,8 @@ static enum hm_status on_layer(void *ctx, int64_t l, const float *a_in, const fl
     if (st != HM_OK)
         return st;
     hm_backend_matmul_forward(be, lz->os, lz->y, ly->dense_w, ly->dense_b, T, Da, d);
-    lz->layer_loss[l] += hm_backend_cosine_loss(be, lz->want_grad ? lz->dos : NULL, lz->os, o_t,
-                                                T, d, (float)lz->scale);
+    hm_backend_cosine_loss(be, lz->cur + l, lz->want_grad ? lz->dos : NULL, lz->os, o_t, T, d,
+                           (float)lz->scale);
     if (!lz->want_grad)
         return HM_OK;
     hm_backend_matmul_backward(be, lz->dy, NULL, NULL, lz->dos, lz->y, ly->dense_w, T, Da, d);
@@ -217,7 +221,6 @@ static enum hm_status run_sequences(struct hm_linearizer *lz, const int32_t *tok
                                     int64_t nseq, int64_t stride, struct hm_error *err)
 {
     struct hm_model_hooks hooks = {.on_layer = on_layer, .ctx = lz, .stop_after_last_hook = 1};
-    memset(lz->layer_loss, 0, sizeof(double) * (size_t)lz->L);
     for (int64_t b = 0; b < nseq; b++) {
         enum hm_status st = hm_model_hidden(lz->teacher, lz->be, tokens + b * stride, lz->T,
                                            &lz->tws, &hooks, err);
@@ -235,21 +238,28 @@ static void lz_zero_grad(void *ctx)
     hm_backend_fill(lz->be, lz->gstore, lz->L * fm, 0.0f);
 }
 
-static enum hm_status lz_accumulate(void *ctx, const int32_t *tokens, double *loss, double *aux,
+static enum hm_status lz_accumulate(void *ctx, const int32_t *tokens, double *sums,
                                     struct hm_error *err)
 {
     struct hm_linearizer *lz = ctx;
     const double n = (double)(lz->B * lz->T);
     lz->want_grad = 1;
     lz->scale = 1.0 / ((double)lz->L * n * (double)lz->accum);
-    enum hm_status st = run_sequences(lz, tokens, lz->B, lz->T + 1, err);
+    lz->cur = sums;
+    return run_sequences(lz, tokens, lz->B, lz->T + 1, err);
+}
+
+/* sums: [L] per-layer cosine-loss sums over the micro-batch's B·T tokens. */
+static void lz_loss_of(void *ctx, const double *sums, double *loss, double *aux)
+{
+    const struct hm_linearizer *lz = ctx;
+    const double n = (double)(lz->B * lz->T);
     double total = 0;
     for (int64_t l = 0; l < lz->L; l++) {
-        aux[l] = lz->layer_loss[l] / n;
+        aux[l] = sums[l] / n;
         total += aux[l];
     }
     *loss = total / (double)lz->L;
-    return st;
 }
 
 enum hm_status hm_linearizer_eval(struct hm_linearizer *lz, const int32_t *tokens, int64_t T,
@@ -260,9 +270,14 @@ enum hm_status hm_linearizer_eval(struct hm_linearizer *lz, const int32_t *token
                             (long long)T, (long long)lz->T);
     lz->want_grad = 0;
     lz->scale = 0;
-    enum hm_status st = run_sequences(lz, tokens, 1, T, err);
     for (int64_t l = 0; l < lz->L; l++)
-        layer_loss[l] = lz->layer_loss[l] / (double)T;
+        layer_loss[l] = 0;
+    hm_backend_upload(lz->be, lz->sums, layer_loss, sizeof(double) * (size_t)lz->L);
+    lz->cur = lz->sums;
+    enum hm_status st = run_sequences(lz, tokens, 1, T, err);
+    hm_backend_download(lz->be, layer_loss, lz->sums, sizeof(double) * (size_t)lz->L);
+    for (int64_t l = 0; l < lz->L; l++)
+        layer_loss[l] = layer_loss[l] / (double)T;
     return st;
 }
 
@@ -290,7 +305,8 @@ static enum hm_status lz_save(void *ctx, const char *path, int flags, const char
 void hm_linearizer_run_model(struct hm_linearizer *lz, struct hm_run_model *rm)
 {
     *rm = (struct hm_run_model){.ctx = lz, .cfg = &lz->student->cfg, .be = lz->be, .zero_grad = lz_zero_grad,
-                                .accumulate = lz_accumulate, .n_aux = (int)lz->L,
+                                .accumulate = lz_accumulate, .n_sums = (int)lz->L,
+                                .loss_of = lz_loss_of, .n_aux = (int)lz->L,
                                 .aux_name = "layer_loss", .params = lz_params,
                                 .val_sum = lz_val_sum, .save = lz_save};
 }
@@ -299,6 +315,7 @@ enum hm_status hm_linearizer_save(const struct hm_linearizer *lz, const char *pa
                                   const char *provenance, struct hm_error *err)
 {
     struct hm_st_writer *w = hm_st_writer_new();
+    float *host = NULL;
     enum hm_status st = HM_OK;
     if (!w) {
         st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
@@ -314,14 +331,24 @@ enum hm_status hm_linearizer_save(const struct hm_linearizer *lz, const char *pa
     }
     const struct hm_config *c = &lz->student->cfg;
     const int64_t nh = c->num_attention_heads, p = c->head_dim, F = c->feature_dim;
-    for (int64_t k = 0; st == HM_OK && k < 4 * lz->L; k++) {
+    /* the feature maps live on the backend: a host copy, param by param */
+    int64_t total = 0;
+    for (int64_t k = 0; k < 4 * lz->L; k++)
+        total += lz->params[k].n;
+    host = malloc(sizeof(float) * (size_t)(total + 1));
+    if (st == HM_OK && !host)
+        st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+    for (int64_t k = 0, at = 0; st == HM_OK && k < 4 * lz->L; at += lz->params[k].n, k++) {
         int64_t shw[3] = {nh, p, F}, shb[2] = {nh, F};
+        hm_backend_download(lz->be, host + at, lz->params[k].w,
+                            sizeof(float) * (size_t)lz->params[k].n);
         st = hm_st_writer_add(w, lz->params[k].name, HM_DTYPE_F32, k % 2 == 0 ? 3 : 2,
-                              k % 2 == 0 ? shw : shb, lz->params[k].w, err);
+                              k % 2 == 0 ? shw : shb, host + at, err);
     }
     if (st == HM_OK)
         st = hm_ckpt_write_writer(w, &lz->student->cfg, provenance, NULL, path, flags, err);
 out:
     hm_st_writer_free(w);
+    free(host);
     return st;
 }

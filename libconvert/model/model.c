@@ -273,6 +273,17 @@ enum hm_status hm_model_load(const struct hm_ckpt *ck, struct hm_model **out,
     return HM_OK;
 }
 
+enum hm_status hm_model_check_placed(const struct hm_model *m, const struct hm_backend *be,
+                                     struct hm_error *err)
+{
+    if (m->be == be)
+        return HM_OK;
+    return hm_error_set(err, HM_ERR_INVALID,
+                        "the model's weights are in %s memory, not on backend '%s' "
+                        "(hm_model_place)",
+                        m->be ? hm_backend_name(m->be) : "host", hm_backend_name(be));
+}
+
 /* ---- workspace ------------------------------------------------------------ */
 
 void hm_model_ws_init(struct hm_model_ws *ws) { memset(ws, 0, sizeof *ws); }
@@ -281,23 +292,29 @@ void hm_model_ws_release(struct hm_model_ws *ws)
 {
     if (!ws)
         return;
-    if (ws->qkv == ws->proj)
-        ws->qkv = NULL;
-    float **bufs[] = {&ws->h, &ws->a, &ws->proj, &ws->qkv, &ws->att, &ws->o, &ws->a2,
-                      &ws->mh, &ws->mg, &ws->m, &ws->hf, &ws->logits, &ws->phiq, &ws->phik,
-                      &ws->xraw, &ws->dt, &ws->z, &ws->y};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-        free(*bufs[i]);
-    free(ws->att_ws);
+    if (ws->be) {
+        if (ws->qkv == ws->proj)
+            ws->qkv = NULL;
+        float **bufs[] = {&ws->h, &ws->a, &ws->proj, &ws->qkv, &ws->att, &ws->o, &ws->a2,
+                          &ws->mh, &ws->mg, &ws->m, &ws->hf, &ws->logits, &ws->phiq,
+                          &ws->phik, &ws->xraw, &ws->dt, &ws->z, &ws->y, &ws->nll,
+                          &ws->out};
+        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+            hm_backend_free(ws->be, (void **)bufs[i]);
+        hm_backend_free(ws->be, (void **)&ws->ids);
+        hm_backend_free(ws->be, (void **)&ws->tg);
+        hm_backend_free(ws->be, &ws->att_ws);
+    }
     memset(ws, 0, sizeof *ws);
 }
 
-static enum hm_status grow(float **buf, int64_t n, struct hm_error *err)
+/* *buf = n elements of size `size` of be's memory (the old one freed). */
+static enum hm_status grow(const struct hm_backend *be, void **buf, int64_t n, size_t size,
+                          struct hm_error *err)
 {
-    free(*buf);
-    *buf = NULL;
-    if (n < 0 || (uint64_t)n > SIZE_MAX / sizeof(float) ||
-        !(*buf = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1))))
+    hm_backend_free(be, buf);
+    if (n < 0 || (uint64_t)n > SIZE_MAX / size ||
+        !(*buf = hm_backend_alloc(be, size * (size_t)(n > 0 ? n : 1))))
         return hm_error_set(err, HM_ERR_NOMEM, "out of memory for activations (%lld floats)",
                             (long long)n);
     return HM_OK;
@@ -384,17 +401,27 @@ enum hm_status hm_model_ws_reserve_batch(struct hm_model_ws *ws, const struct hm
     struct ws_buf g[WS_NBUF];
     if (ws_table(ws, c, B, T, g))
         return hm_error_set(err, HM_ERR_NOMEM, "activation size overflows");
+    if (ws->be && ws->be != be)
+        hm_model_ws_release(ws); /* another backend's buffers */
+    ws->be = be;
     if (B * T > ws->T_cap || B > ws->B_cap || d != ws->d || I != ws->I || V != ws->V) {
         if (ws->qkv == ws->proj)
             ws->qkv = NULL;
         ws->T_cap = ws->B_cap = 0;
         for (size_t i = 0; i < WS_NBUF; i++) {
-            enum hm_status st = grow(g[i].b, g[i].n, err);
+            enum hm_status st = grow(be, (void **)g[i].b, g[i].n, sizeof(float), err);
             if (st != HM_OK)
                 return st;
         }
+        enum hm_status st = grow(be, (void **)&ws->ids, B * T, sizeof(int32_t), err);
+        if (st == HM_OK)
+            st = grow(be, (void **)&ws->tg, B * T, sizeof(int32_t), err);
+        if (st == HM_OK)
+            st = grow(be, (void **)&ws->nll, B * T, sizeof(float), err);
+        if (st != HM_OK)
+            return st;
         if (!llama) {
-            free(ws->qkv);
+            hm_backend_free(be, (void **)&ws->qkv);
             ws->qkv = ws->proj; /* the fused NeoX layout is already per head */
         }
         ws->T_cap = B * T;
@@ -411,9 +438,9 @@ enum hm_status hm_model_ws_reserve_batch(struct hm_model_ws *ws, const struct hm
     }
     size_t need = hm_model_mixer_ws_size(c, be, T);
     if (need > ws->att_ws_size) {
-        free(ws->att_ws);
+        hm_backend_free(be, &ws->att_ws);
         ws->att_ws_size = 0;
-        if (!(ws->att_ws = malloc(need)))
+        if (!(ws->att_ws = hm_backend_alloc(be, need)))
             return hm_error_set(err, HM_ERR_NOMEM, "out of memory for attention workspace");
         ws->att_ws_size = need;
     }
@@ -489,15 +516,18 @@ static enum hm_status hidden_batch(const struct hm_model *m, const struct hm_bac
                                    struct hm_error *err)
 {
     const struct hm_config *c = &m->cfg;
-    enum hm_status st = check_ids(tokens, B, T, c->vocab_size, "token", err);
+    enum hm_status st = hm_model_check_placed(m, be, err);
+    if (st == HM_OK)
+        st = check_ids(tokens, B, T, c->vocab_size, "token", err);
     if (st == HM_OK)
         st = hm_model_ws_reserve_batch(ws, m, be, B, T, err);
     if (st != HM_OK)
         return st;
+    hm_backend_upload(be, ws->ids, tokens, sizeof(int32_t) * (size_t)(B * T));
     const struct hm_fwd f = {.B = B, .T = T, .la = &ws->acts, .shared = 1, .h_out = ws->h,
                              .o = ws->o, .m = ws->m, .act = ws->mh, .ws = ws->att_ws,
                              .ws_size = ws->att_ws_size, .hooks = hooks};
-    if ((st = hm_model_layers_forward(m, be, tokens, &f, err)) != HM_OK)
+    if ((st = hm_model_layers_forward(m, be, ws->ids, &f, err)) != HM_OK)
         return st;
     if (hooks && hooks->stop_after_last_hook)
         return HM_OK; /* stage 1 needs only the attention blocks */
@@ -520,8 +550,15 @@ enum hm_status hm_model_forward_batch(const struct hm_model *m, const struct hm_
     enum hm_status st = hidden_batch(m, be, tokens, B, T, ws, NULL, err);
     if (st != HM_OK)
         return st;
-    hm_backend_matmul_forward(be, logits, ws->hf, m->embed_out, NULL, B * T,
+    const int64_t n = B * T * m->cfg.vocab_size;
+    if (n > ws->out_cap) {
+        if ((st = grow(be, (void **)&ws->out, n, sizeof(float), err)) != HM_OK)
+            return st;
+        ws->out_cap = n;
+    }
+    hm_backend_matmul_forward(be, ws->out, ws->hf, m->embed_out, NULL, B * T,
                               m->cfg.hidden_size, m->cfg.vocab_size);
+    hm_backend_download(be, logits, ws->out, sizeof(float) * (size_t)n);
     return hm_backend_sync(be, err);
 }
 
@@ -545,11 +582,13 @@ enum hm_status hm_model_nll_batch(const struct hm_model *m, const struct hm_back
         return st;
     /* rows are independent here: chunks of B·HM_MODEL_NLL_ROWS may span sequences */
     const int64_t N = B * T, R = B * HM_MODEL_NLL_ROWS;
+    hm_backend_upload(be, ws->tg, targets, sizeof(int32_t) * (size_t)N);
     for (int64_t r0 = 0; r0 < N; r0 += R) {
         const int64_t n = N - r0 < R ? N - r0 : R;
         hm_backend_matmul_forward(be, ws->logits, ws->hf + r0 * d, m->embed_out, NULL, n, d, V);
-        hm_backend_nll_forward(be, nll + r0, NULL, ws->logits, targets + r0, n, V);
+        hm_backend_nll_forward(be, ws->nll + r0, NULL, ws->logits, ws->tg + r0, n, V);
     }
+    hm_backend_download(be, nll, ws->nll, sizeof(float) * (size_t)N);
     return hm_backend_sync(be, err);
 }
 

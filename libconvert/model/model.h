@@ -141,6 +141,9 @@ void hm_model_free(struct hm_model *m); /* accepts NULL */
  * proves it). No-op when already there. */
 enum hm_status hm_model_place(struct hm_model *m, const struct hm_backend *be,
                               struct hm_error *err);
+/* HM_OK when m is placed on be, else HM_ERR_INVALID saying where it is. */
+enum hm_status hm_model_check_placed(const struct hm_model *m, const struct hm_backend *be,
+                                     struct hm_error *err);
 
 /* The first tensor of m holding a NaN or Inf (borrowed name), *index its
  * first such element; NULL when every weight is finite. Tools warn on it
@@ -172,6 +175,11 @@ struct hm_model_ws {
     float *dt;          /* [N, n_h] Δ (hedgemamba) */
     float *z;           /* [N, n_h p] gate pre-activation (hedgemamba) */
     float *y;           /* [N, n_h p] scan output before the gate (hedgemamba) */
+    int32_t *ids, *tg;  /* [N] token ids and targets, uploaded from the caller's */
+    float *nll;         /* [N] per-token NLLs before their download */
+    float *out;         /* [out_cap] full logits before their download (forward_batch) */
+    int64_t out_cap;
+    const struct hm_backend *be; /* borrowed: the backend every buffer here lives on */
     void *att_ws;       /* attention / linear-attention workspace (one sequence of T) */
     size_t att_ws_size;
     struct hm_layer_acts acts; /* the buffers above as the skeleton's (shared) layer */
@@ -261,7 +269,7 @@ enum hm_status hm_model_hidden(const struct hm_model *m, const struct hm_backend
                               const int32_t *tokens, int64_t T, struct hm_model_ws *ws,
                               const struct hm_model_hooks *hooks, struct hm_error *err);
 
-/* logits: [B, T, V] (caller-owned) for tokens: [B, T], B independent
+/* logits: [B, T, V] (caller-owned host memory, downloaded) for tokens: [B, T], B independent
  * sequences each at positions 0..T-1. hm_model_forward is B = 1. */
 enum hm_status hm_model_forward_batch(const struct hm_model *m, const struct hm_backend *be,
                                       const int32_t *tokens, int64_t B, int64_t T,
@@ -271,7 +279,7 @@ enum hm_status hm_model_forward(const struct hm_model *m, const struct hm_backen
                                const int32_t *tokens, int64_t T, float *logits,
                                struct hm_model_ws *ws, struct hm_error *err);
 
-/* nll: [B, T] (caller-owned), nll[b, t] = −log softmax(logits[b, t])[targets[b, t]]
+/* nll: [B, T] (caller-owned host memory, downloaded), nll[b, t] = −log softmax(logits[b, t])[targets[b, t]]
  * for tokens: [B, T] and targets: [B, T] (each < V), B independent sequences
  * each at positions 0..T-1. Logits are made B·HM_MODEL_NLL_ROWS rows at a
  * time. A sequence's NLLs equal its B = 1 ones up to the rounding of the

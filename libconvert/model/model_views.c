@@ -28,11 +28,23 @@ enum hm_status hm_model_save(const struct hm_model *m, const char *path, int fla
         free(v);
         return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
     }
+    /* a placed model's weights are downloaded into a host copy first */
+    float *host = NULL;
+    if (m->be) {
+        host = malloc(sizeof(float) * (size_t)(m->n_params > 0 ? m->n_params : 1));
+        if (!host) {
+            free(t);
+            free(v);
+            return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+        }
+        hm_backend_download(m->be, host, m->storage, sizeof(float) * (size_t)m->n_params);
+    }
     for (int64_t i = 0; i < n; i++)
         t[i] = (struct hm_named_tensor){v[i].spec.name, v[i].spec.ndim, v[i].spec.shape,
-                                        v[i].data};
+                                        host ? host + (v[i].data - m->storage) : v[i].data};
     enum hm_status st = hm_ckpt_write(path, flags, &m->cfg, provenance, t, n, dtype,
                                       extra_meta, err);
+    free(host);
     free(t);
     free(v);
     return st;

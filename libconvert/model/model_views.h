@@ -12,7 +12,8 @@
 /* A copy of m->views. *out: owned, free with free(). Returns the count or -1 (no memory). */
 int64_t hm_model_views(const struct hm_model *m, struct hm_tensor_view **out);
 
-/* Save m to path: hm_ckpt_write with its config (any arch). */
+/* Save m to path: hm_ckpt_write with its config (any arch); a placed
+ * model is downloaded first. */
 struct hm_error;
 enum hm_status hm_model_save(const struct hm_model *m, const char *path, int flags,
                             const char *provenance, enum hm_dtype dtype,

@@ -7,15 +7,19 @@ static void zero_grad(void *ctx)
     hm_trainer_zero_grad(((struct hm_model_run *)ctx)->trainer);
 }
 
-static enum hm_status accumulate(void *ctx, const int32_t *tokens, double *loss, double *aux,
+static enum hm_status accumulate(void *ctx, const int32_t *tokens, double *sums,
                                  struct hm_error *err)
+{
+    return hm_trainer_accumulate(((struct hm_model_run *)ctx)->trainer, tokens, sums, NULL, err);
+}
+
+static void loss_of(void *ctx, const double *sums, double *loss, double *aux)
 {
     struct hm_model_run *nr = ctx;
     struct hm_train_loss l;
     (void)aux;
-    enum hm_status st = hm_trainer_accumulate(nr->trainer, tokens, &l, err);
+    hm_trainer_loss(nr->trainer, sums, &l);
     *loss = l.ce + nr->kd_weight * l.kl;
-    return st;
 }
 
 static const struct hm_opt_param *params(void *ctx, int64_t *np)
@@ -46,7 +50,7 @@ void hm_model_run_init(struct hm_model_run *nr, struct hm_run_model *rm)
 {
     hm_model_ws_init(&nr->ws);
     *rm = (struct hm_run_model){.ctx = nr, .cfg = &nr->model->cfg, .be = nr->be, .zero_grad = zero_grad,
-                                .accumulate = accumulate, .params = params, .val_sum = val_sum,
+                                .accumulate = accumulate, .n_sums = 2, .loss_of = loss_of, .params = params, .val_sum = val_sum,
                                 .post_update = post_update, .save = save};
 }
 

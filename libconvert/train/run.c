@@ -27,6 +27,7 @@ struct run {
     int64_t np;
     struct hm_optim opt;
     int64_t step;    /* completed optimizer steps */
+    float *host;     /* the host mirror while saving or loading state (mirror()) */
     int64_t tokens;  /* training tokens consumed */
     uint64_t data_hash;
     uint64_t base_hash;  /* the input checkpoint's bytes (0: a stream, unknown) */
@@ -91,11 +92,49 @@ static uint64_t payload_hash(int64_t np, const struct hm_opt_param *p, state_ten
     return h;
 }
 
+/* The host mirror of the trainable state while a state file is written or
+ * read: regions [w | m | v], each [Σ n] in p's order (r->host, owned). The
+ * weights and moments themselves live on the backend. */
+static float *mirror(const struct run *r, int64_t i, int k)
+{
+    if (k > 0 && !r->opt.m)
+        return NULL;
+    return r->host + (size_t)k * (size_t)r->opt.off[r->np] + (size_t)r->opt.off[i];
+}
+
+static enum hm_status mirror_alloc(struct run *r, struct hm_error *err)
+{
+    free(r->host);
+    r->host = malloc(sizeof(float) * (3 * (size_t)r->opt.off[r->np] + 1));
+    return r->host ? HM_OK : hm_error_set(err, HM_ERR_NOMEM, "out of memory for the state");
+}
+
+/* dir 0: backend → mirror; 1: mirror → backend. */
+static void mirror_move(struct run *r, int dir)
+{
+    const struct hm_backend *be = r->model->be;
+    const size_t n = (size_t)r->opt.off[r->np];
+    for (int64_t i = 0; i < r->np; i++) {
+        const size_t bytes = sizeof(float) * (size_t)r->p[i].n;
+        if (dir == 0)
+            hm_backend_download(be, mirror(r, i, 0), r->p[i].w, bytes);
+        else
+            hm_backend_upload(be, r->p[i].w, mirror(r, i, 0), bytes);
+    }
+    if (!r->opt.m || !n)
+        return;
+    if (dir == 0) {
+        hm_backend_download(be, mirror(r, 0, 1), r->opt.m, sizeof(float) * n);
+        hm_backend_download(be, mirror(r, 0, 2), r->opt.v, sizeof(float) * n);
+    } else {
+        hm_backend_upload(be, r->opt.m, mirror(r, 0, 1), sizeof(float) * n);
+        hm_backend_upload(be, r->opt.v, mirror(r, 0, 2), sizeof(float) * n);
+    }
+}
+
 static const float *live_tensor(void *ctx, int64_t i, int k)
 {
-    const struct run *r = ctx;
-    return k == 0 ? r->p[i].w : k == 1 ? (r->opt.m ? r->opt.m[i] : NULL)
-                                       : (r->opt.v ? r->opt.v[i] : NULL);
+    return mirror(ctx, i, k);
 }
 
 static double now_s(void)
@@ -137,7 +176,7 @@ static char *run_json(const struct run *r)
         {"beta2", o->optim.beta2}, {"eps", o->optim.eps}};
     for (size_t i = 0; i < sizeof hp / sizeof *hp; i++)
         cJSON_AddNumberToObject(j, hp[i].k, hp[i].v);
-    cJSON_AddStringToObject(j, "backend", r->model->be ? r->model->be->name : "?");
+    cJSON_AddStringToObject(j, "backend", r->model->be ? hm_backend_name(r->model->be) : "?");
     char *s = cJSON_PrintUnformatted(j);
     cJSON_Delete(j);
     return s;
@@ -153,17 +192,20 @@ static enum hm_status save_state(struct run *r, struct hm_error *err)
         st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
         goto out;
     }
+    if ((st = mirror_alloc(r, err)) != HM_OK)
+        goto out;
+    mirror_move(r, 0);
     for (int64_t i = 0; i < r->np && st == HM_OK; i++) {
         int64_t shape[1] = {r->p[i].n};
         snprintf(name, sizeof name, "w.%s", r->p[i].name);
-        st = hm_st_writer_add(w, name, HM_DTYPE_F32, 1, shape, r->p[i].w, err);
+        st = hm_st_writer_add(w, name, HM_DTYPE_F32, 1, shape, mirror(r, i, 0), err);
         if (st == HM_OK && r->opt.m) {
             snprintf(name, sizeof name, "m.%s", r->p[i].name);
-            st = hm_st_writer_add(w, name, HM_DTYPE_F32, 1, shape, r->opt.m[i], err);
+            st = hm_st_writer_add(w, name, HM_DTYPE_F32, 1, shape, mirror(r, i, 1), err);
         }
         if (st == HM_OK && r->opt.v) {
             snprintf(name, sizeof name, "v.%s", r->p[i].name);
-            st = hm_st_writer_add(w, name, HM_DTYPE_F32, 1, shape, r->opt.v[i], err);
+            st = hm_st_writer_add(w, name, HM_DTYPE_F32, 1, shape, mirror(r, i, 2), err);
         }
     }
     if (st == HM_OK) {
@@ -190,6 +232,8 @@ out:
     free(meta);
     free(cfg);
     hm_st_writer_free(w);
+    free(r->host);
+    r->host = NULL;
     return st;
 }
 
@@ -257,10 +301,12 @@ static enum hm_status load_state(struct run *r, struct hm_error *err)
         st = hm_error_set(err, HM_ERR_FORMAT, "state '%s' has a bad step", r->state_path);
         goto out;
     }
+    if ((st = mirror_alloc(r, err)) != HM_OK)
+        goto out;
     for (int64_t i = 0; i < r->np && st == HM_OK; i++) {
         char name[512];
         const char *pre[3] = {"w.", "m.", "v."};
-        float *dst[3] = {r->p[i].w, r->opt.m ? r->opt.m[i] : NULL, r->opt.v ? r->opt.v[i] : NULL};
+        float *dst[3] = {mirror(r, i, 0), mirror(r, i, 1), mirror(r, i, 2)};
         for (int k = 0; k < 3 && st == HM_OK; k++) {
             if (!dst[k])
                 continue;
@@ -288,10 +334,13 @@ static enum hm_status load_state(struct run *r, struct hm_error *err)
     }
     if (st != HM_OK)
         goto out;
+    mirror_move(r, 1);
     r->step = (int64_t)step->valuedouble;
     r->opt.t = (int64_t)t->valuedouble;
     r->tokens = (int64_t)tok->valuedouble;
 out:
+    free(r->host);
+    r->host = NULL;
     free(mine_txt);
     cJSON_Delete(j);
     cJSON_Delete(mine);
@@ -444,7 +493,7 @@ enum hm_status hm_run_train(const struct hm_run_model *model, const struct hm_ru
     memset(&bat, 0, sizeof bat);
     FILE *logf = NULL;
     int32_t *tokens = NULL;
-    double *aux = NULL, *aux_sum = NULL;
+    double *aux = NULL, *aux_sum = NULL, *scal = NULL, *hscal = NULL;
     time_t t0 = time(NULL);
     enum hm_status st;
     const int64_t V = model->cfg->vocab_size;
@@ -489,7 +538,7 @@ enum hm_status hm_run_train(const struct hm_run_model *model, const struct hm_ru
         goto out;
     }
     r.p = model->params(model->ctx, &r.np);
-    if ((st = hm_optim_init(&r.opt, &o->optim, r.p, r.np, err)) != HM_OK)
+    if ((st = hm_optim_init(&r.opt, &o->optim, model->be, r.p, r.np, err)) != HM_OK)
         goto out;
     if (o->resume) {
         if ((st = load_state(&r, err)) != HM_OK)
@@ -511,7 +560,12 @@ enum hm_status hm_run_train(const struct hm_run_model *model, const struct hm_ru
     tokens = malloc(sizeof(int32_t) * (size_t)(o->batch * (o->seq_len + 1)));
     aux = calloc((size_t)model->n_aux + 1, sizeof(double));
     aux_sum = calloc((size_t)model->n_aux + 1, sizeof(double));
-    if (!tokens || !aux || !aux_sum) {
+    /* the step's scalar block: each micro-batch's loss sums, then Σ g²;
+     * backend memory, read with one download a step */
+    const int64_t n_scal = o->accum * model->n_sums + 1;
+    scal = hm_backend_alloc(model->be, sizeof(double) * (size_t)n_scal);
+    hscal = calloc((size_t)n_scal, sizeof(double));
+    if (!tokens || !aux || !aux_sum || !scal || !hscal) {
         st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
         goto out;
     }
@@ -523,27 +577,34 @@ enum hm_status hm_run_train(const struct hm_run_model *model, const struct hm_ru
         double t_start = now_s(), loss = 0;
         double lr = hm_lr_at(o->lr, s, o->steps, o->warmup);
         memset(aux_sum, 0, sizeof(double) * (size_t)model->n_aux);
+        memset(hscal, 0, sizeof(double) * (size_t)n_scal);
+        hm_backend_upload(model->be, scal, hscal, sizeof(double) * (size_t)n_scal);
         model->zero_grad(model->ctx);
         for (int64_t a = 0; a < o->accum; a++) {
-            double l = 0;
             if ((st = hm_batcher_get(&bat, s * o->accum + a, tokens, err)) != HM_OK)
                 goto out;
-            if ((st = model->accumulate(model->ctx, tokens, &l, aux, err)) != HM_OK)
+            if ((st = model->accumulate(model->ctx, tokens, scal + a * model->n_sums, err)) !=
+                HM_OK)
                 goto out;
+        }
+        hm_grad_sqnorm(model->be, r.p, r.np, scal + n_scal - 1);
+        hm_backend_download(model->be, hscal, scal, sizeof(double) * (size_t)n_scal);
+        if ((st = hm_backend_sync(model->be, err)) != HM_OK)
+            goto out;
+        for (int64_t a = 0; a < o->accum; a++) {
+            double l = 0;
+            model->loss_of(model->ctx, hscal + a * model->n_sums, &l, aux);
             loss += l / (double)o->accum;
             for (int i = 0; i < model->n_aux; i++)
                 aux_sum[i] += aux[i] / (double)o->accum;
         }
-        double gn = hm_grad_global_norm(model->be, r.p, r.np);
+        double gn = sqrt(hscal[n_scal - 1]);
         if (!isfinite(loss) || !isfinite(gn)) {
             /* name the tensor that went non-finite: a weight (what makes the
              * loss NaN), else the first gradient */
-            const char *bad = NULL;
-            for (int64_t i = 0; i < r.np && !bad; i++)
-                if (hm_backend_first_nonfinite(model->be, r.p[i].w, r.p[i].n) >= 0)
-                    bad = r.p[i].name;
+            const char *bad = hm_params_first_nonfinite(model->be, r.p, r.np, 0);
             if (!bad)
-                bad = hm_grad_first_nonfinite(model->be, r.p, r.np);
+                bad = hm_params_first_nonfinite(model->be, r.p, r.np, 1);
             enum hm_status sst = HM_OK;
             struct hm_error e2;
             if (strcmp(o->out_path, "-") != 0)
@@ -592,6 +653,8 @@ out:
     free(tokens);
     free(aux);
     free(aux_sum);
+    free(hscal);
+    hm_backend_free(model->be, (void **)&scal);
     free(r.state_path);
     hm_optim_release(&r.opt);
     hm_batcher_release(&bat);

@@ -36,11 +36,17 @@ struct hm_run_model {
     const struct hm_backend *be; /* the backend the model's tensors live on (optimizer ops) */
     /* Zero gradients (once per optimizer step). */
     void (*zero_grad)(void *ctx);
-    /* Forward + backward of one micro-batch tokens [B, T+1]; gradients
-     * accumulate, scaled for `accum` micro-batches. *loss: the micro-batch
-     * loss; aux[n_aux] (optional): extra per-step numbers (per-layer loss). */
-    enum hm_status (*accumulate)(void *ctx, const int32_t *tokens, double *loss, double *aux,
+    /* Forward + backward of one micro-batch tokens [B, T+1] (host memory);
+     * gradients accumulate, scaled for `accum` micro-batches. The
+     * micro-batch's raw loss sums are added to sums[n_sums] (backend memory,
+     * zeroed by the loop), which the loop downloads once a step. */
+    enum hm_status (*accumulate)(void *ctx, const int32_t *tokens, double *sums,
                                  struct hm_error *err);
+    int n_sums;              /* doubles of sums per micro-batch (≥ 1) */
+    /* Host: a micro-batch's loss and aux[n_aux] (extra per-step numbers,
+     * e.g. the per-layer loss; may be NULL when n_aux = 0) from its
+     * downloaded sums. */
+    void (*loss_of)(void *ctx, const double *sums, double *loss, double *aux);
     int n_aux;               /* length of aux */
     const char *aux_name;    /* JSON key for aux in the log, e.g. "layer_loss" */
     /* Trainable tensors (borrowed): weights, grads, decay flags. */

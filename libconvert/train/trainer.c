@@ -1,4 +1,4 @@
-/* neox_train.c — GPT-NeoX forward + backward for training (see neox_train.h).
+/* trainer.c — forward + backward of every model for training (see trainer.h).
  *
  * Gotchas that have caused bugs (or would):
  *  - positions restart at 0 for each of the B sequences: rotary, attention
@@ -21,8 +21,11 @@ void hm_trainer_free(struct hm_trainer *tr)
     free(tr->la);
     hm_backend_free(tr->be, (void **)&tr->arena);
     hm_backend_free(tr->be, &tr->att_ws);
-    free(tr->in);
-    free(tr->tg);
+    hm_backend_free(tr->be, (void **)&tr->in);
+    hm_backend_free(tr->be, (void **)&tr->tg);
+    hm_backend_free(tr->be, (void **)&tr->sums);
+    free(tr->hin);
+    free(tr->htg);
     free(tr->views);
     free(tr->gviews);
     free(tr->params);
@@ -192,16 +195,23 @@ enum hm_status hm_trainer_new(struct hm_model *model, const struct hm_backend *b
     hm_model_ws_init(&tr->tws);
     const int64_t B = opts->B, T = opts->T, N = B * T, L = c->num_hidden_layers;
     tr->N = N;
-    enum hm_status st = hm_model_new(c, &tr->g, err);
+    enum hm_status st = hm_model_check_placed(model, be, err);
+    if (st == HM_OK)
+        st = hm_model_new(c, &tr->g, err);
+    if (st == HM_OK)
+        st = hm_model_place(tr->g, be, err); /* gradients: one flat allocation */
     if (st != HM_OK)
         goto fail;
     /* one arena for every activation */
     int64_t total = arena_floats(c, opts);
     tr->arena = hm_backend_alloc(be, sizeof(float) * (size_t)total);
     tr->la = calloc((size_t)L + 1, sizeof *tr->la);
-    tr->in = malloc(sizeof(int32_t) * (size_t)N);
-    tr->tg = malloc(sizeof(int32_t) * (size_t)N);
-    if (!tr->arena || !tr->la || !tr->in || !tr->tg) {
+    tr->in = hm_backend_alloc(be, sizeof(int32_t) * (size_t)N);
+    tr->tg = hm_backend_alloc(be, sizeof(int32_t) * (size_t)N);
+    tr->sums = hm_backend_alloc(be, 2 * sizeof(double));
+    tr->hin = malloc(sizeof(int32_t) * (size_t)N);
+    tr->htg = malloc(sizeof(int32_t) * (size_t)N);
+    if (!tr->arena || !tr->la || !tr->in || !tr->tg || !tr->sums || !tr->hin || !tr->htg) {
         st = hm_error_set(err, HM_ERR_NOMEM,
                           "out of memory for %.1f GB of activations (lower --batch or --seq-len)",
                           (double)total * 4e-9);
@@ -254,33 +264,37 @@ static void forward_layers(struct hm_trainer *tr)
                           tr->m->lnf_b, tr->N);
 }
 
-/* Output layer + loss, ce_rows() rows at a time; fills tr->dhf. */
-static void loss_and_head(struct hm_trainer *tr, struct hm_train_loss *loss)
+/* Output layer + loss, ce_rows() rows at a time; fills tr->dhf and adds
+ * the cross-entropy and KL sums to sums[0], sums[1] (backend memory). */
+static void loss_and_head(struct hm_trainer *tr, double *sums)
 {
     const struct hm_backend *be = tr->be;
     const struct hm_model *m = tr->m, *tm = tr->opt.kd_teacher;
     const int64_t N = tr->N, d = m->cfg.hidden_size, V = m->cfg.vocab_size;
     const double scale = 1.0 / ((double)N * (double)tr->opt.accum);
     float *dW = tr->opt.freeze_embeddings ? NULL : tr->g->embed_out;
-    double ce = 0, kl = 0;
     const int64_t R = ce_rows(&tr->opt, V);
     for (int64_t r0 = 0; r0 < N; r0 += R) {
         int64_t rows = N - r0 < R ? N - r0 : R;
         hm_backend_matmul_forward(be, tr->logits, tr->hf + r0 * d, m->embed_out, NULL, rows, d,
                                   V);
-        ce += hm_backend_cross_entropy_backward(be, tr->dlogits, tr->logits, tr->tg + r0, rows,
-                                                V, (float)scale);
+        hm_backend_cross_entropy_backward(be, sums, tr->dlogits, tr->logits, tr->tg + r0, rows, V,
+                                          (float)scale);
         if (tm && tr->opt.kd_weight != 0) {
             hm_backend_matmul_forward(be, tr->tlogits, tr->thf + r0 * d, tm->embed_out, NULL,
                                       rows, d, V);
-            kl += hm_backend_kl_backward(be, tr->dlogits, tr->logits, tr->tlogits, rows, V,
-                                         tr->opt.kd_weight, scale);
+            hm_backend_kl_backward(be, sums + 1, tr->dlogits, tr->logits, tr->tlogits, rows, V,
+                                   tr->opt.kd_weight, scale);
         }
         hm_backend_matmul_backward(be, tr->dhf + r0 * d, dW, NULL, tr->dlogits, tr->hf + r0 * d,
                                    m->embed_out, rows, d, V);
     }
-    loss->ce = ce / (double)N;
-    loss->kl = kl / (double)N;
+}
+
+void hm_trainer_loss(const struct hm_trainer *tr, const double sums[2], struct hm_train_loss *loss)
+{
+    loss->ce = sums[0] / (double)tr->N;
+    loss->kl = sums[1] / (double)tr->N;
 }
 
 /* The family's norm backward: dx written, dw/db accumulate (db unused by
@@ -401,7 +415,8 @@ static void backward_layers(struct hm_trainer *tr)
 }
 
 enum hm_status hm_trainer_accumulate(struct hm_trainer *tr, const int32_t *tokens,
-                                     struct hm_train_loss *loss, struct hm_error *err)
+                                     double *sums, struct hm_train_loss *loss,
+                                     struct hm_error *err)
 {
     const int64_t B = tr->opt.B, T = tr->opt.T, V = tr->m->cfg.vocab_size;
     for (int64_t b = 0; b < B; b++)
@@ -411,23 +426,36 @@ enum hm_status hm_trainer_accumulate(struct hm_trainer *tr, const int32_t *token
                 return hm_error_set(err, HM_ERR_INVALID,
                                     "token id %d is outside the model's vocabulary of %lld",
                                     (x < 0 || x >= V) ? x : y, (long long)V);
-            tr->in[b * T + t] = x;
-            tr->tg[b * T + t] = y;
+            tr->hin[b * T + t] = x;
+            tr->htg[b * T + t] = y;
         }
+    const struct hm_backend *be = tr->be;
+    hm_backend_upload(be, tr->in, tr->hin, sizeof(int32_t) * (size_t)tr->N);
+    hm_backend_upload(be, tr->tg, tr->htg, sizeof(int32_t) * (size_t)tr->N);
     if (tr->opt.kd_teacher) {
         const int64_t d = tr->m->cfg.hidden_size;
         for (int64_t b = 0; b < B; b++) {
-            enum hm_status st = hm_model_hidden(tr->opt.kd_teacher, tr->be, tr->in + b * T, T,
+            enum hm_status st = hm_model_hidden(tr->opt.kd_teacher, be, tr->hin + b * T, T,
                                                &tr->tws, NULL, err);
             if (st != HM_OK)
                 return st;
-            memcpy(tr->thf + b * T * d, tr->tws.hf, sizeof(float) * (size_t)(T * d));
+            hm_backend_copy2d(be, tr->thf + b * T * d, d, tr->tws.hf, d, T, d);
         }
     }
+    double *acc = sums ? sums : tr->sums;
+    if (!sums) {
+        const double zero[2] = {0, 0};
+        hm_backend_upload(be, tr->sums, zero, sizeof zero);
+    }
     forward_layers(tr);
-    loss_and_head(tr, loss);
+    loss_and_head(tr, acc);
     backward_layers(tr);
-    return HM_OK;
+    if (loss) {
+        double h[2];
+        hm_backend_download(be, h, acc, sizeof h);
+        hm_trainer_loss(tr, h, loss);
+    }
+    return hm_backend_sync(be, err);
 }
 
 double hm_train_flops_per_token(const struct hm_config *c, int64_t T, int freeze_embeddings)

@@ -1,4 +1,4 @@
-/* neox_train.h — forward + backward of the GPT-NeoX model for training.
+/* trainer.h — forward + backward of every model for training.
  *
  * The engine every training tool runs on. A micro-batch is B sequences of
  * T inputs with their T next-token targets; all B·T rows go through the
@@ -45,7 +45,8 @@ struct hm_train_opts {
 
 struct hm_trainer;
 
-/* model: borrowed, trained in place; be: borrowed. out: owned, free with
+/* model: borrowed, trained in place, placed on be (hm_model_place); be:
+ * borrowed. out: owned, free with
  * hm_trainer_free(). Allocates grads and activations for B·T rows. */
 enum hm_status hm_trainer_new(struct hm_model *model, const struct hm_backend *be,
                               const struct hm_train_opts *opts, struct hm_trainer **out,
@@ -69,11 +70,20 @@ struct hm_train_loss {
 };
 
 /* Forward + backward of one micro-batch; accumulates gradients.
- * tokens: [B, T + 1] (inputs tokens[b, 0:T], targets tokens[b, 1:T+1]),
- * every id < vocab (checked: an out-of-range id is HM_ERR_INVALID). */
+ * tokens: [B, T + 1] host memory (inputs tokens[b, 0:T], targets
+ * tokens[b, 1:T+1]), every id < vocab (checked: an out-of-range id is
+ * HM_ERR_INVALID); uploaded here.
+ * sums: [2] backend memory the micro-batch's cross-entropy and KL sums are
+ * added to (the training loop's scalar block: it reads them once a step),
+ * or NULL (the trainer's own, zeroed first).
+ * loss: when not NULL, the micro-batch's mean losses, downloaded now (one
+ * read of backend memory; tests and benchmarks). */
 enum hm_status hm_trainer_accumulate(struct hm_trainer *tr, const int32_t *tokens,
-                                     struct hm_train_loss *loss, struct hm_error *err);
-
+                                     double *sums, struct hm_train_loss *loss,
+                                     struct hm_error *err);
+/* The mean losses of a micro-batch from its sums (downloaded). */
+void hm_trainer_loss(const struct hm_trainer *tr, const double sums[2],
+                     struct hm_train_loss *loss);
 /* Trainable tensors for the optimizer (weights paired with gradients), in
  * hm_param_specs order. Borrowed: valid until hm_trainer_free(). */
 const struct hm_opt_param *hm_trainer_params(const struct hm_trainer *tr, int64_t *np);

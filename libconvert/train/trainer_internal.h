@@ -34,7 +34,9 @@ struct hm_trainer {
     struct hm_model_ws tws;          /* teacher workspace */
     void *att_ws;
     size_t att_ws_size, attb_ws_size;
-    int32_t *in, *tg;               /* [N] */
+    int32_t *in, *tg;               /* [N] token ids, targets (backend memory) */
+    int32_t *hin, *htg;             /* [N] their host copies (checked, then uploaded) */
+    double *sums;                   /* [2] backend: CE and KL sums when the caller gives none */
     struct hm_tensor_view *views, *gviews;
     struct hm_opt_param *params;
     int64_t np;

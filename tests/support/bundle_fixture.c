@@ -90,14 +90,17 @@ float *tu_bundle_logits(const char *ckpt, const int32_t *tok, int64_t T, int64_t
     struct hm_ckpt *ck;
     struct hm_model *m;
     struct hm_error err;
+    const struct hm_backend *be = hm_backend_get("ref");
     if (hm_ckpt_open(ckpt, &ck, &err) != HM_OK || hm_model_load(ck, &m, &err) != HM_OK)
         die(ckpt, err.msg);
     hm_ckpt_close(ck);
+    if (hm_model_place(m, be, &err) != HM_OK)
+        die(ckpt, err.msg);
     *V = m->cfg.vocab_size;
     float *lg = malloc(sizeof(float) * (size_t)(T * *V));
     struct hm_model_ws ws;
     hm_model_ws_init(&ws);
-    if (hm_model_forward(m, hm_backend_get("ref"), tok, T, lg, &ws, &err) != HM_OK)
+    if (hm_model_forward(m, be, tok, T, lg, &ws, &err) != HM_OK)
         die(ckpt, err.msg);
     hm_model_ws_release(&ws);
     hm_model_free(m);

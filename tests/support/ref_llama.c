@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "backend.h"
 #include "checkpoint.h"
 #include "dtype.h"
 
@@ -783,8 +784,16 @@ struct tu_ref_table *tu_ref_table_from_model(const struct hm_model *m)
     for (int64_t i = 0; i < m->n_views; i++) {
         const struct hm_tensor_view *v = &m->views[i];
         double *d = malloc(sizeof(double) * (size_t)(v->numel > 0 ? v->numel : 1));
+        const float *data = v->data;
+        float *host = NULL;
+        if (m->be) { /* placed: read the backend's memory through a download */
+            host = malloc(sizeof(float) * (size_t)(v->numel > 0 ? v->numel : 1));
+            hm_backend_download(m->be, host, v->data, sizeof(float) * (size_t)v->numel);
+            data = host;
+        }
         for (int64_t k = 0; k < v->numel; k++)
-            d[k] = v->data[k];
+            d[k] = data[k];
+        free(host);
         tu_ref_table_put(t, v->spec.name, HM_DTYPE_F32, v->spec.ndim, v->spec.shape, d);
         free(d);
     }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
 #include "model_views.h"
 #include "params.h"
 
@@ -15,9 +16,18 @@ double *tu_ref_params_from_model(const struct hm_model *m, int64_t *n)
         total += v[i].numel;
     double *w = malloc(sizeof(double) * (size_t)total);
     int64_t k = 0;
-    for (int64_t i = 0; i < nv; i++)
+    for (int64_t i = 0; i < nv; i++) {
+        const float *data = v[i].data;
+        float *host = NULL;
+        if (m->be) { /* placed: read the backend's memory through a download */
+            host = malloc(sizeof(float) * (size_t)(v[i].numel > 0 ? v[i].numel : 1));
+            hm_backend_download(m->be, host, v[i].data, sizeof(float) * (size_t)v[i].numel);
+            data = host;
+        }
         for (int64_t j = 0; j < v[i].numel; j++)
-            w[k++] = v[i].data[j];
+            w[k++] = data[j];
+        free(host);
+    }
     free(v);
     *n = total;
     return w;
