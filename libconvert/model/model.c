@@ -189,8 +189,10 @@ void hm_model_free(struct hm_model *m)
 static void rebase(struct hm_model *m, const float *from, float *to, float *inv_freq)
 {
     for (int64_t i = 0; i < m->n_views; i++) {
+        /* several views may share one slot (llama's q, k, v projections):
+         * a slot moves once, while it still points into the old storage */
         float **slot = slot_ptr(m, &m->views[i].spec);
-        if (*slot)
+        if (*slot && *slot >= from && *slot < from + m->n_params)
             *slot = to + (*slot - from);
         m->views[i].data = to + (m->views[i].data - from);
     }
