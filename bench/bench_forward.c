@@ -20,6 +20,7 @@
 
 #include "bench_common.h"
 #include "model.h"
+#include "model_forward.h"
 #include "threads.h"
 
 static void fill(float *v, int64_t n, uint64_t *s, float scale, float mean)

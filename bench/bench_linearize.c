@@ -28,6 +28,7 @@
 #include "op_profile.h"
 #include "checkpoint.h"
 #include "linearize.h"
+#include "model_forward.h"
 #include "model_views.h"
 #include "params.h"
 #include "presets.h"

@@ -13,6 +13,7 @@
 
 #include "backend.h"
 #include "model.h"
+#include "model_forward.h"
 #include "presets.h"
 
 static const struct hm_backend *checked(void)

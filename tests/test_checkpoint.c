@@ -1,6 +1,7 @@
 /* test_checkpoint.c — HF folders, sharded indexes and single files as one
- * checkpoint (libconvert/checkpoint.c), over tu_make_pythia fixtures and the
- * checkpoint-level cases of samples/bad (expected.tsv, level "ckpt"). */
+ * checkpoint (libconvert/checkpoint/checkpoint.c), over tu_make_pythia
+ * fixtures and the checkpoint-level cases of samples/bad (expected.tsv, level
+ * "ckpt"). */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <math.h>

@@ -1,4 +1,4 @@
-/* test_dtype.c — F16/BF16 ↔ F32 conversions (libconvert/dtype.c).
+/* test_dtype.c — F16/BF16 ↔ F32 conversions (libconvert/checkpoint/dtype.c).
  *
  * Oracle: an independent reference written here with double arithmetic. The
  * value of every 16-bit pattern is decoded with ldexp; F32 → F16/BF16 is the

@@ -15,6 +15,7 @@
 #include "checkpoint.h"
 #include "fixture.h"
 #include "model.h"
+#include "model_forward.h"
 #include "safetensors.h"
 #include "testutil.h"
 #include "tokfile.h"

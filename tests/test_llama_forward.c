@@ -1,4 +1,4 @@
-/* test_llama_forward.c — the llama family of libconvert/model.c against the
+/* test_llama_forward.c — the llama family of libconvert/forward/ against the
  * independent double implementation tests/support/ref_llama.c, and the
  * decoding step of every family × mixer against the full forward.
  *
@@ -23,6 +23,7 @@
 #include "checkpoint.h"
 #include "fixture_llama.h"
 #include "model.h"
+#include "model_forward.h"
 #include "recurrent.h"
 #include "ref_llama.h"
 #include "testutil.h"

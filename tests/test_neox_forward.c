@@ -14,6 +14,7 @@
 
 #include "checkpoint.h"
 #include "model.h"
+#include "model_forward.h"
 #include "testutil.h"
 #include "fixture.h"
 #include "threads.h"

@@ -1,4 +1,4 @@
-/* ONNX export (SPEC §9, libconvert/onnx_export.h): for the four students
+/* ONNX export (SPEC §9, libconvert/export/onnx_export.h): for the four students
  * (hedgehog, hedgemamba × neox, llama) with random weights,
  *   - the bytes parse back with protobuf-c into the promised structure:
  *     IR/opset, standard-domain operators only, inputs/outputs with their
@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "model.h"
+#include "model_forward.h"
 #include "onnx_export.h"
 #include "onnx_subset.pb-c.h"
 #include "safetensors.h"

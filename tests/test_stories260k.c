@@ -17,6 +17,7 @@
 #include "checkpoint.h"
 #include "import_llama2c.h"
 #include "model.h"
+#include "model_forward.h"
 #include "recurrent.h"
 #include "ref_llama.h"
 #include "testutil.h"

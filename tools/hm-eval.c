@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "fileio.h"
 #include "model.h"
+#include "model_forward.h"
 #include "safetensors.h"
 #include "threads.h"
 #include "tokenizer.h"

@@ -1,7 +1,7 @@
 /* hm-finetune — next-token cross-entropy training (SPEC §3 stage 2, §4),
  * optionally with a distillation term KL(teacher ‖ student) on the logits.
  * The run machinery (schedule, optimizer, log, resume, NaN guard) is
- * libconvert/run.c; this file wires flags and models to it. */
+ * libconvert/train/run.c; this file wires flags and models to it. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,7 +38,7 @@ static const char usage[] =
 
 enum { OPT_FREEZE = HM_OPT_FIRST_TOOL, OPT_KD_TEACHER, OPT_KD_WEIGHT };
 
-static struct hm_model *load_neox(const char *path, struct hm_ckpt **ck_out, char **prov)
+static struct hm_model *load_model(const char *path, struct hm_ckpt **ck_out, char **prov)
 {
     struct hm_ckpt *ck;
     struct hm_model *m;
@@ -137,9 +137,9 @@ int main(int argc, char **argv)
         hm_die("--log '%s' is the --kd-teacher: refusing to overwrite it", t.run.log_path);
 
     char *prov = NULL;
-    struct hm_model *m = load_neox(in, NULL, &prov), *teacher = NULL;
+    struct hm_model *m = load_model(in, NULL, &prov), *teacher = NULL;
     if (kd_path) {
-        teacher = load_neox(kd_path, NULL, NULL);
+        teacher = load_model(kd_path, NULL, NULL);
         if (teacher->cfg.vocab_size != m->cfg.vocab_size)
             hm_die("teacher '%s' has vocabulary %lld, the student %lld", kd_path,
                    (long long)teacher->cfg.vocab_size, (long long)m->cfg.vocab_size);

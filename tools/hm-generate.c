@@ -1,7 +1,7 @@
 /* hm-generate — text generation and decoding benchmarks (SPEC §8): a chunked
  * prefill of the prompt, then one token at a time (the teacher's KV cache,
  * the students' constant-size state), each token chosen by the sampler of
- * libconvert/sample.h. */
+ * libconvert/decode/sample.h. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,7 +62,8 @@ static const char usage[] =
     "                       of exp(z_i - max z) exceeds u times the kept sum.\n"
     "                       Probability ties order by the lower id; greedy draws\n"
     "                       nothing. The same model, prompt and flags give the same\n"
-    "                       tokens bit for bit (libconvert/sample.h has every step).\n"
+    "                       tokens bit for bit (libconvert/decode/sample.h has every\n"
+    "                       step).\n"
     "Stopping:\n"
     "  --max-new-tokens N   at most N new tokens (default 256)\n"
     "  --stop STRING        stop when STRING appears in the new text, which ends\n"

@@ -2,7 +2,7 @@
  * Trains only the per-layer, per-head feature maps against the teacher's
  * own attention outputs (layer-wise cosine, SPEC §2); writes a `hedgehog`
  * checkpoint holding the teacher's tensors byte for byte plus the maps.
- * The run machinery is libconvert/run.c (shared with hm-finetune). */
+ * The run machinery is libconvert/train/run.c (shared with hm-finetune). */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>

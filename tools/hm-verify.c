@@ -19,6 +19,7 @@
 #include "checkpoint.h"
 #include "cli.h"
 #include "model.h"
+#include "model_forward.h"
 #include "recurrent.h"
 #include "threads.h"
 #include "tokfile.h"

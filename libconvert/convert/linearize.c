@@ -16,6 +16,7 @@
 
 #include "ckpt_write.h"
 #include "mixer.h"
+#include "model_forward.h"
 #include "model_views.h"
 #include "params.h"
 
@@ -23,7 +24,7 @@
 struct hm_linearizer {
     const struct hm_ckpt *ck;     /* borrowed */
     const struct hm_backend *be;  /* borrowed */
-    struct hm_model *teacher;      /* owned, gpt_neox */
+    struct hm_model *teacher;      /* owned, softmax (gpt_neox or llama) */
     struct hm_model *student;      /* owned, hedgehog */
     int64_t B, T, accum, L;
     struct hm_model_ws tws;        /* the teacher (hooked) */

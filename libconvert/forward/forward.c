@@ -1,14 +1,39 @@
-/* forward.c — the forward skeleton (forward.h) and the mixer registry. */
+/* forward.c — the forward skeleton (forward.h) and the family pieces it runs
+ * (norm, MLP).
+ *
+ * Gotcha that has caused bugs: the residual order matters only to the last
+ * ulp, but we follow HF: parallel  h = (mlp + attn) + h;  sequential
+ * t = attn + h, h = mlp + t. */
 #include "forward.h"
 
-const struct hm_mixer_unit *hm_mixer_unit(enum hm_mixer mixer)
+void hm_model_norm_forward(const struct hm_model *m, const struct hm_backend *be, float *y,
+                           float *mean, float *rstd, const float *x, const float *w,
+                           const float *b, int64_t T)
 {
-    switch (mixer) {
-    case HM_MIXER_SOFTMAX: return &hm_mixer_softmax;
-    case HM_MIXER_HEDGEHOG: return &hm_mixer_hedgehog;
-    case HM_MIXER_HEDGEMAMBA: return &hm_mixer_hedgemamba;
-    default: return NULL;
+    const struct hm_config *c = &m->cfg;
+    if (c->norm_kind == HM_NORM_RMS)
+        hm_backend_rmsnorm_forward(be, y, rstd, x, w, T, c->hidden_size, (float)c->layer_norm_eps);
+    else
+        hm_backend_layernorm_forward(be, y, mean, rstd, x, w, b, T, c->hidden_size,
+                                     (float)c->layer_norm_eps);
+}
+
+void hm_model_mlp_forward(const struct hm_model *m, const struct hm_backend *be,
+                          const struct hm_layer *ly, float *out, float *hid, float *gate,
+                          float *act, const float *x, int64_t T)
+{
+    const struct hm_config *c = &m->cfg;
+    const int64_t d = c->hidden_size, I = c->intermediate_size;
+    hm_backend_matmul_forward(be, hid, x, ly->fc1_w, ly->fc1_b, T, d, I);
+    if (c->mlp_kind == HM_MLP_SWIGLU) {
+        /* SwiGLU: silu(gate) ⊙ up */
+        hm_backend_matmul_forward(be, gate, x, ly->fcg_w, ly->fcg_b, T, d, I);
+        hm_backend_silu_gate_forward(be, act, hid, gate, T * I);
+    } else {
+        hm_backend_gelu_forward(be, act, hid, T * I,
+                                c->hidden_act == HM_ACT_GELU_TANH ? HM_GELU_TANH : HM_GELU_ERF);
     }
+    hm_backend_matmul_forward(be, out, act, ly->fc2_w, ly->fc2_b, T, I, d);
 }
 
 enum hm_status hm_model_layers_forward(const struct hm_model *m, const struct hm_backend *be,

@@ -13,6 +13,40 @@
 #define HM_FORWARD_H
 
 #include "mixer.h"
+#include "model.h"
+
+/* Called after each layer's attention (stage 1 reads the teacher here):
+ *   a_in: [T, d] the layer's norm1 output; qkv: [T, n_h, 3, p] its per-head
+ *   q, k, v after rotary (row stride 3 n_h p, head stride 3p); attn_out:
+ *   [T, d] attention output after dense, before the residual add. All
+ *   borrowed for the call only.
+ * A non-HM_OK return stops the forward pass with that status (the hook fills
+ * err). */
+typedef enum hm_status (*hm_model_layer_fn)(void *ctx, int64_t layer, const float *a_in,
+                                           const float *qkv, const float *attn_out, int64_t T,
+                                           int64_t d, struct hm_error *err);
+
+struct hm_model_hooks {
+    hm_model_layer_fn on_layer; /* may be NULL */
+    void *ctx;
+    /* 1: stop right after the last layer's hook (its MLP and the final
+     * LayerNorm are skipped; ws->hf is not computed) — stage 1 needs only
+     * the attention blocks. */
+    int stop_after_last_hook;
+};
+
+/* Family pieces of the skeleton, shared by inference, training and decoding
+ * (forward.c). y: [T, d] = norm(x) with the family's norm kind; mean, rstd:
+ * [T] saved statistics (mean unused by RMSNorm; both may be NULL). */
+void hm_model_norm_forward(const struct hm_model *m, const struct hm_backend *be, float *y,
+                           float *mean, float *rstd, const float *x, const float *w,
+                           const float *b, int64_t T);
+/* out: [T, d] = mlp(x: [T, d]); hid: [T, I] the up projection (GELU input /
+ * SwiGLU up, kept for backward); gate: [T, I] the SwiGLU gate
+ * pre-activation (llama; unused by neox); act: [T, I] the activated hidden. */
+void hm_model_mlp_forward(const struct hm_model *m, const struct hm_backend *be,
+                          const struct hm_layer *ly, float *out, float *hid, float *gate,
+                          float *act, const float *x, int64_t T);
 
 struct hm_fwd {
     int64_t B, T;                /* sequences and rows per sequence (N = B·T) */

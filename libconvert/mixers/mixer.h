@@ -1,7 +1,8 @@
 /* mixer.h — the token mixers (SPEC §1–§3), one unit per file:
  * mixer_softmax.c (the teacher's causal softmax attention, KV cache),
  * mixer_hedgehog.c (SPEC §2 feature maps + causal linear attention),
- * mixer_hedgemamba.c (SPEC §3 conv, feature maps, selective scan, gate).
+ * mixer_hedgemamba.c (SPEC §3 conv, feature maps, selective scan, gate);
+ * mixer.c maps cfg.mixer to its unit (hm_mixer_unit).
  *
  * A unit holds everything that differs between mixers: its forward (used by
  * inference, training, stage 1 and decoding through the one skeleton in
@@ -20,7 +21,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model.h"
+#include "config.h"
+#include "hm_error.h"
+
+/* The model's types (model.h) are only pointed to here: model.c reads the
+ * units (identity init, workspace sizes), so mixer.h does not include it. */
+struct hm_backend;
+struct hm_layer;
+struct hm_layer_acts;
+struct hm_model;
 
 /* The per-layer recurrent state of decoding. recurrent.c allocates the
  * constant-size part (win, S; state_floats) and the vectors; the softmax

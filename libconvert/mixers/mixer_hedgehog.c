@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "mixer.h"
+#include "model.h"
 
 void hm_mixer_featuremaps_forward(const struct hm_mix *x, const float *qkv, float *phiq,
                                   float *phik, int64_t T)

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "mixer.h"
+#include "model.h"
 
 static size_t hb_ws(const struct hm_config *c, const struct hm_backend *be, int64_t T)
 {

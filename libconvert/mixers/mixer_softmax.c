@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "mixer.h"
+#include "model.h"
 
 static size_t sm_ws(const struct hm_config *c, const struct hm_backend *be, int64_t T)
 {

@@ -1,9 +1,9 @@
 /* config.h — the model configuration every tool agrees on (SPEC §1–§3, §5).
  *
- * Read from a HuggingFace GPT-NeoX config.json or from the `hm.config`
- * metadata of files hm writes (same field names for the shared fields, plus
- * `arch`, `feature_dim`, `conv_width`, `components`). Written back as
- * hm.config by hm_config_to_json().
+ * Read from a HuggingFace GPT-NeoX or llama config.json or from the
+ * `hm.config` metadata of files hm writes (same field names for the shared
+ * fields, plus `arch`, `feature_dim`, `conv_width`, `components`). Written
+ * back as hm.config by hm_config_to_json().
  */
 #ifndef HM_CONFIG_H
 #define HM_CONFIG_H

@@ -18,7 +18,8 @@
  * rotary_emb.inv_freq) are ignored; inv_freq is recomputed in fp32 exactly
  * as HF does (hm_model_inv_freq: the default plus llama3 scaling).
  *
- * Forward runs B sequences of T tokens at once as N = B·T rows (each
+ * Forward (forward/model_forward.h over the skeleton of forward/forward.h)
+ * runs B sequences of T tokens at once as N = B·T rows (each
  * sequence at positions 0..T-1, independent of the others; B = 1 is the
  * single-sequence form) on any backend (kernels/backend.h): the row-wise
  * products see all N rows, the mixer runs per sequence. All activations
@@ -226,79 +227,9 @@ int64_t hm_model_eval_batch(const struct hm_config *cfg, const struct hm_backend
 size_t hm_model_mixer_ws_size(const struct hm_config *cfg, const struct hm_backend *be,
                               int64_t T);
 
-/* Called after each layer's attention (stage 1 reads the teacher here):
- *   a_in: [T, d] the layer's norm1 output; qkv: [T, n_h, 3, p] its per-head
- *   q, k, v after rotary (row stride 3 n_h p, head stride 3p); attn_out:
- *   [T, d] attention output after dense, before the residual add. All
- *   borrowed for the call only.
- * A non-HM_OK return stops the forward pass with that status (the hook fills
- * err). */
-typedef enum hm_status (*hm_model_layer_fn)(void *ctx, int64_t layer, const float *a_in,
-                                           const float *qkv, const float *attn_out, int64_t T,
-                                           int64_t d, struct hm_error *err);
-
-struct hm_model_hooks {
-    hm_model_layer_fn on_layer; /* may be NULL */
-    void *ctx;
-    /* 1: stop right after the last layer's hook (its MLP and the final
-     * LayerNorm are skipped; ws->hf is not computed) — stage 1 needs only
-     * the attention blocks. */
-    int stop_after_last_hook;
-};
-
-/* Family pieces of the skeleton, shared by inference, training and decoding
- * (model.c). y: [T, d] = norm(x) with the family's norm kind; mean, rstd:
- * [T] saved statistics (mean unused by RMSNorm; both may be NULL). */
-void hm_model_norm_forward(const struct hm_model *m, const struct hm_backend *be, float *y,
-                           float *mean, float *rstd, const float *x, const float *w,
-                           const float *b, int64_t T);
-/* out: [T, d] = mlp(x: [T, d]); hid: [T, I] the up projection (GELU input /
- * SwiGLU up, kept for backward); gate: [T, I] the SwiGLU gate
- * pre-activation (llama; unused by neox); act: [T, I] the activated hidden. */
-void hm_model_mlp_forward(const struct hm_model *m, const struct hm_backend *be,
-                          const struct hm_layer *ly, float *out, float *hid, float *gate,
-                          float *act, const float *x, int64_t T);
 /* Rotary inverse frequencies of cfg [r/2]: HF's fp32 default, with the llama3
  * rope_scaling applied when configured (HF _compute_llama3_parameters). */
 void hm_model_inv_freq(const struct hm_config *cfg, float *inv_freq);
-
-/* Runs the layers and the final norm on tokens: [T] (each < V).
- * The result is ws->hf: [T, d] (borrowed until the next call on ws).
- * hooks may be NULL. */
-enum hm_status hm_model_hidden(const struct hm_model *m, const struct hm_backend *be,
-                              const int32_t *tokens, int64_t T, struct hm_model_ws *ws,
-                              const struct hm_model_hooks *hooks, struct hm_error *err);
-
-/* logits: [B, T, V] (caller-owned host memory, downloaded) for tokens: [B, T], B independent
- * sequences each at positions 0..T-1. hm_model_forward is B = 1. */
-enum hm_status hm_model_forward_batch(const struct hm_model *m, const struct hm_backend *be,
-                                      const int32_t *tokens, int64_t B, int64_t T,
-                                      float *logits, struct hm_model_ws *ws,
-                                      struct hm_error *err);
-enum hm_status hm_model_forward(const struct hm_model *m, const struct hm_backend *be,
-                               const int32_t *tokens, int64_t T, float *logits,
-                               struct hm_model_ws *ws, struct hm_error *err);
-
-/* nll: [B, T] (caller-owned host memory, downloaded), nll[b, t] = −log softmax(logits[b, t])[targets[b, t]]
- * for tokens: [B, T] and targets: [B, T] (each < V), B independent sequences
- * each at positions 0..T-1. Logits are made B·HM_MODEL_NLL_ROWS rows at a
- * time. A sequence's NLLs equal its B = 1 ones up to the rounding of the
- * products over more rows (a BLAS may block N rows differently: last bits).
- * hm_model_nll is B = 1. */
-enum hm_status hm_model_nll_batch(const struct hm_model *m, const struct hm_backend *be,
-                                  const int32_t *tokens, const int32_t *targets, int64_t B,
-                                  int64_t T, float *nll, struct hm_model_ws *ws,
-                                  struct hm_error *err);
-enum hm_status hm_model_nll(const struct hm_model *m, const struct hm_backend *be,
-                           const int32_t *tokens, const int32_t *targets, int64_t T,
-                           float *nll, struct hm_model_ws *ws, struct hm_error *err);
-
-/* *sum = Σ of the next-token NLLs of B consecutive windows of T targets:
- * window b reads tokens[b T .. b T + T] (tokens: [B T + 1], windows
- * overlapping by one token, as validation reads them). */
-enum hm_status hm_model_nll_sum(const struct hm_model *m, const struct hm_backend *be,
-                                const int32_t *tokens, int64_t B, int64_t T,
-                                struct hm_model_ws *ws, double *sum, struct hm_error *err);
 
 /* Forward FLOPs per token at sequence length T, counted as BENCH.md: 2N per
  * weight-matrix entry (qkv, dense, fc1, fc2 of every layer, embed_out;

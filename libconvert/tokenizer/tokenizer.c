@@ -1,5 +1,6 @@
-/* tokenizer.c — token arrays, added tokens, normalization, encode, decode,
- * the byte-level vocabulary. Loading tokenizer.json is in tokenizer_load.c;
+/* tokenizer.c — added tokens, normalization, encode, decode,
+ * the byte-level vocabulary. Token arrays (struct hm_ids) are in
+ * tokenizer_types.c; loading tokenizer.json is in tokenizer_load.c;
  * the pre-tokenizer, BPE and the word cache are in tokenizer_bpe.c; the
  * llama2.c tokenizer.bin (load, encode, decode) in tokenizer_llama2c.c. */
 #include "tokenizer.h"
@@ -11,54 +12,6 @@
 #include <xxhash.h>
 
 #include "tokenizer_internal.h"
-
-/* ---- hm_ids ------------------------------------------------------------------ */
-
-void hm_ids_release(struct hm_ids *ids)
-{
-    if (!ids)
-        return;
-    free(ids->v);
-    ids->v = NULL;
-    ids->n = ids->cap = 0;
-}
-
-enum hm_status hm_ids_reserve(struct hm_ids *ids, int64_t extra, struct hm_error *err)
-{
-    if (extra < 0 || ids->n > INT64_MAX - extra)
-        return hm_error_set(err, HM_ERR_NOMEM, "token array size overflows");
-    int64_t need = ids->n + extra;
-    if (need <= ids->cap)
-        return HM_OK;
-    int64_t cap = ids->cap ? ids->cap : 1024;
-    while (cap < need) {
-        if (cap > INT64_MAX / 2)
-            return hm_error_set(err, HM_ERR_NOMEM, "token array size overflows");
-        cap *= 2;
-    }
-    size_t bytes;
-    if (hm_mul_size((size_t)cap, sizeof(int32_t), &bytes) != 0)
-        return hm_error_set(err, HM_ERR_NOMEM, "token array size overflows");
-    int32_t *v = realloc(ids->v, bytes);
-    if (!v)
-        return hm_error_set(err, HM_ERR_NOMEM, "out of memory for %lld token ids",
-                            (long long)cap);
-    ids->v = v;
-    ids->cap = cap;
-    return HM_OK;
-}
-
-enum hm_status hm_ids_append(struct hm_ids *ids, const int32_t *src, int64_t n,
-                             struct hm_error *err)
-{
-    enum hm_status st = hm_ids_reserve(ids, n, err);
-    if (st != HM_OK)
-        return st;
-    if (n)
-        memcpy(ids->v + ids->n, src, (size_t)n * sizeof *src);
-    ids->n += n;
-    return HM_OK;
-}
 
 /* Length of the valid UTF-8 sequence at p (n bytes left), or 0 if invalid. */
 int hm_tok_utf8_valid_len(const uint8_t *p, size_t n)

@@ -55,31 +55,12 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "hm_error.h"
+#include "tokenizer_types.h"
 
 struct hm_tokenizer;
 
-enum hm_tokenizer_kind {
-    HM_TOKENIZER_KIND_HF_BPE = 0, /* HuggingFace tokenizer.json */
-    HM_TOKENIZER_KIND_BYTES,      /* hm_tokenizer_bytes() */
-    HM_TOKENIZER_KIND_LLAMA2C,    /* llama2.c tokenizer.bin */
-};
-
 /* Longest piece (and max_token_length) a tokenizer.bin may declare. */
 #define HM_LLAMA2C_MAX_PIECE 65536
-
-/* A growable array of token ids: v: [n] valid of [cap] allocated.
- * Zero-initialize ({0}); the caller owns v: free with hm_ids_release(). */
-struct hm_ids {
-    int32_t *v;
-    int64_t n, cap;
-};
-
-void hm_ids_release(struct hm_ids *ids); /* frees v and zeroes the struct; NULL ok */
-/* Makes room for extra more ids (HM_ERR_NOMEM on failure). */
-enum hm_status hm_ids_reserve(struct hm_ids *ids, int64_t extra, struct hm_error *err);
-/* Appends src: [n]. */
-enum hm_status hm_ids_append(struct hm_ids *ids, const int32_t *src, int64_t n,
-                             struct hm_error *err);
 
 /* Loads a tokenizer.json or a llama2.c tokenizer.bin (told apart by
  * content). out: owned, free with hm_tokenizer_free(). Messages do not hold

@@ -1,13 +1,16 @@
 /* tokenizer_internal.h — private layout shared by tokenizer.c (the public
  * API, added tokens), tokenizer_load.c (tokenizer.json), tokenizer_bpe.c
  * (pre-tokenizer, BPE, cache) and tokenizer_llama2c.c (tokenizer.bin).
- * Not installed; only libconvert/tokenizer*.c include it. */
+ * Not installed; only libconvert/tokenizer/tokenizer*.c include it. It does not
+ * include tokenizer.h (the API) so that tokenizer.c, which includes both, is
+ * no ring: the types both need are in tokenizer_types.h. */
 #ifndef HM_TOKENIZER_INTERNAL_H
 #define HM_TOKENIZER_INTERNAL_H
 
 #include <stddef.h>
 #include <stdint.h>
-#include "tokenizer.h"
+#include "hm_error.h"
+#include "tokenizer_types.h"
 
 /* An added token (tokenizer.json "added_tokens"). */
 struct hm_added_tok {

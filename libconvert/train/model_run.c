@@ -2,6 +2,8 @@
 
 #include <stdlib.h>
 
+#include "model_forward.h"
+
 static void zero_grad(void *ctx)
 {
     hm_trainer_zero_grad(((struct hm_model_run *)ctx)->trainer);

@@ -1,6 +1,6 @@
-/* neox_run.h — a GPT-NeoX model and its trainer as the model side of a run
- * (struct hm_run_model): cross-entropy (+KD) training, validation NLL with
- * the inference path, checkpoints in the chosen dtype. */
+/* model_run.h — a model of any family × mixer and its trainer as the model
+ * side of a run (struct hm_run_model): cross-entropy (+KD) training,
+ * validation NLL with the inference path, checkpoints in the chosen dtype. */
 #ifndef HM_MODEL_RUN_H
 #define HM_MODEL_RUN_H
 

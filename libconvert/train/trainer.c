@@ -1,4 +1,5 @@
-/* trainer.c — forward + backward of every model for training (see trainer.h).
+/* trainer.c — forward + backward of every family × mixer for training (see
+ * trainer.h).
  *
  * Gotchas that have caused bugs (or would):
  *  - positions restart at 0 for each of the B sequences: rotary, attention
@@ -7,11 +8,51 @@
  *    t = attn + h, h' = mlp + t — the backward mirrors it;
  *  - activation gradients are written by the ops, parameter gradients
  *    accumulate (kernels/backend.h): zero grads once per optimizer step. */
-#include "trainer_internal.h"
+#include "trainer.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "forward.h"
+#include "model_forward.h"
+
+/* The trainer's state. The forward is the one skeleton (forward.h); the
+ * mixers' forward and backward are their units (mixer.h). */
+struct hm_trainer {
+    struct hm_model *m;              /* borrowed */
+    const struct hm_backend *be;    /* borrowed */
+    struct hm_train_opts opt;
+    int64_t N;                      /* B·T rows */
+    struct hm_model *g;              /* owned: gradients */
+    struct hm_layer_acts *la;       /* [L] saved activations */
+    float *arena;                   /* owned: every activation buffer */
+    float *hL, *meanf, *rstdf, *hf; /* final residual, LNf stats, LNf output */
+    float *o, *mo;                  /* [N, d] attention output, MLP output */
+    float *gbuf, *dmh, *dmg;        /* [N, I] (dmg: llama) */
+    float *dh, *dt1, *dt2, *dt3;    /* [N, d] */
+    float *datt;                    /* [N, n_h p] gradient of the merged heads */
+    float *dqkv;                    /* [N, 3 n_h p] per-head q, k, v grads */
+    float *proj, *dproj;            /* llama: [N, qkv_dim] projection and its grad
+                                     * (neox: both alias qkv / dqkv) */
+    float *dhf;                     /* [N, d] */
+    float *dphiq, *dphik;           /* [T, n_h, 2F] one sequence (hedgehog, hedgemamba) */
+    float *dys, *dz;                /* [N, n_h p] hedgemamba: scan output and gate grads */
+    float *dxraw;                   /* [N, qkv_dim] hedgemamba: grad of the pre-conv qkv */
+    float *ddt, *ddtz;              /* [N, n_h] hedgemamba: grads of Δ and its pre-act */
+    unsigned active;                /* HM_COMP_* that train (hedgemamba) */
+    float *logits, *dlogits;        /* [CE_ROWS, V] */
+    float *tlogits, *thf;           /* teacher: [CE_ROWS, V], [N, d] */
+    struct hm_model_ws tws;          /* teacher workspace */
+    void *att_ws;
+    size_t att_ws_size, attb_ws_size;
+    int32_t *in, *tg;               /* [N] token ids, targets (backend memory) */
+    int32_t *hin, *htg;             /* [N] their host copies (checked, then uploaded) */
+    double *sums;                   /* [2] backend: CE and KL sums when the caller gives none */
+    struct hm_tensor_view *views, *gviews;
+    struct hm_opt_param *params;
+    int64_t np;
+};
 
 void hm_trainer_free(struct hm_trainer *tr)
 {

@@ -1,4 +1,4 @@
-/* trainer.h — forward + backward of every model for training.
+/* trainer.h — forward + backward of every family × mixer for training.
  *
  * The engine every training tool runs on. A micro-batch is B sequences of
  * T inputs with their T next-token targets; all B·T rows go through the
@@ -11,8 +11,9 @@
  * (N split evenly), so logits are never [B·T, V] at once.
  *
  * The mixer follows cfg.mixer (softmax attention, Hedgehog linear attention,
- * HedgeMamba SSM; libconvert/train_mixer.c); for HedgeMamba, components
- * not listed in cfg.components are frozen at their stored values.
+ * HedgeMamba SSM; each unit's backward is in mixers/mixer_*.c); for
+ * HedgeMamba, components not listed in cfg.components are frozen at their
+ * stored values.
  * Gradients live in a second struct hm_model with the same layout (grads.*
  * mirrors model.*). Frozen groups get no gradient work: with
  * `freeze_embeddings`, embed_in and embed_out are frozen (embed_out still

@@ -14,6 +14,7 @@
 #include "atomic_file.h"
 #include "checkpoint.h"
 #include "model.h"
+#include "model_forward.h"
 #include "model_views.h"
 #include "presets.h"
 #include "provenance.h"
