@@ -1,7 +1,7 @@
 /* backend_impl.h — private: what a backend implements (conventions 12).
  *
  * Only backend implementations (kernels/cpu/, kernels/checked/, a device
- * library) and the registry (backend.c) include this; callers see the
+ * library) and the registry (dispatch.c) include this; callers see the
  * opaque struct hm_backend and the wrappers of backend.h. */
 #ifndef HM_BACKEND_IMPL_H
 #define HM_BACKEND_IMPL_H

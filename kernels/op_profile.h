@@ -1,7 +1,7 @@
 /* op_profile.h — per-op wall time of the backend's ops (bench_train
  * --profile, hm-finetune's per-op table).
  *
- * Every dispatching wrapper in kernels/backend.c times its call while
+ * Every dispatching wrapper in kernels/dispatch.c times its call while
  * profiling is on: calls, seconds and (for the matrix products) the FLOPs
  * each op kind did, summed per op name. Off, a wrapper pays one branch.
  * Not thread-safe by design: ops are called from one thread (backend.h). */

@@ -13,11 +13,6 @@
 # other, directly or in a ring. Scanned: errors/ formats/ kernels/ libconvert/
 # tools/. Exit 0 clean, 1 with each cycle and each overfull folder on stderr.
 #
-# KNOWN below lists the only includes let through: kernels/backend.c includes
-# the CPU headers (kernels/cpu/cpu_*.h) that include backend.h again. kernels/
-# is being reworked on its own branch; the fix belongs there (e.g. the CPU
-# backend's table built in kernels/cpu/, so backend.c includes no cpu_*.h).
-# Each let-through include is named on stderr; drop it from KNOWN once gone.
 set -euo pipefail
 root=${1:-"$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"}
 exec python3 - "$root" <<'PY'
@@ -34,9 +29,7 @@ for top in ("errors", "formats", "kernels", "libconvert", "tools"):
 def module(path):
     return os.path.splitext(os.path.basename(path))[0]
 
-# (module, the module it includes): let through, see the top of this file
-KNOWN = {("backend", d) for d in ("cpu_backward", "cpu_family", "cpu_linattn", "cpu_ops",
-                                  "cpu_ssm", "cpu_train")}
+KNOWN = set()  # (module, the module it includes) let through: none
 
 fail = 0
 where = {}  # module -> its files

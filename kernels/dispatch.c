@@ -1,4 +1,4 @@
-/* backend.c — the backend registry, the lifecycle, the op wrappers
+/* dispatch.c — the backend registry, the lifecycle, the op wrappers
  * (generated from ops.def) and the memory interface. */
 #include "backend_impl.h"
 
