@@ -1,4 +1,4 @@
-/* tokfile.h — the hm token file (SPEC §5 "Token files").
+/* tokfile.h — the hm token file (contract §5 "Token files").
  *
  * Layout (all integers little-endian; docs/token-file.md says the same):
  *

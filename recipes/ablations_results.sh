@@ -1,7 +1,7 @@
 #!/bin/sh
 # ablations_results.sh json|md — the paper's four tables from the held-out
 # evaluations of recipes/ablations.mk: per cell the perplexity of each seed,
-# their mean and range; the paper's numbers beside (SPEC §4, Pythia-1B on
+# their mean and range; the paper's numbers beside (contract §4, Pythia-1B on
 # OpenWebText); comparisons say "holds" only when the seed ranges do not
 # overlap, else "within the seed spread".
 # Env: OUT, SEEDS, CELLS ("name:run-base ..."), AB_BUDGET.

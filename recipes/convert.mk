@@ -1,4 +1,4 @@
-# convert.mk — a real conversion with the paper's recipe (SPEC §4), shared
+# convert.mk — a real conversion with the paper's recipe (contract §4), shared
 # by recipes/pythia.mk and recipes/llama.mk (which set the family defaults
 # and include this file):
 #

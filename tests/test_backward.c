@@ -571,12 +571,12 @@ static void whole_model_check(int parallel, enum hm_act act, const char *bename,
     whole_model_check_arch(parallel, act, bename, freeze, HM_MIXER_SOFTMAX);
 }
 
-/* Hedgehog (SPEC §2): feature maps + linear attention in the full model, as
+/* Hedgehog (contract §2): feature maps + linear attention in the full model, as
  * hm-finetune trains the paper's Hedgehog baseline. */
 Test(backward, whole_model_hedgehog_ref) { whole_model_check_arch(1, HM_ACT_GELU, "ref", 0, HM_MIXER_HEDGEHOG); }
 Test(backward, whole_model_hedgehog_fast) { whole_model_check_arch(0, HM_ACT_GELU, "fast", 0, HM_MIXER_HEDGEHOG); }
 
-/* HedgeMamba (SPEC §3): conv, Δ, the scan with the ones channel, D, gate —
+/* HedgeMamba (contract §3): conv, Δ, the scan with the ones channel, D, gate —
  * stage 2's full model, every component active. */
 Test(backward, whole_model_hedgemamba_ref) { whole_model_check_arch(1, HM_ACT_GELU, "ref", 1, HM_MIXER_HEDGEMAMBA); }
 Test(backward, whole_model_hedgemamba_fast) { whole_model_check_arch(0, HM_ACT_GELU_TANH, "fast", 0, HM_MIXER_HEDGEMAMBA); }
@@ -629,7 +629,7 @@ Test(backward, sgd_step_exposes_gradient)
     hm_model_free(m);
 }
 
-/* Distillation (hm-finetune --kd-teacher, SPEC §3): loss = CE + w·KL(p_t ‖ p_s)
+/* Distillation (hm-finetune --kd-teacher, contract §3): loss = CE + w·KL(p_t ‖ p_s)
  * per token averaged over B·T; the student's gradient against finite
  * differences of the same objective computed here in double from the
  * independent reference logits of both models. */

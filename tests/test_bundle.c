@@ -1,4 +1,4 @@
-/* test_bundle.c — hm-pack bundles (SPEC §5 "Bundles", docs/bundle.md):
+/* test_bundle.c — hm-pack bundles (contract §5 "Bundles", docs/bundle.md):
  * pack → hm-verify bundle → hm-inspect → hm-eval round trips for both
  * families × all three mixers × every format, with logits equal to the
  * checkpoint's (model API and hm-verify logits --tolerance 0); HF teacher

@@ -370,7 +370,7 @@ static void batch_matches_single(enum hm_family fam, enum hm_mixer mix)
                           hm_family_name(fam), hm_mixer_name(mix), bes[k], (long long)B,
                           (long long)(i / T), (long long)(i % T), got[i], one[i]);
             }
-            double mx = 0; /* logits: max |Δ| / max |logit| (SPEC §7) */
+            double mx = 0; /* logits: max |Δ| / max |logit| (contract §7) */
             for (int64_t i = 0; i < W * T * V; i++) {
                 worst_lg = fmax(worst_lg, fabs((double)lgb[i] - lg1[i]));
                 mx = fmax(mx, fabs(lg1[i]));

@@ -1,5 +1,5 @@
 /* hm-eval --unigram: the add-one smoothed unigram baseline, recomputed here
- * from the token files with the same window semantics (SPEC §7). */
+ * from the token files with the same window semantics (contract §7). */
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
 #include <math.h>

@@ -1,4 +1,4 @@
-/* test_generate.c — SPEC §8: the sampler (libconvert/decode/sample.c) against an
+/* test_generate.c — contract §8: the sampler (libconvert/decode/sample.c) against an
  * independent double computation and by its frequencies; hm-generate
  * against greedy loops written here with the model API (hm_model_step only,
  * never the prefill the tool uses) for both families and all three mixers;

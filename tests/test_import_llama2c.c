@@ -1,4 +1,4 @@
-/* test_import_llama2c.c — hm-import llama2c (SPEC §1b): the real pretrained
+/* test_import_llama2c.c — hm-import llama2c (contract §1b): the real pretrained
  * stories260K checkpoint and synthetic ones (tied and untied, GQA and MHA)
  * convert with every tensor bit-identical to the raw file's floats and wq/wk
  * rows exactly HF's permutation (computed here independently); in double

@@ -1,5 +1,5 @@
 /* test_kernels_cpu.c — every CPU op: ref against a straightforward double
- * computation written here, and fast against ref (STYLE 13).
+ * computation written here, and fast against ref (conventions 13).
  *
  * Inputs are seeded (the seed is in every failure message); shapes are
  * awkward on purpose (1, primes, non-multiples of the 64-row attention

@@ -1,7 +1,7 @@
 /* test_kernels_train.c — the training and utility ops of kernels/backend.h
  * against straightforward double computations written here, on both CPU
  * backends (fast elementwise bit-identical to ref):
- *  - AdamW and SGD updates against the SPEC §4 formulas in double;
+ *  - AdamW and SGD updates against the contract §4 formulas in double;
  *  - sqnorm against a double sum, first_nonfinite on NaN/Inf placements;
  *  - the KD term: its value against a double KL, its gradient against
  *    central finite differences of that double KL in the student logits;

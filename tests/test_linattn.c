@@ -1,4 +1,4 @@
-/* Hedgehog linear attention ops (SPEC §2): feature maps, causal normalized
+/* Hedgehog linear attention ops (contract §2): feature maps, causal normalized
  * linear attention (ref quadratic form and fast chunked form), cosine loss.
  *
  * Gradients: central finite differences (h = 1e-6) on independent double

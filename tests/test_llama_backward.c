@@ -7,7 +7,7 @@
  *    untied embeddings, attention biases, inactive HedgeMamba components);
  *  - stage 1 (hm_linearizer on an HF Llama folder): the feature-map
  *    gradients against finite differences of the reference's layer-wise
- *    cosine objective (SPEC §2).
+ *    cosine objective (contract §2).
  * Tolerance: max|Δ| ≤ 5e-6 · max(1, max|g|) as in test_backward.c. */
 #include <criterion/criterion.h>
 #include <math.h>

@@ -3,7 +3,7 @@
  * single mapped tensor perturbed by 1e-3 is caught with its location (exit
  * 1), unreadable inputs give exit 2; the recurrent form equals the chunked
  * one; inactive components stay at their identity values through
- * hm-finetune and A stays ≤ 0; the naive baseline follows SPEC §3. */
+ * hm-finetune and A stays ≤ 0; the naive baseline follows contract §3. */
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
 #include <math.h>

@@ -99,7 +99,7 @@ static void reference_logits(const struct hm_ckpt *ck, const int32_t *tok, int64
         double *b2 = ldl(ck, l, "mlp.dense_4h_to_h.bias", d, 0);
         d_layernorm(a, h, ln1w, ln1b, T, d, c->layer_norm_eps);
         d_linear(qkv, a, wq, bq, T, d, 3 * d);
-        /* rotary on q and k of every head: fp32 inv_freq and fp32 angle (SPEC §1) */
+        /* rotary on q and k of every head: fp32 inv_freq and fp32 angle (contract §1) */
         for (int64_t t = 0; t < T; t++)
             for (int64_t hd = 0; hd < nh; hd++)
                 for (int s = 0; s < 2; s++) {

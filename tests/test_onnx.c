@@ -1,4 +1,4 @@
-/* ONNX export (SPEC §9, libconvert/export/onnx_export.h): for the four students
+/* ONNX export (contract §9, libconvert/export/onnx_export.h): for the four students
  * (hedgehog, hedgemamba × neox, llama) with random weights,
  *   - the bytes parse back with protobuf-c into the promised structure:
  *     IR/opset, standard-domain operators only, inputs/outputs with their
@@ -86,7 +86,7 @@ static struct hm_config kind_cfg(enum kind k)
     return c;
 }
 
-/* Random weights with O(1) logits; A ≤ 0 (SPEC §3), the mixer extras around
+/* Random weights with O(1) logits; A ≤ 0 (contract §3), the mixer extras around
  * their identity values, feature maps eye + noise. */
 static void fill_random(struct hm_model *m, uint64_t seed)
 {

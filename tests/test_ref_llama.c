@@ -4,7 +4,7 @@
  *   - GQA equals MHA with the k/v heads (and conv channels) duplicated, all mixers;
  *   - tied equals untied with lm_head = embed_tokens;
  *   - llama3 rope scaling at its two extremes and in the smooth band;
- *   - HedgeMamba at the SPEC §3 identity values equals Hedgehog;
+ *   - HedgeMamba at the contract §3 identity values equals Hedgehog;
  *   - strong decay (A ≪ 0) makes HedgeMamba forget the past; causality, all mixers;
  *   - loss = CE of the logits; stage-1 loss at T = 1 is 0;
  *   - fixture folders (single and sharded, F32/F16/BF16, tied, biases, legacy

@@ -1,4 +1,4 @@
-/* HedgeMamba mixer ops (SPEC §3): causal depthwise conv, softplus, SiLU
+/* HedgeMamba mixer ops (contract §3): causal depthwise conv, softplus, SiLU
  * gate, and the selective scan with the ones channel (ref quadratic form,
  * fast chunked form, token-by-token hm_backend_ssm_step).
  *
@@ -234,7 +234,7 @@ Test(ssm, softplus_and_gate)
         hm_backend_silu_gate_backward(be, e, NULL, fR, fy, fz, n);
         cr_expect(memcmp(e, d1, 4 * (size_t)n) == 0, "%s: dy alone differs", hm_backend_name(be));
         free(e);
-        /* the identity gate bias of SPEC §3: silu(1.2784645427610738) = 1 */
+        /* the identity gate bias of contract §3: silu(1.2784645427610738) = 1 */
         float z0 = 1.2784645427610738f, y0 = 1, g0;
         hm_backend_silu_gate_forward(be, &g0, &y0, &z0, 1);
         cr_expect(fabs(g0 - 1.0) <= 1e-7, "%s: silu(z0) = %.9g", hm_backend_name(be), g0);

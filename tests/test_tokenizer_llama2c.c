@@ -1,4 +1,4 @@
-/* test_tokenizer_llama2c.c — the llama2.c tokenizer.bin (SPEC §1b) against an
+/* test_tokenizer_llama2c.c — the llama2.c tokenizer.bin (contract §1b) against an
  * independent, deliberately naive transcription of llama2.c run.c encode()
  * written here (a linear scan of the vocabulary for every lookup, every pair
  * re-scored after every merge), on the real 512-token vocabulary

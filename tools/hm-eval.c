@@ -1,5 +1,5 @@
 /* hm-eval — perplexity and zero-shot multiple choice of a GPT-NeoX checkpoint
- * (SPEC §6, §7 "ppl / eval"). */
+ * (contract §6, §7 "ppl / eval"). */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* hm-finetune — next-token cross-entropy training (SPEC §3 stage 2, §4),
+/* hm-finetune — next-token cross-entropy training (contract §3 stage 2, §4),
  * optionally with a distillation term KL(teacher ‖ student) on the logits.
  * The run machinery (schedule, optimizer, log, resume, NaN guard) is
  * libconvert/train/run.c; this file wires flags and models to it. */
@@ -146,7 +146,7 @@ int main(int argc, char **argv)
     }
     t.run.prev_provenance = prov;
     if (m->cfg.mixer == HM_MIXER_HEDGEMAMBA)
-        freeze = 1; /* SPEC §3 stage-2 objective: the embeddings do not train */
+        freeze = 1; /* contract §3 stage-2 objective: the embeddings do not train */
     struct hm_train_opts to = {.B = t.run.batch, .T = t.run.seq_len, .accum = t.run.accum,
                                .freeze_embeddings = freeze, .kd_teacher = teacher,
                                .kd_weight = kd_weight};

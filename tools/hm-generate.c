@@ -1,4 +1,4 @@
-/* hm-generate — text generation and decoding benchmarks (SPEC §8): a chunked
+/* hm-generate — text generation and decoding benchmarks (contract §8): a chunked
  * prefill of the prompt, then one token at a time (the teacher's KV cache,
  * the students' constant-size state), each token chosen by the sampler of
  * libconvert/decode/sample.h. */

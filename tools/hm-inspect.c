@@ -1,7 +1,7 @@
 /* hm-inspect — tell what a checkpoint is.
  *
  * Reads a safetensors file, a HuggingFace folder, a sharded index, a bundle
- * (folder or archive, SPEC §5) or stdin through the shared checkpoint loader and reports the architecture, config,
+ * (folder or archive, contract §5) or stdin through the shared checkpoint loader and reports the architecture, config,
  * parameter counts per component, dtypes, sizes, a memory estimate, the
  * provenance chain and warnings. --json emits one versioned object (see
  * docs/inspect-json.md). */

@@ -1,6 +1,6 @@
 /* hm-linearize — stage 1: softmax attention → Hedgehog linear attention.
  * Trains only the per-layer, per-head feature maps against the teacher's
- * own attention outputs (layer-wise cosine, SPEC §2); writes a `hedgehog`
+ * own attention outputs (layer-wise cosine, contract §2); writes a `hedgehog`
  * checkpoint holding the teacher's tensors byte for byte plus the maps.
  * The run machinery is libconvert/train/run.c (shared with hm-finetune). */
 #include <getopt.h>
@@ -33,7 +33,7 @@ static const char usage[] =
     "  -q, --quiet  -v, --verbose  --progress  --no-progress  --json\n"
     "  -h, --help   --version\n"
     "\n"
-    "Defaults here: --lr 1e-2, --weight-decay 0 (SPEC §4). Validation (--val-data)\n"
+    "Defaults here: --lr 1e-2, --weight-decay 0 (contract §4). Validation (--val-data)\n"
     "reports the Hedgehog model's next-token cross-entropy.\n"
     "Exit status: 0 success, 1 failure, 2 bad usage.\n";
 

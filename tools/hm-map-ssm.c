@@ -1,5 +1,5 @@
 /* hm-map-ssm — map a Hedgehog (stage 1) checkpoint exactly into a HedgeMamba
- * SSM mixer (SPEC §3), or produce the paper's baselines: straight from a
+ * SSM mixer (contract §3), or produce the paper's baselines: straight from a
  * GPT-NeoX teacher ("skip stage 1") or with random mixer weights ("naive").
  * Prove the mapping with `hm-verify mapping IN OUT`. */
 #include <getopt.h>

@@ -1,4 +1,4 @@
-/* hm-pack — pack a checkpoint into a bundle for downstream runtimes (SPEC §5
+/* hm-pack — pack a checkpoint into a bundle for downstream runtimes (contract §5
  * "Bundles", docs/bundle.md): a folder or an archive holding
  * model.safetensors, config.json, the tokenizer, README.md (the model card),
  * optionally onnx/model.onnx, and MANIFEST.json with every checksum. */

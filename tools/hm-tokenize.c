@@ -1,4 +1,4 @@
-/* hm-tokenize — text to token files (and back). SPEC §5 "Token files", §6. */
+/* hm-tokenize — text to token files (and back). contract §5 "Token files", §6. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* hm-verify — prove a conversion (SPEC §7). Exit codes follow cmp(1):
+/* hm-verify — prove a conversion (contract §7). Exit codes follow cmp(1):
  * 0 equivalent, 1 not equivalent, 2 could not check (bad usage, unreadable
  * input). Uses the same loaders and kernels as every other tool.
  *

@@ -1,4 +1,4 @@
-/* cpu_linattn.h — private: CPU Hedgehog linear attention ops (SPEC §2)
+/* cpu_linattn.h — private: CPU Hedgehog linear attention ops (contract §2)
  * behind kernels/backend.h ("Hedgehog linear attention" section, where the
  * shapes and semantics are documented).
  * ref_*: plain loops with double accumulation, the quadratic masked form

@@ -1,4 +1,4 @@
-/* cpu_ssm.h — private: CPU HedgeMamba mixer ops (SPEC §3) behind
+/* cpu_ssm.h — private: CPU HedgeMamba mixer ops (contract §3) behind
  * kernels/backend.h ("HedgeMamba mixer" section, where the shapes and
  * semantics are documented).
  * ref_*: plain loops with double accumulation (kernels/cpu/ref_ssm.c): the

@@ -1,5 +1,5 @@
 /* fast_linattn.c — fast CPU Hedgehog feature maps, chunked causal linear
- * attention and cosine loss (SPEC §2). Semantics: kernels/backend.h;
+ * attention and cosine loss (contract §2). Semantics: kernels/backend.h;
  * checked against ref_linattn.c by tests/test_linattn.c. No BLAS: every
  * product here is small (C×C chunk blocks, p×F maps), so each op is one
  * OpenMP region over heads × chunks with cache-sized loops (BENCH.md: a
@@ -7,7 +7,7 @@
  *
  * Chunked linear attention, per head, chunk c = rows [t0, t1), L = t1 − t0,
  * with v̂_s = [v_s; 1] (the ones channel carries the normalizer, as the
- * stage-2 state of SPEC §3 does):
+ * stage-2 state of contract §3 does):
  *   A = (ΦQ_c ΦK_c^T) ⊙ causal mask                            [L, L]
  *   n̂_t = Σ_{s in c, s≤t} A_ts v̂_s + φq_t^T Ŝ_c                [p + 1]
  *   y_t = n̂_t[0:p] / (n̂_t[p] + eps),  Ŝ_c = Σ_{s < t0} φk_s v̂_s^T  [F2, p+1]

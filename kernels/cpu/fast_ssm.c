@@ -1,4 +1,4 @@
-/* fast_ssm.c — fast CPU HedgeMamba selective scan (SPEC §3), CHUNKED.
+/* fast_ssm.c — fast CPU HedgeMamba selective scan (contract §3), CHUNKED.
  * Semantics: kernels/backend.h (the conv and pointwise ops live in
  * fast_ssm_ops.c); checked against ref_ssm.c (quadratic form)
  * and hm_backend_ssm_step (token recurrence) by tests/test_ssm.c. No BLAS:
@@ -8,7 +8,7 @@
  * columns, the ones channel carries the normalizer):
  *   l_i = Σ_{r=t0..t0+i} Δ_r A  (chunk-local, in double, all ≤ 0, so every
  *         exp(l_i − l_j), j ≤ i, and exp(l_i) is ≤ 1: no overflow at any T;
- *         never a sequence-wide cumulative sum, which cancels — SPEC §3)
+ *         never a sequence-wide cumulative sum, which cancels — contract §3)
  *   M_ij = (C_i·B_j) exp(l_i − l_j) Δ_j  (j ≤ i)                      [L, L]
  *   n_i  = Σ_{j≤i} M_ij v̂_j + exp(l_i) C_i^T S_c                      [P1]
  *   S_c  = state before t0 [F2, P1]; S_{c+1} = exp(l_last) S_c + U_c,

@@ -1,4 +1,4 @@
-/* fast_ssm_ops.c — fast CPU HedgeMamba conv and pointwise ops (SPEC §3):
+/* fast_ssm_ops.c — fast CPU HedgeMamba conv and pointwise ops (contract §3):
  * causal depthwise conv (forward, backward) over channel blocks with
  * OpenMP, softplus and the SiLU gate. Semantics: kernels/backend.h; checked
  * against ref_ssm.c by tests/test_ssm.c.

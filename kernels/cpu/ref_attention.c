@@ -1,5 +1,5 @@
 /* ref_attention.c — reference rotary embedding and causal softmax attention
- * (SPEC §1), plain loops with double sums. Semantics: kernels/backend.h.
+ * (contract §1), plain loops with double sums. Semantics: kernels/backend.h.
  *
  * Gotchas that have caused bugs elsewhere:
  *  - the fused qkv layout is interleaved per head (h*3p + s*p + i), not

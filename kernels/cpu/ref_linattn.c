@@ -1,5 +1,5 @@
 /* ref_linattn.c — plain-loop Hedgehog feature maps, causal normalized linear
- * attention and the stage-1 cosine loss (SPEC §2): the oracle for
+ * attention and the stage-1 cosine loss (contract §2): the oracle for
  * fast_linattn.c. Written for clarity (double accumulation, the quadratic
  * masked form of the attention, O(T²) time, O(T) memory); checked against
  * central finite differences by tests/test_linattn.c.

@@ -1,5 +1,5 @@
 /* ref_ops.c — the reference CPU ops: plain single-threaded loops, sums in
- * double. They are the oracle for every other backend (STYLE 12), so they
+ * double. They are the oracle for every other backend (conventions 12), so they
  * favour clarity over speed. Semantics: kernels/backend.h. */
 #include <math.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-/* ref_ssm.c — plain-loop HedgeMamba mixer ops (SPEC §3): causal depthwise
+/* ref_ssm.c — plain-loop HedgeMamba mixer ops (contract §3): causal depthwise
  * conv, softplus, SiLU gate, the selective scan with the ones channel, and
  * the one-token (generation) steps. The oracle for fast_ssm.c; written for
  * clarity with double accumulation; checked against central finite
@@ -13,7 +13,7 @@
  *
  * Gotchas that have caused bugs:
  *   - never exp(L_t − L_s) from a sequence-wide cumulative sum L: in fp32 it
- *     cancels (SPEC §3); sum each segment directly (here) or chunk-locally;
+ *     cancels (contract §3); sum each segment directly (here) or chunk-locally;
  *   - the saved y includes the skip D v: the normalizer gradient needs
  *     y − D v (the normalized part only);
  *   - den saved by the forward includes eps (do not add it twice);

@@ -1,4 +1,4 @@
-/* bundle.h — hm bundles (SPEC §5 "Bundles"; docs/bundle.md): a model packed
+/* bundle.h — hm bundles (contract §5 "Bundles"; docs/bundle.md): a model packed
  * for downstream runtimes, as a directory or an archive (tar, tar.gz,
  * tar.xz, tar.zst, zip), every entry at the root:
  *
@@ -10,7 +10,7 @@
  *   config.json        HF field names (model_type gpt_neox | llama |
  *                      hedgehog | hedgemamba, plus arch, family, student fields)
  *   model.safetensors  HF tensor names, hm.config and hm.provenance metadata
- *   onnx/model.onnx    optional (SPEC §9)
+ *   onnx/model.onnx    optional (contract §9)
  *   tokenizer.json     a HuggingFace tokenizer, or tokenizer.bin (llama2.c)
  *
  * Reading: a directory holding MANIFEST.json (its files may be symlinks, as

@@ -221,7 +221,7 @@ static void evaluations(FILE *f, const cJSON *chain)
     if (!rows)
         fprintf(f, "None recorded: the provenance holds no losses or evaluation results.\n");
     fprintf(f, "\nA final loss is the run's last training loss: per-token cross-entropy in nats "
-               "(hm-finetune), the layer-wise cosine loss of SPEC §2 (hm-linearize). Measure "
+               "(hm-finetune), the layer-wise cosine loss of contract §2 (hm-linearize). Measure "
                "held-out perplexity with `hm-eval BUNDLE --data VAL.tok --seq-len L`.\n\n");
 }
 

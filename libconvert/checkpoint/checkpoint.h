@@ -7,7 +7,7 @@
  *   - a HuggingFace folder: config.json plus model.safetensors, or plus
  *     model.safetensors.index.json and its shards;
  *   - a model.safetensors.index.json path (config.json beside it);
- *   - a bundle (SPEC §5, bundle.h): a folder holding MANIFEST.json, or an
+ *   - a bundle (contract §5, bundle.h): a folder holding MANIFEST.json, or an
  *     archive file (tar, tar.gz, tar.xz, tar.zst, zip) told by its content,
  *     also on stdin. Its manifest is checked without hashing (hm_bundle_check;
  *     hm-verify bundle checks every hash); the config is the weights'
@@ -67,7 +67,7 @@ size_t hm_ckpt_file_size(const struct hm_ckpt *ck, int i);
 /* The path given to hm_ckpt_open. */
 const char *hm_ckpt_path(const struct hm_ckpt *ck);
 
-/* The tokenizer file a bundle (SPEC §5) carries: borrowed bytes valid until
+/* The tokenizer file a bundle (contract §5) carries: borrowed bytes valid until
  * hm_ckpt_close(), *len bytes; NULL when ck is not a bundle or has none.
  * (tokenizer.json, else tokenizer.bin: hm_tokenizer_load_memory tells them apart.) */
 const void *hm_ckpt_bundle_tokenizer(const struct hm_ckpt *ck, size_t *len);
@@ -80,7 +80,7 @@ struct hm_bundle *hm_ckpt_bundle(const struct hm_ckpt *ck);
 const char *hm_ckpt_metadata_get(const struct hm_ckpt *ck, const char *key);
 
 /* 1 for legacy GPT-NeoX buffers that are not parameters: attention.bias,
- * attention.masked_bias, attention.rotary_emb.inv_freq (SPEC §1). */
+ * attention.masked_bias, attention.rotary_emb.inv_freq (contract §1). */
 int hm_is_ignored_buffer(const char *name);
 
 #endif

@@ -1,4 +1,4 @@
-/* provenance.h — the `hm.provenance` chain (SPEC §5): a JSON array with one
+/* provenance.h — the `hm.provenance` chain (contract §5): a JSON array with one
  * entry per tool run that produced a file:
  *   {"tool": "hm-linearize", "version": "0.1.0", "args": [...],
  *    "inputs": [{"path": "...", "xxh3": "16 hex digits"}, ...],

@@ -1,6 +1,6 @@
 /* import_llama2c.h — llama2.c checkpoints (karpathy/llama2.c `run.c`, the
  * legacy "version 0" export) converted exactly into an hm llama teacher
- * (SPEC §1b, HuggingFace LlamaForCausalLM semantics and names).
+ * (contract §1b, HuggingFace LlamaForCausalLM semantics and names).
  *
  * On-disk format (native little-endian, no padding, no magic):
  *

@@ -3,7 +3,7 @@
  *
  * Gotchas:
  *  - the student layer starts from the teacher's ROTATED q and k (the hook
- *    hands over qkv after rotary): SPEC §2 puts rotary before the feature map;
+ *    hands over qkv after rotary): contract §2 puts rotary before the feature map;
  *  - the loss weight of one token of one layer is 1 / (L · B · T · accum), so
  *    accumulated micro-batches equal one big batch;
  *  - dense is the teacher's and frozen: only its input gradient is formed. */
@@ -289,7 +289,7 @@ static const struct hm_opt_param *lz_params(void *ctx, int64_t *np)
     return lz->params;
 }
 
-/* Validation: the student's next-token cross-entropy (SPEC §7 windows). */
+/* Validation: the student's next-token cross-entropy (contract §7 windows). */
 static enum hm_status lz_val_sum(void *ctx, const int32_t *tokens, int64_t B, int64_t T,
                                  double *sum, struct hm_error *err)
 {

@@ -1,4 +1,4 @@
-/* linearize.h — stage 1 (SPEC §2): train Hedgehog feature maps so that each
+/* linearize.h — stage 1 (contract §2): train Hedgehog feature maps so that each
  * layer's linear attention imitates the teacher's softmax attention.
  *
  * Teacher-forced and layer-wise: per sequence the teacher runs once; a

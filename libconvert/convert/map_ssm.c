@@ -34,7 +34,7 @@ static int is_mixer(enum hm_param_group g)
 
 /* Values of a new (or re-drawn) tensor v: [numel]. Identity values come
  * from the mixer's own identity init (hm_model_new → hm_model_mixer_identity,
- * given as ident); the naive baseline draws SPEC §3's random values. */
+ * given as ident); the naive baseline draws contract §3's random values. */
 static void init_tensor(float *v, const float *ident, int64_t numel,
                         const struct hm_param_spec *s, const struct hm_config *c,
                         const struct hm_map_opts *o, uint64_t *rng)

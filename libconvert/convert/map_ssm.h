@@ -1,4 +1,4 @@
-/* map_ssm.h — stage 2's starting point (SPEC §3, "The exact mapping").
+/* map_ssm.h — stage 2's starting point (contract §3, "The exact mapping").
  *
  * From a hedgehog checkpoint: every tensor is copied byte for byte in its
  * stored dtype (q → C path, k → B path, v → x path), and the new HedgeMamba
@@ -10,7 +10,7 @@
  * maps also start at their identity init (W = eye(p, F), b = 0).
  *
  * The naive baseline (init random): embeddings, norms and MLP are copied;
- * every mixer weight is random as SPEC §3 lists (qkv, dense, gate_proj
+ * every mixer weight is random as contract §3 lists (qkv, dense, gate_proj
  * weights and feature-map W N(0, 0.02²), zero biases except gate_proj bias
  * 1.2784645427610738; conv taps N(0, 1/K), zero bias; dt_proj weight
  * N(0, 0.02²), bias ln(e − 1); A = −1; D = 0), drawn by hm_rand_normal from

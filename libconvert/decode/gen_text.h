@@ -1,5 +1,5 @@
 /* gen_text.h — the text of generated tokens, settled one token at a time
- * (SPEC §8; hm-generate's stream).
+ * (contract §8; hm-generate's stream).
  *
  * The new text is the decode of prompt + new ids past the point where it
  * stops agreeing with the decode of the prompt alone, so the tokenizer's own

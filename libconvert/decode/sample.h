@@ -1,4 +1,4 @@
-/* sample.h — choosing the next token from a logits vector (SPEC §8), the
+/* sample.h — choosing the next token from a logits vector (contract §8), the
  * sampler of hm-generate. Reproducible bit for bit: the same logits, the
  * same parameters and the same seed give the same token on every run (the
  * arithmetic is double precision, in the fixed order written below; exp()

@@ -1,4 +1,4 @@
-/* onnx_export.c — the ONNX graph of a student (SPEC §9, onnx_export.h;
+/* onnx_export.c — the ONNX graph of a student (contract §9, onnx_export.h;
  * docs/onnx.md describes the graph for its users).
  *
  * One ModelProto, opset 17 of the standard domain, IR version 8. Every

@@ -1,4 +1,4 @@
-/* onnx_export.h — the ONNX graph of a student (SPEC §9): one graph per
+/* onnx_export.h — the ONNX graph of a student (contract §9): one graph per
  * hedgehog or hedgemamba model of either family, any sequence length, the
  * recurrent state carried in and out (past_conv.{l}, past_state.{l} →
  * present_conv.{l}, present_state.{l}), standard operators only, weights

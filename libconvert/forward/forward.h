@@ -1,4 +1,4 @@
-/* forward.h — the one forward skeleton of every family × mixer (SPEC §1,
+/* forward.h — the one forward skeleton of every family × mixer (contract §1,
  * §1b): embeddings, then per layer norm1 → q/k/v projection (the mixer's
  * own when it has one: the HedgeMamba conv) → GQA expansion (llama) →
  * rotary → the mixer unit (mixer.h) → dense → residual → norm2 → MLP →

@@ -1,4 +1,4 @@
-/* model_forward.h — the whole model run forward (SPEC §1, §1b): hidden
+/* model_forward.h — the whole model run forward (contract §1, §1b): hidden
  * states, logits and next-token NLLs of B sequences in a struct hm_model_ws
  * (model.h). Each runs the one skeleton (forward.h), then the final norm and
  * the output layer. Decoding one token at a time is recurrent.h; training

@@ -1,7 +1,7 @@
-/* mixer.h — the token mixers (SPEC §1–§3), one unit per file:
+/* mixer.h — the token mixers (contract §1–§3), one unit per file:
  * mixer_softmax.c (the teacher's causal softmax attention, KV cache),
- * mixer_hedgehog.c (SPEC §2 feature maps + causal linear attention),
- * mixer_hedgemamba.c (SPEC §3 conv, feature maps, selective scan, gate);
+ * mixer_hedgehog.c (contract §2 feature maps + causal linear attention),
+ * mixer_hedgemamba.c (contract §3 conv, feature maps, selective scan, gate);
  * mixer.c maps cfg.mixer to its unit (hm_mixer_unit).
  *
  * A unit holds everything that differs between mixers: its forward (used by
@@ -116,7 +116,7 @@ struct hm_mixer_unit {
     /* (optional) input-gradient terms besides the projection, added to da
      * [N, d] (hedgemamba: Δ and gate) */
     void (*backward_tail)(const struct hm_mix *x, const struct hm_mix_grads *g, float *da);
-    /* (optional) identity values of the mixer's own tensors (SPEC §2, §3) */
+    /* (optional) identity values of the mixer's own tensors (contract §2, §3) */
     void (*identity)(struct hm_model *m, int64_t l);
     /* (optional) after every optimizer update (hedgemamba: A ≤ 0) */
     void (*post_update)(struct hm_model *m, const struct hm_backend *be);

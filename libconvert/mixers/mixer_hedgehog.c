@@ -1,10 +1,10 @@
-/* mixer_hedgehog.c — the stage-1 mixer (SPEC §2): per head two feature maps
+/* mixer_hedgehog.c — the stage-1 mixer (contract §2): per head two feature maps
  * φ(x) = [softmax(xW + b), softmax(−(xW + b))] on the rotated q and k, and
  * causal normalized linear attention
  *   y_t = Σ_{s≤t} (φq_t·φk_s) v_s / (Σ_{s≤t} φq_t·φk_s + ε).
  * Its decoding step is the HedgeMamba recurrence at Λ = I (Δ = 1, A = 0,
  * D = 0): S_t = S_{t−1} + φk_t [v_t; 1]^T. The feature-map helpers here are
- * shared with mixer_hedgemamba.c (SPEC §3 step 4). */
+ * shared with mixer_hedgemamba.c (contract §3 step 4). */
 #include <string.h>
 
 #include "mixer.h"

@@ -1,4 +1,4 @@
-/* mixer_hedgemamba.c — the stage-2 mixer (SPEC §3), on a = norm1(h):
+/* mixer_hedgemamba.c — the stage-2 mixer (contract §3), on a = norm1(h):
  *   xraw = a Wqkv^T + b; proj = causal depthwise conv(xraw) (no activation);
  *   heads (rotated) → C = φq(q), B = φk(k); Δ = softplus(a Wdt^T + bdt);
  *   S_t = exp(Δ_t A) S_{t−1} + Δ_t B_t [v_t; 1]^T; n = C_t^T S_t;
@@ -151,7 +151,7 @@ static void hb_backward_tail(const struct hm_mix *x, const struct hm_mix_grads *
     hm_backend_add_forward(x->be, da, da, g->da_tmp, N * d);
 }
 
-/* SPEC §3's table: the mixer computes exactly the stage-1 linear attention. */
+/* contract §3's table: the mixer computes exactly the stage-1 linear attention. */
 static void hb_identity(struct hm_model *m, int64_t l)
 {
     const struct hm_config *c = &m->cfg;
@@ -174,7 +174,7 @@ static void hb_identity(struct hm_model *m, int64_t l)
     hm_mixer_featuremaps_identity(m, l);
 }
 
-/* A ≤ 0 (SPEC §3 step 6): clamp after every update. */
+/* A ≤ 0 (contract §3 step 6): clamp after every update. */
 static void hb_post_update(struct hm_model *m, const struct hm_backend *be)
 {
     for (int64_t l = 0; l < m->cfg.num_hidden_layers; l++)

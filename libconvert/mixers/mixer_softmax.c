@@ -1,5 +1,5 @@
 /* mixer_softmax.c — the teacher's mixer: causal softmax attention per head,
- * softmax(q k^T / sqrt(p) + mask) v (SPEC §1, §1b with GQA through the
+ * softmax(q k^T / sqrt(p) + mask) v (contract §1, §1b with GQA through the
  * per-head layout), and its decoding step against a KV cache of rotated
  * keys and values per key/value head. */
 #include <stdlib.h>

@@ -8,7 +8,7 @@
 
 static const char *family_names[HM_FAMILY_COUNT] = {"neox", "llama"};
 static const char *model_types[HM_FAMILY_COUNT] = {"gpt_neox", "llama"};
-/* The family table: the skeleton kinds of each family (SPEC §1, §1b). */
+/* The family table: the skeleton kinds of each family (contract §1, §1b). */
 static const struct {
     enum hm_norm_kind norm;
     enum hm_mlp_kind mlp;
@@ -240,7 +240,7 @@ enum hm_status hm_config_parse(const char *json, size_t len, struct hm_config *c
     }
     cfg->family = family < 0 ? HM_FAMILY_NEOX : (enum hm_family)family;
     if (cfg->family == HM_FAMILY_LLAMA) {
-        /* HF LlamaConfig defaults (SPEC §1b) */
+        /* HF LlamaConfig defaults (contract §1b) */
         cfg->rotary_pct = 1.0;
         cfg->layer_norm_eps = 1e-6;
         cfg->use_parallel_residual = 0;

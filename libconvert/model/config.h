@@ -1,4 +1,4 @@
-/* config.h — the model configuration every tool agrees on (SPEC §1–§3, §5).
+/* config.h — the model configuration every tool agrees on (contract §1–§3, §5).
  *
  * Read from a HuggingFace GPT-NeoX or llama config.json or from the
  * `hm.config` metadata of files hm writes (same field names for the shared
@@ -19,7 +19,7 @@ enum hm_mixer {
     HM_MIXER_COUNT
 };
 
-/* The block skeleton around the mixer (SPEC §1, §1b). */
+/* The block skeleton around the mixer (contract §1, §1b). */
 enum hm_family {
     HM_FAMILY_NEOX = 0, /* GPT-NeoX / Pythia: LayerNorm, GELU MLP, fused interleaved qkv */
     HM_FAMILY_LLAMA,    /* Llama: RMSNorm, SwiGLU, separate q/k/v with GQA */
@@ -46,7 +46,7 @@ enum hm_act {
     HM_ACT_SILU,      /* SwiGLU's silu (HF "silu"; llama family only) */
 };
 
-/* HedgeMamba components (SPEC §3); an inactive one keeps its identity value. */
+/* HedgeMamba components (contract §3); an inactive one keeps its identity value. */
 enum hm_component {
     HM_COMP_SSM = 1u << 0,  /* dt_proj, A, D */
     HM_COMP_CONV = 1u << 1, /* conv1d */
@@ -105,7 +105,7 @@ enum hm_status hm_config_finish(struct hm_config *cfg, struct hm_error *err);
 /* hm.config JSON text. owned: free with free(); NULL on allocation failure. */
 char *hm_config_to_json(const struct hm_config *cfg);
 
-/* The model's name (SPEC §5 `arch`): a softmax teacher is named for its
+/* The model's name (contract §5 `arch`): a softmax teacher is named for its
  * family (gpt_neox, llama), a student for its mixer (hedgehog, hedgemamba). */
 const char *hm_arch_name(const struct hm_config *cfg);
 const char *hm_family_name(enum hm_family f);

@@ -1,5 +1,5 @@
 /* model.c — the model of every family × mixer: weights (carved from the one
- * table of params.c), loading, the activation workspace (SPEC §1). See
+ * table of params.c), loading, the activation workspace (contract §1). See
  * model.h. The forward pass is in forward/ (forward.c, model_forward.c).
  *
  * Gotchas that have caused bugs:
@@ -147,7 +147,7 @@ enum hm_status hm_model_new(const struct hm_config *cfg, struct hm_model **out,
             *slot = views[i].data;
     }
     if (cfg->tie_word_embeddings)
-        m->embed_out = m->embed_in; /* one tensor, stored once (SPEC §1b) */
+        m->embed_out = m->embed_in; /* one tensor, stored once (contract §1b) */
     const struct hm_mixer_unit *u = hm_mixer_unit(cfg->mixer);
     for (int64_t l = 0; u->identity && l < L; l++)
         u->identity(m, l); /* the mixer's own tensors start at their identity values */

@@ -1,4 +1,4 @@
-/* model.h — one model for every family × mixer (SPEC §1, §1b, §2, §3), fp32.
+/* model.h — one model for every family × mixer (contract §1, §1b, §2, §3), fp32.
  *
  * The family (cfg.family: neox, llama) fixes the skeleton around the mixer:
  * its norm (LayerNorm / RMSNorm), MLP (GELU / SwiGLU), residual (parallel /
@@ -55,10 +55,10 @@ struct hm_layer {
     float *ln2_w, *ln2_b;     /* norm before the MLP        [d], [d] */
     float *qkv_w, *qkv_b;     /* q/k/v projection           [qkv_dim, d], [qkv_dim] */
     float *dense_w, *dense_b; /* attention.dense / o_proj   [d, n_h p], [d] */
-    /* Hedgehog feature maps (hedgehog and hedgemamba), SPEC §2:
+    /* Hedgehog feature maps (hedgehog and hedgemamba), contract §2:
      * feature_map_{q,k}.weight [n_h, p, F], .bias [n_h, F] */
     float *fq_w, *fq_b, *fk_w, *fk_b;
-    /* HedgeMamba mixer (hedgemamba), SPEC §3 */
+    /* HedgeMamba mixer (hedgemamba), contract §3 */
     float *conv_w, *conv_b;   /* conv1d       [qkv_dim, K], [qkv_dim] */
     float *dt_w, *dt_b;       /* dt_proj      [n_h, d], [n_h] */
     float *A, *D;             /* A, D         [n_h], [n_h] */
@@ -99,7 +99,7 @@ struct hm_layer_acts {
     float *mh, *mg;       /* [N, I] MLP up / SwiGLU gate pre-activations */
 };
 
-/* Identity values of the mapping (SPEC §3): Δ = softplus(ln(e − 1)) = 1 and
+/* Identity values of the mapping (contract §3): Δ = softplus(ln(e − 1)) = 1 and
  * silu(1.2784645427610738) = 1. */
 #define HM_DT_BIAS_IDENTITY 0.5413248546129181
 #define HM_GATE_BIAS_IDENTITY 1.2784645427610738
@@ -121,8 +121,8 @@ struct hm_model {
 
 /* A model with every weight zero (callers fill them: tests, benchmarks),
  * except the mixer extras, which start at their identity values: feature
- * maps W = eye(p, F), b = 0 (SPEC §2); conv last tap 1, dt_proj bias
- * ln(e − 1), A = D = 0, gate_proj bias 1.2784645427610738 (SPEC §3).
+ * maps W = eye(p, F), b = 0 (contract §2); conv last tap 1, dt_proj bias
+ * ln(e − 1), A = D = 0, gate_proj bias 1.2784645427610738 (contract §3).
  * cfg must be finished. out: owned, free with hm_model_free(). */
 enum hm_status hm_model_new(const struct hm_config *cfg, struct hm_model **out,
                            struct hm_error *err);
@@ -189,7 +189,7 @@ struct hm_model_ws {
 /* Chunk length of the chunked linear attention (0 = the backend's default,
  * HM_LINATTN_CHUNK_DEFAULT). */
 #define HM_LINATTN_CHUNK 0
-/* ε of the linear-attention normalizer (SPEC §2). */
+/* ε of the linear-attention normalizer (contract §2). */
 #define HM_LINATTN_EPS 1e-6f
 
 /* Rows of logits hm_model_nll_batch materializes at a time, per sequence

@@ -9,7 +9,7 @@
  * Gotchas:
  *  - llama's q_proj, k_proj, v_proj rows share HM_SLOT_QKV_W and must stay
  *    adjacent (weights, then biases): the skeleton runs them as one matmul
- *    whose output is [q | k | v] (SPEC §1b, the order the HedgeMamba conv
+ *    whose output is [q | k | v] (contract §1b, the order the HedgeMamba conv
  *    reads);
  *  - the NeoX order is the one every landed checkpoint and the tests'
  *    double reference (flat vector in spec order) rely on: do not reorder. */
@@ -161,7 +161,7 @@ static int present(const struct tdef *t, const struct hm_config *c)
     }
 }
 
-/* The mixer's conv runs over the whole projection output (SPEC §3, §1b). */
+/* The mixer's conv runs over the whole projection output (contract §3, §1b). */
 static void fix_conv_rows(const struct tdef *t, const struct hm_config *c, int64_t *shape)
 {
     if (c->family == HM_FAMILY_LLAMA && (t->slot == HM_SLOT_CONV_W || t->slot == HM_SLOT_CONV_B))

@@ -4,8 +4,8 @@
  * Everything that lists tensors derives from it: the model's storage and
  * views (model.c), loading and saving, parameter counts, the trainer's
  * parameter groups and frozen masks, hm-map-ssm, hm-inspect's components.
- * Names are the HF state-dict names of the family (SPEC §1, §1b) plus the
- * SPEC §2/§3 student additions under the family's attention prefix. */
+ * Names are the HF state-dict names of the family (contract §1, §1b) plus the
+ * contract §2/§3 student additions under the family's attention prefix. */
 #ifndef HM_PARAMS_H
 #define HM_PARAMS_H
 
@@ -58,7 +58,7 @@ struct hm_param_spec {
     int64_t shape[3];
     enum hm_param_group group;
     int64_t layer;       /* -1 for non-layer tensors */
-    int is_matrix;       /* weight decay applies (SPEC §4) */
+    int is_matrix;       /* weight decay applies (contract §4) */
     enum hm_slot slot;
 };
 

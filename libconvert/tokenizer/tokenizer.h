@@ -1,5 +1,5 @@
 /* tokenizer.h — HuggingFace-exact BPE tokenizer (GPT-NeoX / Pythia), the
- * llama2.c tokenizer and a byte-level vocabulary (SPEC §5 "Tokenizer", §1b).
+ * llama2.c tokenizer and a byte-level vocabulary (contract §5 "Tokenizer", §1b).
  * All three kinds sit behind one opaque struct hm_tokenizer and one API;
  * callers ask hm_tokenizer_kind() only where the kinds frame documents
  * differently (end-of-text after a document, or BOS before it).

@@ -1,4 +1,4 @@
-/* tokenizer_llama2c.c — the llama2.c tokenizer.bin (SPEC §1b; the layout and
+/* tokenizer_llama2c.c — the llama2.c tokenizer.bin (contract §1b; the layout and
  * the semantics are at the top of tokenizer.h): loading with every length
  * checked, encoding exactly like llama2.c run.c encode(), decoding like
  * run.c decode().

@@ -1,4 +1,4 @@
-/* batches.h — training batches from a token file (SPEC §4).
+/* batches.h — training batches from a token file (contract §4).
  *
  * A window is seq_len + 1 tokens starting at token w·seq_len (w = 0 ..
  * n_windows − 1, n_windows = (count − 1) / seq_len): seq_len inputs and the

@@ -1,4 +1,4 @@
-/* optim.h — optimizers and schedules of SPEC §4.
+/* optim.h — optimizers and schedules of contract §4.
  *
  * AdamW exactly as PyTorch's torch.optim.AdamW (β1 0.9, β2 0.95, ε 1e-8,
  * bias-corrected, decoupled weight decay applied only to tensors marked
@@ -70,7 +70,7 @@ const char *hm_params_first_nonfinite(const struct hm_backend *be, const struct 
 void hm_optim_step(struct hm_optim *o, const struct hm_backend *be, struct hm_opt_param *p,
                    int64_t np, double lr, double grad_norm);
 
-/* Learning rate of step s (0-based) of S steps, W warm-up steps (SPEC §4):
+/* Learning rate of step s (0-based) of S steps, W warm-up steps (contract §4):
  * s < W: peak·(s+1)/W; else u = (s−W)/max(1, S−W),
  * floor + (peak − floor)(1 + cos πu)/2 with floor = 0.1·peak. */
 double hm_lr_at(double peak, int64_t s, int64_t S, int64_t W);

@@ -1,4 +1,4 @@
-/* run.h — the training run every training tool shares (SPEC §4).
+/* run.h — the training run every training tool shares (contract §4).
  *
  * A run owns the schedule, the optimizer, the batches, validation, the
  * JSON-lines log, checkpoints and resume; the model side is a small vtable
@@ -100,7 +100,7 @@ enum hm_status hm_run_train(const struct hm_run_model *model, const struct hm_ru
                             hm_run_progress_fn progress, void *pctx,
                             struct hm_run_report *final, struct hm_error *err);
 
-/* Mean validation loss over non-overlapping windows (SPEC §7) of val,
+/* Mean validation loss over non-overlapping windows (contract §7) of val,
  * at most max_targets targets (0 = all). */
 enum hm_status hm_run_validate(const struct hm_run_model *model,
                                const struct hm_tok_file *val, int64_t T, int64_t max_targets,

@@ -91,7 +91,7 @@ static int frozen(const struct hm_trainer *tr, const struct hm_param_spec *s)
 {
     if (tr->opt.freeze_embeddings && s->group == HM_PG_EMBED)
         return 1;
-    /* inactive HedgeMamba components keep their stored values (SPEC §3) */
+    /* inactive HedgeMamba components keep their stored values (contract §3) */
     return (s->group == HM_PG_SSM && !(tr->active & HM_COMP_SSM)) ||
            (s->group == HM_PG_CONV && !(tr->active & HM_COMP_CONV)) ||
            (s->group == HM_PG_GATE && !(tr->active & HM_COMP_GATE));

@@ -21,7 +21,7 @@
  * each micro-batch adds (1/(B·T·accum))-scaled gradients, so `accum`
  * micro-batches then one optimizer step equal one big batch.
  *
- * Optional distillation (SPEC §3): with a teacher, loss = CE + w·KL(p_t‖p_s)
+ * Optional distillation (contract §3): with a teacher, loss = CE + w·KL(p_t‖p_s)
  * per token averaged over B·T, gradient w·(p_s − p_t) on the logits. */
 #ifndef HM_MODEL_TRAIN_H
 #define HM_MODEL_TRAIN_H

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Conventions every tool shares (SPEC §6, STYLE 6–8): -h → usage on stdout,
+# Conventions every tool shares (contract §6, conventions 6–8): -h → usage on stdout,
 # empty stderr, exit 0; --version → exit 0; an unknown option → one error
 # line + short usage on stderr, empty stdout, exit 2; a missing input file →
 # exit 1 naming the file.

@@ -1,5 +1,5 @@
 #!/bin/bash
-# hm-eval command-line promises (SPEC §6): help, usage errors, missing files,
+# hm-eval command-line promises (contract §6): help, usage errors, missing files,
 # and --batch B printing what B = 1 prints (the counts exactly, the numbers to
 # fp32 rounding on the fast backend and to the bit on ref). The numeric checks
 # (PPL = exp(mean NLL) recomputed from --dump-logits, window semantics,

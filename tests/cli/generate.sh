@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# hm-generate command-line promises (SPEC §6, §8): help, usage errors (exit 2),
+# hm-generate command-line promises (contract §6, §8): help, usage errors (exit 2),
 # missing files (exit 1, named); the tool chain hm-init → hm-linearize
 # --steps 0 → hm-map-ssm → hm-generate for all three mixers (--ids, --json,
 # the position limit of the teacher only, --bench); stories260K's greedy

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# import.sh — CLI promises of hm-import (SPEC §6): help, usage errors (exit 2),
+# import.sh — CLI promises of hm-import (contract §6): help, usage errors (exit 2),
 # a real llama2.c import (skipped, visibly, without the shared data), a tiny
 # synthetic one, overwrite rules, failures naming the file with nothing left.
 # Env: HM_BIN (tools), HM_SHARED_DATA, HM_TMP (scratch).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# onnx.sh — ONNX export from the command line (SPEC §9): preset teachers of
+# onnx.sh — ONNX export from the command line (contract §9): preset teachers of
 # both families (hm-init tiny, llama-tiny) → a short stage 1 (hm-linearize) →
 # hedgehog; → the naive HedgeMamba baseline (hm-map-ssm --init random: A = −1,
 # random conv taps, gate, Δ) → hedgemamba; each exported with the test helper

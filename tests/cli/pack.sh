@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# pack.sh — hm-pack bundles through the real pipeline (SPEC §5 "Bundles",
+# pack.sh — hm-pack bundles through the real pipeline (contract §5 "Bundles",
 # docs/bundle.md): hm-init teachers (tiny, llama-tiny), hm-linearize and
 # hm-map-ssm students, each packed in every format → hm-verify bundle (0) →
 # hm-inspect → hm-eval on the bundle (the same PPL) → hm-verify logits with

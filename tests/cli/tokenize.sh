@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tokenize.sh — CLI promises of hm-tokenize (SPEC §6).
+# tokenize.sh — CLI promises of hm-tokenize (contract §6).
 # Env: HM_BIN (tools), HM_SHARED_DATA, HM_TMP (scratch).
 set -u
 B="$HM_BIN/hm-tokenize"

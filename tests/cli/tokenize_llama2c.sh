@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tokenize_llama2c.sh — hm-tokenize with a llama2.c tokenizer.bin (SPEC §1b, §6):
+# tokenize_llama2c.sh — hm-tokenize with a llama2.c tokenizer.bin (contract §1b, §6):
 # --print-ids (with and without --bos), token files whose documents start
 # with BOS, --decode round trips, usage errors, malformed tokenizer files.
 # Env: HM_BIN (tools), HM_SHARED_DATA, HM_TMP (scratch).

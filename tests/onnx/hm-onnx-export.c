@@ -1,5 +1,5 @@
 /* hm-onnx-export — test helper: a checkpoint (or bundle, HF folder) → the
- * ONNX graph of SPEC §9 (libconvert/export/onnx_export.h). Used by
+ * ONNX graph of contract §9 (libconvert/export/onnx_export.h). Used by
  * tests/cli/onnx.sh; users get the same graph from `hm-pack --onnx`
  * (onnx/model.onnx of a bundle). Built into build/tests/, not installed. */
 #include <getopt.h>

@@ -1,4 +1,4 @@
-// run_ort.mjs — runs an hm student's ONNX graph (SPEC §9) in ONNX Runtime
+// run_ort.mjs — runs an hm student's ONNX graph (contract §9) in ONNX Runtime
 // (npm onnxruntime-node, CPU) and compares its logits with hm's.
 //
 //   node tests/onnx/run_ort.mjs --model M.onnx --tokens T.tok --ref R.safetensors
@@ -13,7 +13,7 @@
 //   chunked  a prefill of P tokens from the zero state, a second chunk of C
 //            tokens from the carried state (seq > 1 after a state), then
 //            steps for the rest.
-// Each is compared with R as max |ort − hm| / max |hm| (SPEC §7's relative
+// Each is compared with R as max |ort − hm| / max |hm| (contract §7's relative
 // error) and must be ≤ tol. Prints one JSON line per way and a closing
 // "N passed, N failed" line. Exit 0 all passed, 1 a failure, 2 bad usage,
 // 77 onnxruntime-node is not installed (the caller skips visibly).

@@ -197,7 +197,7 @@ static void fl_put_conv(struct tu_ref_table *t, const struct fl_dims *m, long lo
         fl_put_const(t, name, dt, 1, shb, 0);
 }
 
-/* dt_proj, A, D, gate_proj: SPEC §3 identity values, or random ones */
+/* dt_proj, A, D, gate_proj: contract §3 identity values, or random ones */
 static void fl_put_ssm(struct tu_ref_table *t, const struct fl_dims *m, long long l, int rnd,
                        enum hm_dtype dt, uint64_t *s)
 {

@@ -45,14 +45,14 @@ void tu_write_llama_folder(const char *dir, const struct hm_config *cfg,
 struct tu_ref_table *tu_make_llama(const char *dir, const struct hm_config *cfg,
                                    const struct tu_llama_opts *o);
 
-/* Student tensors for a llama teacher table (SPEC §1b "Students of a llama teacher"). */
+/* Student tensors for a llama teacher table (contract §1b "Students of a llama teacher"). */
 struct tu_llama_student_opts {
-    enum hm_dtype dtype;   /* values are rounded to it (F32 when 0; F64 keeps the SPEC §3
+    enum hm_dtype dtype;   /* values are rounded to it (F32 when 0; F64 keeps the contract §3
                             * identity constants exact, as ≤ 1e-10 comparisons need) */
     uint64_t seed;         /* 0 = 1 */
     double fmap_std;       /* feature maps: W = eye(p, F) + N(0, fmap_std²), b = N(0, fmap_std²);
                             * 0 = the identity init (b = 0) */
-    int ssm_random;        /* hedgemamba: 0 = the SPEC §3 identity values; 1 = random
+    int ssm_random;        /* hedgemamba: 0 = the contract §3 identity values; 1 = random
                             * (conv taps, dt_proj, A < 0, D, gate_proj all non-trivial) */
 };
 

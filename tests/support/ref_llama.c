@@ -1,4 +1,4 @@
-/* ref_llama.c — see ref_llama.h. Naive double loops from SPEC §1b, §2, §3. */
+/* ref_llama.c — see ref_llama.h. Naive double loops from contract §1b, §2, §3. */
 #include "ref_llama.h"
 #include "model.h"
 
@@ -336,7 +336,7 @@ static void rl_hedgehog_attn(const struct rl_dims *m, const struct rl_layer *w, 
     free(pk);
 }
 
-/* One HedgeMamba head h over the sequence, literally (SPEC §3 step 7):
+/* One HedgeMamba head h over the sequence, literally (contract §3 step 7):
  * S_t = α_t S_{t−1} + Δ_t B_t [v_t; 1]^T, n = C_t^T S_t, y = n[:p] / (n[p] + ε) + D v_t.
  *   a [T, d] layer input, pq/pk [T, n_h, 2F], S [2F, p+1] scratch, y [T, n_h p] */
 static void rl_ssm_head(const struct rl_dims *m, const struct rl_layer *w, const double *a,

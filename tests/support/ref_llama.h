@@ -1,10 +1,10 @@
 /* ref_llama.h — an independent double-precision llama-family model for tests,
- * written straight from SPEC §1b (teacher), §2 (Hedgehog) and §3 (HedgeMamba),
+ * written straight from contract §1b (teacher), §2 (Hedgehog) and §3 (HedgeMamba),
  * "Students of a llama teacher", as naive loops per position and per head.
  * It shares no code with libconvert's model: weights are looked up by their
  * HuggingFace tensor names through a getter, never by the model's ordering.
  *
- * Rotary tables follow SPEC §1 exactly as HF computes them: inv_freq and the
+ * Rotary tables follow contract §1 exactly as HF computes them: inv_freq and the
  * angle pos·inv_freq rounded to fp32, cos/sin rounded to fp32; the llama3
  * rope_scaling adjustment (HF _compute_llama3_parameters) is computed in
  * double on the fp32 base frequencies and rounded back to fp32. Everything
@@ -19,7 +19,7 @@
 #include "config.h"
 #include "safetensors.h"
 
-/* Weights by HF tensor name (SPEC §1b names, plus the student names under
+/* Weights by HF tensor name (contract §1b names, plus the student names under
  * model.layers.{l}.self_attn.: feature_map_q.weight [n_h,p,F], feature_map_q.bias [n_h,F],
  * feature_map_k.*, conv1d.weight [(n_h+2n_kv)p, K], conv1d.bias, dt_proj.weight [n_h,d],
  * dt_proj.bias [n_h], A [n_h], D [n_h], gate_proj.weight [n_h*p, d], gate_proj.bias [n_h*p]);
@@ -36,7 +36,7 @@ void tu_ref_llama_logits(const struct hm_config *cfg, tu_ref_get_fn get, void *c
 double tu_ref_llama_loss(const struct hm_config *cfg, tu_ref_get_fn get, void *ctx,
                          const int32_t *tokens, int64_t B, int64_t T);
 
-/* Stage 1 (SPEC §2 objective) for a llama teacher: per layer the teacher's own attention
+/* Stage 1 (contract §2 objective) for a llama teacher: per layer the teacher's own attention
  * input RMSNorm1(h_l) fed to the student hedgehog attention (teacher q,k,v,o weights +
  * feature maps of the student, looked up by name via get_student; F from student_cfg),
  * compared to the teacher attention output o_l (after o_proj, before the residual add) by

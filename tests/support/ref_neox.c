@@ -71,7 +71,7 @@ static void linear(double *y, const double *x, const double *W, const double *b,
     }
 }
 
-/* SPEC §1 rotary on q and k of one position s of a fused qkv row [3d]:
+/* contract §1 rotary on q and k of one position s of a fused qkv row [3d]:
  * fp32 inv_freq and angle, cos/sin rounded to fp32, the rest in double. */
 static void rotary_row(double *row, int64_t s, const struct hm_config *c)
 {

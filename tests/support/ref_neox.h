@@ -1,5 +1,5 @@
 /* ref_neox.h — an independent double-precision GPT-NeoX, written for tests
- * as naive loops (per head, per position), straight from SPEC §1. Weights
+ * as naive loops (per head, per position), straight from contract §1. Weights
  * are one flat double vector in hm_param_specs() order. */
 #ifndef HM_REF_NEOX_H
 #define HM_REF_NEOX_H
@@ -25,7 +25,7 @@ double tu_ref_neox_loss(const struct hm_config *cfg, const double *w, const int3
 void tu_ref_neox_layers(const struct hm_config *cfg, const double *w, const int32_t *tokens,
                         int64_t T, double *qkv_out, double *o_out);
 
-/* Stage-1 objective (SPEC §2) from the teacher's per-layer qkv and o (as
+/* Stage-1 objective (contract §2) from the teacher's per-layer qkv and o (as
  * tu_ref_neox_layers gives) and feature maps fm (per layer: Wq [n_h,p,F],
  * bq [n_h,F], Wk, bk, concatenated; F = cfg->feature_dim): mean over layers
  * of mean over tokens of 1 − cos(o_student, o_teacher). dense: per layer the

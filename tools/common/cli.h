@@ -1,4 +1,4 @@
-/* cli.h — the command-line grammar shared by every hm tool (SPEC §6).
+/* cli.h — the command-line grammar shared by every hm tool (contract §6).
  *
  * Messages: "hm-x: error: cannot read 'PATH': CAUSE" on stderr, lowercase,
  * no final full stop. Only requested data goes to stdout. Exit codes: 0 ok,

@@ -1,5 +1,5 @@
 /* gen_bench.h — hm-generate --bench: the cost of prefill and decoding of a
- * model (SPEC §8), and the teacher's position limit shared with generation. */
+ * model (contract §8), and the teacher's position limit shared with generation. */
 #ifndef HM_GEN_BENCH_H
 #define HM_GEN_BENCH_H
 

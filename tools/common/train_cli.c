@@ -145,7 +145,7 @@ void hm_train_cli_finish(struct hm_train_cli *t, int argc, char **argv, const ch
         (r->save_every || r->resume || r->stop_after))
         hm_usage_error("-o - cannot be combined with --save-every, --stop-after or --resume");
     if (r->optim.kind == HM_OPTIM_SGD)
-        r->optim.clip = 0; /* SPEC §4: plain SGD, no clipping */
+        r->optim.clip = 0; /* contract §4: plain SGD, no clipping */
     if (strcmp(t->device, "cuda") == 0)
         hm_die("--device cuda: training on CUDA is not available in this build (CPU only)");
     if (json && r->out_path && strcmp(r->out_path, "-") == 0)

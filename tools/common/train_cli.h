@@ -1,4 +1,4 @@
-/* train_cli.h — the flags every training tool shares (SPEC §6):
+/* train_cli.h — the flags every training tool shares (contract §6):
  * --data --val-data --steps|--tokens --batch --seq-len --grad-accum --lr
  * --warmup --optimizer --weight-decay --clip --data-order --seed --threads
  * --log --save-every --val-every --val-tokens --resume -n/--dry-run
@@ -69,7 +69,7 @@ enum {
     "      --seq-len L          inputs per sequence (default 256)\n"                       \
     "      --grad-accum N       micro-batches per optimizer step (default 1)\n"            \
     "      --data-order shuffle|sequential  window order (default shuffle, --seed)\n"      \
-    "Optimizer (SPEC §4):\n"                                                               \
+    "Optimizer (contract §4):\n"                                                               \
     "      --optimizer adamw|sgd   (default adamw: β 0.9/0.95, ε 1e-8)\n"                  \
     "      --lr X               peak learning rate (default 6e-4)\n"                       \
     "      --warmup N           linear warm-up steps, then cosine to 0.1·peak\n"           \

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# checked.sh — the model-level pipeline on the `checked` backend (contract
+# §10): every tensor placed through the backend, or the run stops. Stage 1,
+# stage 2 on a mapped HedgeMamba, a teacher fine-tune with --grad-accum,
+# --stop-after + --resume, and evaluation run on `checked` for both
+# families, and their outputs equal the `ref` backend's bit for bit (checked
+# computes ref's ops on its guarded memory). Env: HM_BIN, HM_TMP.
+set -u
+B="$HM_BIN"
+T="${HM_TMP:-/tmp}/cli_checked.$$"
+rm -rf "$T" && mkdir -p "$T"
+trap 'rm -rf "$T"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+ok() { "$@" >"$T/out" 2>"$T/err" || { fail "exit $?: $* :: $(tail -c 600 "$T/err")"; return 1; }; }
+# the tensor bytes of a safetensors file (after its 8-byte length and header)
+data() { local h; h=$(od -An -tu8 -N8 "$1" | tr -d ' '); tail -c +$((9 + h)) "$1" | md5sum; }
+same() { [ "$(data "$1")" = "$(data "$2")" ] || fail "$1 and $2 differ"; }
+
+for i in $(seq 1 300); do echo "the quick brown fox $i jumps over the lazy dog"; done >"$T/text.txt"
+ok "$B/hm-tokenize" --bytes "$T/text.txt" -o "$T/train.tok" -q
+ok "$B/hm-init" --preset tiny -o "$T/neox.st" --seed 1 -q
+ok "$B/hm-init" --preset llama-tiny -o "$T/llama.st" --seed 2 -q
+RUN=(--data "$T/train.tok" --batch 2 --seq-len 32 --seed 3 --no-progress -q)
+for fam in neox llama; do
+    for be in ref checked; do
+        o="$T/$fam.$be"
+        ok "$B/hm-finetune" "$T/$fam.st" -o "$o.ft.st" "${RUN[@]}" --steps 3 --grad-accum 2 \
+            --lr 1e-3 --warmup 1 --backend "$be"
+        ok "$B/hm-finetune" "$T/$fam.st" -o "$o.rs.st" "${RUN[@]}" --steps 4 --lr 1e-3 \
+            --warmup 1 --backend "$be" --stop-after 2
+        ok "$B/hm-finetune" "$T/$fam.st" -o "$o.rs.st" "${RUN[@]}" --steps 4 --lr 1e-3 \
+            --warmup 1 --backend "$be" --resume
+        ok "$B/hm-linearize" "$T/$fam.st" -o "$o.lin.st" "${RUN[@]}" --steps 2 --lr 1e-2 \
+            --backend "$be"
+        ok "$B/hm-map-ssm" "$o.lin.st" -o "$o.map.st" -q
+        ok "$B/hm-finetune" "$o.map.st" -o "$o.hm.st" "${RUN[@]}" --steps 2 --lr 1e-3 \
+            --warmup 1 --backend "$be"
+        ok "$B/hm-eval" "$o.hm.st" --data "$T/train.tok" --seq-len 32 --backend "$be" \
+            --no-progress && cp "$T/out" "$o.eval.txt"
+    done
+    for f in ft rs lin hm; do
+        same "$T/$fam.ref.$f.st" "$T/$fam.checked.$f.st"
+    done
+    cmp -s "$T/$fam.ref.eval.txt" "$T/$fam.checked.eval.txt" || fail "$fam: eval differs"
+    echo "ok $fam"
+done
+[ $fails -eq 0 ] || { echo "checked.sh: $fails failure(s)"; exit 1; }
+echo "checked.sh: ok"
