@@ -57,6 +57,7 @@ static const char usage[] =
     "      --batch B            logits: windows per forward pass, as hm-eval --batch\n"
     "                           (default: hm-eval's default, so that a dump and its\n"
     "                           check batch the same windows and agree to the bit)\n"
+    "      --backend NAME       ref|fast|cpu|checked (default fast)\n"
     "      --threads N          CPU threads\n"
     "      --json               one JSON object: check, equivalent, tolerance,\n"
     "                           max_abs, max_rel, where, layers (bundle: check,\n"
@@ -67,7 +68,7 @@ static const char usage[] =
     "Exit status: 0 equivalent, 1 not equivalent, 2 could not check.\n";
 
 enum { OPT_DATA = HM_OPT_FIRST_TOOL, OPT_RANDOM, OPT_SEQ, OPT_MAXW, OPT_SEED, OPT_REF, OPT_TOL,
-       OPT_THREADS, OPT_BATCH };
+       OPT_THREADS, OPT_BATCH, OPT_BACKEND };
 
 struct opts {
     struct hm_cli_common common;
@@ -76,6 +77,7 @@ struct opts {
     int64_t batch; /* logits: windows per forward pass; 0 = hm-eval's default */
     uint64_t seed;
     double tol;
+    const struct hm_backend *be; /* --backend: where the models compute */
 };
 
 /* The worst disagreement seen, and where. */
@@ -155,14 +157,14 @@ static int load_seqs(const struct opts *o, int64_t vocab, struct seqs *s)
     return 0;
 }
 
-static struct hm_model *load_model(const char *path)
+static struct hm_model *load_model(const char *path, const struct hm_backend *be)
 {
     struct hm_ckpt *ck;
     struct hm_model *m = NULL;
     struct hm_error err;
     hm_error_clear(&err);
     if (hm_ckpt_open(path, &ck, &err) != HM_OK || hm_model_load(ck, &m, &err) != HM_OK ||
-        hm_model_place(m, hm_backend_get("fast"), &err) != HM_OK) {
+        hm_model_place(m, be, &err) != HM_OK) {
         hm_error("cannot read '%s': %s", path, err.msg);
         if (m)
             hm_model_free(m);
@@ -220,8 +222,9 @@ static int report(const struct opts *o, const struct worst *lg, const struct wor
 /* ---- mapping -------------------------------------------------------------------- */
 
 struct capture {
-    float *o; /* [L, T, d] */
+    float *o; /* [L, T, d] host memory */
     int64_t T;
+    const struct hm_backend *be;
 };
 
 static enum hm_status grab(void *ctx, int64_t l, const float *a_in, const float *qkv,
@@ -231,22 +234,25 @@ static enum hm_status grab(void *ctx, int64_t l, const float *a_in, const float 
     (void)a_in;
     (void)qkv;
     (void)err;
-    memcpy(c->o + l * c->T * d, o, sizeof(float) * (size_t)(T * d));
+    hm_backend_download(c->be, c->o + l * c->T * d, o, sizeof(float) * (size_t)(T * d));
     return HM_OK;
 }
 
-/* logits of one sequence, with the per-layer mixer outputs captured */
+/* logits [T, V] (host) of one sequence, with the per-layer mixer outputs
+ * captured; dl: [T, V] backend memory they are made in */
 static enum hm_status run_seq(const struct hm_model *m, const int32_t *tok, int64_t T,
-                              struct hm_model_ws *ws, struct capture *cap, float *logits,
-                              struct hm_error *err)
+                              struct hm_model_ws *ws, struct capture *cap, float *dl,
+                              float *logits, struct hm_error *err)
 {
     struct hm_model_hooks hooks = {.on_layer = grab, .ctx = cap};
-    const struct hm_backend *be = hm_backend_get("fast");
-    enum hm_status st = hm_model_hidden(m, be, tok, T, ws, cap ? &hooks : NULL, err);
-    if (st == HM_OK)
-        hm_backend_matmul_forward(be, logits, ws->hf, m->embed_out, NULL, T, m->cfg.hidden_size,
-                                  m->cfg.vocab_size);
-    return st;
+    const struct hm_backend *be = cap->be;
+    enum hm_status st = hm_model_hidden(m, be, tok, T, ws, &hooks, err);
+    if (st != HM_OK)
+        return st;
+    hm_backend_matmul_forward(be, dl, ws->hf, m->embed_out, NULL, T, m->cfg.hidden_size,
+                              m->cfg.vocab_size);
+    hm_backend_download(be, logits, dl, sizeof(float) * (size_t)(T * m->cfg.vocab_size));
+    return hm_backend_sync(be, err);
 }
 
 static int same_skeleton(const struct hm_config *a, const struct hm_config *b)
@@ -260,7 +266,7 @@ static int same_skeleton(const struct hm_config *a, const struct hm_config *b)
 
 static int check_mapping(const struct opts *o)
 {
-    struct hm_model *ref = load_model(o->a), *m = ref ? load_model(o->b) : NULL;
+    struct hm_model *ref = load_model(o->a, o->be), *m = ref ? load_model(o->b, o->be) : NULL;
     struct seqs s = {0};
     if (!ref || !m)
         goto fail;
@@ -274,9 +280,10 @@ static int check_mapping(const struct opts *o)
         goto fail;
     const int64_t L = ref->cfg.num_hidden_layers, d = ref->cfg.hidden_size, T = s.T;
     const int64_t V = ref->cfg.vocab_size;
-    struct capture ca = {malloc(sizeof(float) * (size_t)(L * T * d)), T};
-    struct capture cb = {malloc(sizeof(float) * (size_t)(L * T * d)), T};
+    struct capture ca = {malloc(sizeof(float) * (size_t)(L * T * d)), T, o->be};
+    struct capture cb = {malloc(sizeof(float) * (size_t)(L * T * d)), T, o->be};
     float *la = malloc(sizeof(float) * (size_t)(T * V)), *lb = malloc(sizeof(float) * (size_t)(T * V));
+    float *dl = hm_backend_alloc(o->be, sizeof(float) * (size_t)(T * V));
     struct worst lg = {0}, *layers = calloc((size_t)L, sizeof *layers);
     struct hm_model_ws wa, wb;
     hm_model_ws_init(&wa);
@@ -285,8 +292,13 @@ static int check_mapping(const struct opts *o)
     int rc = 0;
     for (int64_t q = 0; q < s.n && rc == 0; q++) {
         const int32_t *tok = s.tok + q * (T + 1);
-        if (run_seq(ref, tok, T, &wa, &ca, la, &err) != HM_OK ||
-            run_seq(m, tok, T, &wb, &cb, lb, &err) != HM_OK) {
+        if (!ca.o || !cb.o || !la || !lb || !dl) {
+            hm_error("cannot run the models: out of memory");
+            rc = 2;
+            break;
+        }
+        if (run_seq(ref, tok, T, &wa, &ca, dl, la, &err) != HM_OK ||
+            run_seq(m, tok, T, &wb, &cb, dl, lb, &err) != HM_OK) {
             hm_error("cannot run the models: %s", err.msg);
             rc = 2;
             break;
@@ -298,6 +310,7 @@ static int check_mapping(const struct opts *o)
     if (rc == 0)
         rc = report(o, &lg, layers, L, "logits");
     free(ca.o), free(cb.o), free(la), free(lb), free(layers), free(s.tok);
+    hm_backend_free(o->be, (void **)&dl);
     hm_model_ws_release(&wa);
     hm_model_ws_release(&wb);
     hm_model_free(ref);
@@ -314,7 +327,7 @@ fail:
 
 static int check_recurrent(const struct opts *o)
 {
-    struct hm_model *m = load_model(o->a);
+    struct hm_model *m = load_model(o->a, o->be);
     struct seqs s = {0};
     struct hm_error err;
     struct hm_model_state *st = NULL;
@@ -324,7 +337,7 @@ static int check_recurrent(const struct opts *o)
         return 2;
     }
     const int64_t T = s.T, V = m->cfg.vocab_size;
-    const struct hm_backend *be = hm_backend_get("fast");
+    const struct hm_backend *be = o->be;
     if (hm_model_state_new(m, &st, &err) != HM_OK) {
         hm_error("cannot check '%s': %s", o->a, err.msg);
         free(s.tok);
@@ -339,7 +352,7 @@ static int check_recurrent(const struct opts *o)
     int rc = 0;
     for (int64_t q = 0; q < s.n && rc == 0; q++) {
         const int32_t *tok = s.tok + q * (T + 1);
-        if (run_seq(m, tok, T, &ws, NULL, chunked, &err) != HM_OK) {
+        if (hm_model_forward(m, be, tok, T, chunked, &ws, &err) != HM_OK) {
             hm_error("cannot run '%s': %s", o->a, err.msg);
             rc = 2;
             break;
@@ -380,7 +393,7 @@ static int check_logits(const struct opts *o)
         hm_st_close(rf);
         return 2;
     }
-    struct hm_model *m = load_model(o->a);
+    struct hm_model *m = load_model(o->a, o->be);
     struct seqs s = {0};
     const int64_t W = t->shape[0], T = t->shape[1], V = t->shape[2];
     struct opts o2 = *o;
@@ -401,7 +414,7 @@ static int check_logits(const struct opts *o)
         goto fail;
     }
     const float *ref = hm_st_data_view(rf, i);
-    const struct hm_backend *be = hm_backend_get("fast");
+    const struct hm_backend *be = o->be;
     int64_t B = o->batch > 0 ? o->batch : hm_model_eval_batch(&m->cfg, be, T, W);
     B = B < W ? B : W;
     float *lg = malloc(sizeof(float) * (size_t)(B * T * V));
@@ -523,10 +536,12 @@ int main(int argc, char **argv)
         {"reference", required_argument, NULL, OPT_REF},
         {"tolerance", required_argument, NULL, OPT_TOL},
         {"threads", required_argument, NULL, OPT_THREADS},
+        {"backend", required_argument, NULL, OPT_BACKEND},
         {"batch", required_argument, NULL, OPT_BATCH},
         {NULL, 0, NULL, 0},
     };
-    struct opts o = {.common = {.progress = -1}, .seq_len = 256, .max_windows = 4, .tol = -1};
+    struct opts o = {.common = {.progress = -1}, .seq_len = 256, .max_windows = 4, .tol = -1,
+                   .be = NULL};
     int c;
     hm_cli_init("hm-verify", usage, argv);
     hm_cli_set_write_failure_code(2); /* cmp(1): could not report = could not check */
@@ -541,6 +556,10 @@ int main(int argc, char **argv)
         case OPT_REF: o.ref = optarg; break;
         case OPT_TOL: o.tol = hm_parse_f64(optarg, "--tolerance", 0, 1); break;
         case OPT_THREADS: hm_threads_set((int)hm_parse_i64(optarg, "--threads", 1, 4096)); break;
+        case OPT_BACKEND:
+            if (!(o.be = hm_backend_get(optarg)))
+                hm_usage_error("unknown backend '%s' (expected %s)", optarg, hm_backend_names());
+            break;
         case OPT_BATCH: o.batch = hm_parse_i64(optarg, "--batch", 1, 65536); break;
         }
     }
@@ -568,6 +587,8 @@ int main(int argc, char **argv)
         hm_usage_error("logits needs --reference and --data");
     if (o.tol < 0)
         o.tol = strcmp(o.mode, "logits") == 0 ? 1e-4 : 1e-5;
+    if (!o.be)
+        o.be = hm_backend_get("fast");
     int rc = strcmp(o.mode, "mapping") == 0 ? check_mapping(&o)
              : strcmp(o.mode, "recurrent") == 0 ? check_recurrent(&o)
                                                 : check_logits(&o);
