@@ -1,4 +1,5 @@
-/* hm-eval — perplexity and zero-shot multiple choice of a GPT-NeoX checkpoint
+/* hm-eval — perplexity and zero-shot multiple choice of a checkpoint of any
+ * family and mixer
  * (contract §6, §7 "ppl / eval"). */
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -22,9 +23,10 @@ static const char usage[] =
     "       hm-eval [OPTIONS] CKPT --mc FILE (--tokenizer FILE | --bytes)\n"
     "       hm-eval [OPTIONS] --unigram TRAIN_TOKENS --data TOKENS --seq-len L\n"
     "\n"
-    "Evaluates a GPT-NeoX checkpoint (safetensors file, HuggingFace folder or\n"
-    "index). Perplexity: the token file is cut into non-overlapping windows,\n"
-    "window w = tokens [wL, wL+L] (L inputs, L targets, positions from 0); an\n"
+    "Evaluates a checkpoint of any family and mixer (safetensors file, HuggingFace\n"
+    "folder, index or bundle). Perplexity: the token file is cut into\n"
+    "non-overlapping windows, window w = tokens [wL, wL+L] (L inputs, L targets,\n"
+    "positions from 0); an\n"
     "incomplete last window is dropped. PPL = exp(mean NLL over all targets),\n"
     "accumulated in double. For a byte-level token file (vocabulary 257) bits per\n"
     "byte = sum NLL / ln 2 / bytes, where bytes = targets that are not end-of-text.\n"

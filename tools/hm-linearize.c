@@ -19,8 +19,9 @@
 static const char usage[] =
     "usage: hm-linearize [OPTIONS] TEACHER -o OUT --data TOKENS (--steps N | --tokens N)\n"
     "\n"
-    "Stage 1 of the recipe: replace every softmax attention of a GPT-NeoX TEACHER\n"
-    "(file, HF folder or index) with Hedgehog linear attention. Per layer and head,\n"
+    "Stage 1 of the recipe: replace every softmax attention of a TEACHER (GPT-NeoX\n"
+    "or llama; file, HF folder or index) with Hedgehog linear attention. Per layer\n"
+    "and head,\n"
     "query and key feature maps phi(x) = [softmax(xW+b), softmax(-(xW+b))] start at\n"
     "W = eye(p, F), b = 0 and are trained so that each layer's attention output\n"
     "(after dense) matches the teacher's: loss = mean over layers and tokens of\n"
