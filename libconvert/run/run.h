@@ -15,7 +15,22 @@
  *
  * NaN guard. A non-finite loss or gradient stops the run before the update,
  * names the step and the first tensor whose gradient is non-finite, writes
- * the last good state (the weights before this step) and fails. */
+ * the last good state (the weights before this step) and fails.
+ *
+ * Processes (struct hm_run_comm, the seam MPI fills). Every process
+ * computes every step; only the primary (rank 0) does the I/O one process
+ * should do: the JSON-lines log, the state file, the checkpoints and the
+ * progress reports. What decides the path of the run is computed from
+ * values every process has, so every process takes the same path: a step's
+ * non-finite flag (from its downloaded loss sums and Σ g²) goes through
+ * comm->reduce_max before anyone acts on it; validation, --save-every and
+ * --stop-after depend only on the step number.
+ *
+ * Files. libconvert/run/: run_loop.c (hm_run_train, the step), run_state.c
+ * (state save/load/resume checks, the payload hash, the host mirror,
+ * checkpoint saves), run_log.c (the JSON-lines log, trim on resume),
+ * run_validate.c (hm_run_validate), run_comm.c (the process seam);
+ * run_internal.h holds what they share. */
 #ifndef HM_RUN_H
 #define HM_RUN_H
 
@@ -63,6 +78,36 @@ struct hm_run_model {
                            struct hm_error *err);
 };
 
+/* The processes of one run: the seam a data-parallel transport (MPI) fills.
+ * NULL (hm_run_opts.comm) or size 1 with NULL hooks is a single process,
+ * exactly the run without it. Every process runs hm_run_train with the same
+ * options; each computes, only hm_run_is_primary() writes. A step is
+ *   zero grads → accumulate × accum → reduce_grads → Σ g² → one download of
+ *   the step's scalars → the non-finite flag → reduce_max → update or stop.
+ * A failure only one process sees (its own compute, the primary's I/O) ends
+ * that process with the error; the launcher (mpirun) ends the others. */
+struct hm_run_comm {
+    int rank;   /* this process, 0 .. size − 1 */
+    int size;   /* processes in the run (≥ 1) */
+    void *ctx;  /* the transport's own (e.g. an MPI communicator); passed to the hooks */
+    /* The gradient all-reduce: replace every gradient p[0 .. np).g (backend
+     * memory; hm_trainer's are one flat allocation) with its mean over the
+     * processes. Called once a step, after the step's last accumulate and
+     * before the gradient norm and the optimizer step. NULL: one process
+     * (nothing to do). */
+    enum hm_status (*reduce_grads)(void *ctx, const struct hm_backend *be,
+                                   const struct hm_opt_param *p, int64_t np,
+                                   struct hm_error *err);
+    /* Host, in place: x[0 .. n) ← the maximum over the processes. The
+     * step's decision flags go through it before any process acts on them.
+     * NULL: one process (x is already everyone's). */
+    void (*reduce_max)(void *ctx, int *x, int n);
+};
+
+/* 1 if this process does the run's one-process I/O (log, state, checkpoints,
+ * progress): rank 0, or any process when comm is NULL. */
+int hm_run_is_primary(const struct hm_run_comm *comm);
+
 struct hm_run_opts {
     const char *tool;          /* "hm-finetune" ... */
     int argc;
@@ -85,6 +130,7 @@ struct hm_run_opts {
     int64_t stop_after;        /* > 0: stop after this many steps of this invocation,
                                   saving state and output (continue with resume) */
     const char *prev_provenance; /* the input's chain, or NULL */
+    const struct hm_run_comm *comm; /* the run's processes; NULL: a single process */
 };
 
 /* Progress and messages go through this callback (tools print them). */
@@ -95,7 +141,8 @@ struct hm_run_report {
 typedef void (*hm_run_progress_fn)(void *ctx, const struct hm_run_report *r);
 
 /* Runs the whole training. The data files are opened and checked here.
- * final (optional): the last report. */
+ * progress is called on the primary only. final (optional): the last
+ * report (on every process). */
 enum hm_status hm_run_train(const struct hm_run_model *model, const struct hm_run_opts *o,
                             hm_run_progress_fn progress, void *pctx,
                             struct hm_run_report *final, struct hm_error *err);

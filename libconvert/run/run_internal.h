@@ -1,0 +1,76 @@
+/* run_internal.h — what the files of a training run share (run.h is the
+ * public side): the run's state and the functions run_loop.c calls in
+ * run_state.c, run_log.c and run_comm.c. */
+#ifndef HM_RUN_INTERNAL_H
+#define HM_RUN_INTERNAL_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <time.h>
+
+#include "run.h"
+
+/* 2: the state carries a payload checksum, the base checkpoint's xxh3 and
+ * every hyper-parameter that changes the trajectory. */
+#define RUN_STATE_VERSION 2
+
+struct run {
+    const struct hm_run_model *model;
+    const struct hm_run_opts *o;
+    const struct hm_opt_param *p;
+    int64_t np;
+    struct hm_optim opt;
+    int64_t step;    /* completed optimizer steps */
+    float *host;     /* the host mirror while saving or loading state (run_state.c) */
+    int64_t tokens;  /* training tokens consumed */
+    uint64_t data_hash;
+    uint64_t base_hash;  /* the input checkpoint's bytes (0: a stream, unknown) */
+    char *state_path;
+    int primary;     /* hm_run_is_primary(o->comm): this process writes */
+};
+
+/* ---- run_state.c: state files, resume checks, checkpoint saves ---- */
+
+/* xxh3 of the input checkpoint: the file, or a folder's *.safetensors and
+ * *.json files in name order (each file's hash, hashed again). 0 for '-'. */
+uint64_t run_base_checkpoint_hash(const char *path);
+
+/* Writes r->state_path (atomically) from the backend's weights and moments.
+ * Primary only. */
+enum hm_status run_save_state(struct run *r, struct hm_error *err);
+
+/* Reads r->state_path: checks that every flag that changes the trajectory
+ * matches this run and the payload checksum, uploads the weights and
+ * moments, sets r->step, r->opt.t, r->tokens. Every process. */
+enum hm_status run_load_state(struct run *r, struct hm_error *err);
+
+/* The state file (unless the output is '-') and then the output checkpoint
+ * with the provenance chain extended (t0: the run's start, final_loss: the
+ * last step's loss). Primary only. */
+enum hm_status run_save_all(struct run *r, double final_loss, time_t t0, struct hm_error *err);
+
+/* ---- run_log.c: the JSON-lines log ---- */
+
+/* One JSON line (fp NULL: nothing); a failed write (full disk, /dev/full)
+ * is an error that names the log and the cause. aux: m->n_aux numbers or
+ * NULL. Primary only. */
+enum hm_status run_log_line(FILE *fp, const char *path, const struct hm_run_model *m,
+                            const struct hm_run_report *rep, const double *aux,
+                            struct hm_error *err);
+
+/* Keep only log lines with step ≤ keep (resume must not duplicate steps).
+ * Primary only. */
+enum hm_status run_trim_log(const char *path, int64_t keep, struct hm_error *err);
+
+/* ---- run_comm.c: decisions every process takes together ---- */
+
+/* The step's decision flags (host ints, 0 or 1) made everyone's: their
+ * maximum over the processes (comm->reduce_max), in place; nothing for a
+ * single process. */
+void run_agree(const struct run *r, int *flags, int n);
+
+/* The hook point between accumulate and the optimizer step: the gradient
+ * all-reduce (comm->reduce_grads); HM_OK and nothing for a single process. */
+enum hm_status run_reduce_grads(const struct run *r, struct hm_error *err);
+
+#endif
