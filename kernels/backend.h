@@ -93,6 +93,11 @@ const struct hm_backend *hm_backend_get(const char *name);
 
 /* "ref|fast|cpu|checked" for usage texts. */
 const char *hm_backend_names(void);
+/* The name of the i-th registered backend: 0 "ref", 1 "fast", 2 "checked",
+ * then those hm_backend_register added, in order (aliases such as "cpu"
+ * are not listed); NULL when i is out of range. Borrowed. Tests iterate
+ * it to run every op test on every backend. */
+const char *hm_backend_name_at(int i);
 /* The name be was opened with (borrowed). */
 const char *hm_backend_name(const struct hm_backend *be);
 /* "matmul_forward" ... for an op; NULL when out of range. */

@@ -54,6 +54,11 @@ const char *hm_backend_names(void) { return "ref|fast|cpu|checked"; }
 
 const char *hm_backend_name(const struct hm_backend *be) { return be->name; }
 
+const char *hm_backend_name_at(int i)
+{
+    return i >= 0 && i < g_n_registry ? g_registry[i]->name : NULL;
+}
+
 enum hm_status hm_backend_open(const char *name, struct hm_backend **out, struct hm_error *err)
 {
     *out = NULL;

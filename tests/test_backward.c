@@ -3,7 +3,10 @@
  * Each op: a scalar L = Σ R ⊙ op(inputs) with a fixed random R; the op's
  * forward is re-implemented here in double (independently of kernels/),
  * differentiated by central differences (h = 1e-6, so truncation ~1e-12),
- * and compared with the fp32 backward of both backends given dy = R.
+ * and compared with the fp32 backward of every registered backend given
+ * dy = R (ref, fast, checked, a device backend: tests/support/bufs.h,
+ * inputs uploaded into its buffers, gradients downloaded; checked, ref's
+ * code, equals ref bit for bit).
  * Tolerance: max|Δ| ≤ 5e-6 · max(1, max|g|) — the kernels take fp32
  * inputs and write fp32 outputs, so ~1e-7 relative per value plus
  * accumulation; observed ≤ 6.2e-7 over every op, shape and backend.
@@ -14,6 +17,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "bufs.h"
 #include "trainer.h"
 #include "optim.h"
 #include "ref_neox.h"
@@ -31,7 +35,6 @@ static void round_f(double *x, int64_t n)
         x[i] = (float)x[i];
 }
 
-static const char *backends[] = {"ref", "fast"};
 
 /* ---- matmul ---------------------------------------------------------------- */
 struct mm { int64_t T, in, out; const double *R; double *x, *w, *b; int which; };
@@ -76,13 +79,24 @@ Test(backward, matmul)
         tu_fd_grad(gw, w, out * in, mm_loss, &c);
         c.which = 2;
         tu_fd_grad(gb, b, out, mm_loss, &c);
-        for (int k = 0; k < 2; k++) {
-            const struct hm_backend *be = hm_backend_get(backends[k]);
+        const struct hm_backend *be;
+        TB_EACH(be) {
             float *fx = tu_to_f32(x, T * in), *fw = tu_to_f32(w, out * in), *fR = tu_to_f32(R, T * out);
             float *dx = calloc(T * in, 4), *dw = calloc(out * in, 4), *db = calloc(out, 4);
             dw[0] = 0.25f; /* parameter grads accumulate */
             db[0] = -0.5f;
-            hm_backend_matmul_backward(be, dx, dw, db, fR, fx, fw, T, in, out);
+            float *dxb = tb_out(be, TB_F(T * in)), *dwb = tb_in(be, dw, TB_F(out * in));
+            float *dbb = tb_in(be, db, TB_F(out));
+            hm_backend_matmul_backward(be, dxb, dwb, dbb, tb_in(be, fR, TB_F(T * out)),
+                                       tb_in(be, fx, TB_F(T * in)), tb_in(be, fw, TB_F(out * in)),
+                                       T, in, out);
+            tb_get(be, dx, dxb, TB_F(T * in));
+            tb_get(be, dw, dwb, TB_F(out * in));
+            tb_get(be, db, dbb, TB_F(out));
+            tb_free_all(be);
+            tb_keep(be, "matmul dx", dx, TB_F(T * in));
+            tb_keep(be, "matmul dw", dw, TB_F(out * in));
+            tb_keep(be, "matmul db", db, TB_F(out));
             dw[0] -= 0.25f;
             db[0] += 0.5f;
             check_close("matmul dx", dx, gx, T * in);
@@ -140,13 +154,25 @@ Test(backward, layernorm)
         tu_fd_grad(gw, w, d, ln_loss, &c);
         c.which = 2;
         tu_fd_grad(gb, b, d, ln_loss, &c);
-        for (int k = 0; k < 2; k++) {
-            const struct hm_backend *be = hm_backend_get(backends[k]);
+        const struct hm_backend *be;
+        TB_EACH(be) {
             float *fx = tu_to_f32(x, T * d), *fw = tu_to_f32(w, d), *fb = tu_to_f32(b, d), *fR = tu_to_f32(R, T * d);
             float *y = malloc(4 * T * d), *mean = malloc(4 * T), *rstd = malloc(4 * T);
             float *dx = calloc(T * d, 4), *dw = calloc(d, 4), *db = calloc(d, 4);
-            hm_backend_layernorm_forward(be, y, mean, rstd, fx, fw, fb, T, d, 1e-5f);
-            hm_backend_layernorm_backward(be, dx, dw, db, fR, fx, mean, rstd, fw, T, d);
+            const float *xb = tb_in(be, fx, TB_F(T * d)), *wb = tb_in(be, fw, TB_F(d));
+            float *yb = tb_out(be, TB_F(T * d)), *mb = tb_out(be, TB_F(T)), *rb = tb_out(be, TB_F(T));
+            float *dxb = tb_out(be, TB_F(T * d)), *dwb = tb_in(be, dw, TB_F(d));
+            float *dbb = tb_in(be, db, TB_F(d));
+            hm_backend_layernorm_forward(be, yb, mb, rb, xb, wb, tb_in(be, fb, TB_F(d)), T, d, 1e-5f);
+            hm_backend_layernorm_backward(be, dxb, dwb, dbb, tb_in(be, fR, TB_F(T * d)), xb, mb, rb,
+                                          wb, T, d);
+            tb_get(be, dx, dxb, TB_F(T * d));
+            tb_get(be, dw, dwb, TB_F(d));
+            tb_get(be, db, dbb, TB_F(d));
+            tb_free_all(be);
+            tb_keep(be, "layernorm dx", dx, TB_F(T * d));
+            tb_keep(be, "layernorm dw", dw, TB_F(d));
+            tb_keep(be, "layernorm db", db, TB_F(d));
             check_close("layernorm dx", dx, gx, T * d);
             check_close("layernorm dw", dw, gw, d);
             check_close("layernorm db", db, gb, d);
@@ -186,14 +212,20 @@ Test(backward, gelu)
         round_f(R, n);
         struct ge c = {n, R, kind};
         tu_fd_grad(g, x, n, ge_loss, &c);
-        for (int k = 0; k < 2; k++) {
+        const struct hm_backend *be;
+        TB_EACH(be) {
             float *fx = tu_to_f32(x, n), *fR = tu_to_f32(R, n), dx[97];
-            hm_backend_gelu_backward(hm_backend_get(backends[k]), dx, fR, fx, n,
-                                     kind ? HM_GELU_TANH : HM_GELU_ERF);
+            float *dxb = tb_out(be, TB_F(n)), *Rb = tb_in(be, fR, TB_F(n));
+            const float *xb = tb_in(be, fx, TB_F(n));
+            hm_backend_gelu_backward(be, dxb, Rb, xb, n, kind ? HM_GELU_TANH : HM_GELU_ERF);
+            tb_get(be, dx, dxb, TB_F(n));
+            tb_keep(be, "gelu dx", dx, TB_F(n));
             check_close(kind ? "gelu tanh" : "gelu erf", dx, g, n);
             /* dx may alias dy */
-            hm_backend_gelu_backward(hm_backend_get(backends[k]), fR, fR, fx, n,
-                                     kind ? HM_GELU_TANH : HM_GELU_ERF);
+            hm_backend_gelu_backward(be, Rb, Rb, xb, n, kind ? HM_GELU_TANH : HM_GELU_ERF);
+            tb_get(be, fR, Rb, TB_F(n));
+            tb_free_all(be);
+            tb_keep(be, "gelu dx aliased", fR, TB_F(n));
             check_close("gelu aliased", fR, g, n);
             free(fx);
             free(fR);
@@ -240,10 +272,14 @@ Test(backward, rotary)
                 R[t * 3 * nh * p + h * 3 * p + i] = (float)tu_rand_normal(&s);
     struct ro c = {T, nh, p, r, R, inv};
     tu_fd_grad(g, x, n, ro_loss, &c);
-    for (int k = 0; k < 2; k++) {
-        float *dx = tu_to_f32(R, n);
-        hm_backend_rotary_backward(hm_backend_get(backends[k]), dx, T, nh, r, 3 * nh * p, 3 * p,
-                                   3, inv);
+    const struct hm_backend *be;
+    TB_EACH(be) {
+        float *dx = tu_to_f32(R, n), *dxb = tb_in(be, dx, TB_F(n));
+        hm_backend_rotary_backward(be, dxb, T, nh, r, 3 * nh * p, 3 * p, 3,
+                                   tb_in(be, inv, sizeof inv));
+        tb_get(be, dx, dxb, TB_F(n));
+        tb_free_all(be);
+        tb_keep(be, "rotary dx", dx, TB_F(n));
         check_close("rotary", dx, g, n);
         free(dx);
     }
@@ -293,17 +329,24 @@ Test(backward, attention)
         round_f(R, T * d);
         struct at c = {T, nh, p, R};
         tu_fd_grad(g, qkv, T * 3 * d, at_loss, &c);
-        for (int k = 0; k < 2; k++) {
-            const struct hm_backend *be = hm_backend_get(backends[k]);
+        const struct hm_backend *be;
+        TB_EACH(be) {
             float *fq = tu_to_f32(qkv, T * 3 * d), *fR = tu_to_f32(R, T * d);
-            float *out = malloc(4 * T * d), *lse = malloc(4 * nh * T), *dq = malloc(4 * T * 3 * d);
+            float *dq = malloc(4 * T * 3 * d);
             size_t fws = hm_backend_attention_ws_size(be, T, nh, p);
             size_t bws = hm_backend_attention_backward_ws_size(be, T, nh, p);
-            void *ws = malloc(fws > bws ? fws : bws);
-            hm_backend_attention_forward(be, out, lse, fq, T, nh, p, ws, fws);
-            hm_backend_attention_backward(be, dq, fR, fq, out, lse, T, nh, p, ws, bws);
+            void *ws = tb_out(be, fws > bws ? fws : bws);
+            const float *qb = tb_in(be, fq, TB_F(T * 3 * d));
+            float *ob = tb_out(be, TB_F(T * d)), *lb = tb_out(be, TB_F(nh * T));
+            float *dqb = tb_out(be, TB_F(T * 3 * d));
+            hm_backend_attention_forward(be, ob, lb, qb, T, nh, p, ws, fws);
+            hm_backend_attention_backward(be, dqb, tb_in(be, fR, TB_F(T * d)), qb, ob, lb, T, nh, p,
+                                          ws, bws);
+            tb_get(be, dq, dqb, TB_F(T * 3 * d));
+            tb_free_all(be);
+            tb_keep(be, "attention dqkv", dq, TB_F(T * 3 * d));
             check_close("attention dqkv", dq, g, T * 3 * d);
-            free(fq); free(fR); free(out); free(lse); free(dq); free(ws);
+            free(fq); free(fR); free(dq);
         }
         free(qkv); free(R); free(g);
     }
@@ -326,20 +369,32 @@ Test(backward, attention_blocked_fast_vs_ref)
         float *fq = tu_to_f32(qkv, T * 3 * d), *fR = tu_to_f32(R, T * d);
         float *out = malloc(4 * T * d), *lse = malloc(4 * nh * T);
         float *dq[2] = {malloc(4 * T * 3 * d), malloc(4 * T * 3 * d)};
-        const struct hm_backend *ref = hm_backend_get("ref"), *fast = hm_backend_get("fast");
+        const struct hm_backend *ref = hm_backend_get("ref"), *be;
         size_t fws = hm_backend_attention_ws_size(ref, T, nh, p);
-        size_t bws = hm_backend_attention_backward_ws_size(fast, T, nh, p);
+        size_t bws = hm_backend_attention_backward_ws_size(ref, T, nh, p);
         void *ws = malloc(fws > bws ? fws : bws);
+        /* ref on host arrays: the forward every backend's backward reads, and
+         * the backward they are compared with */
         hm_backend_attention_forward(ref, out, lse, fq, T, nh, p, ws, fws);
-        for (int k = 0; k < 2; k++) {
-            const struct hm_backend *be = k ? fast : ref;
-            size_t w = hm_backend_attention_backward_ws_size(be, T, shapes[si][3] ? 1 : nh, p);
-            hm_backend_attention_backward(be, dq[k], fR, fq, out, lse, T, nh, p, ws, w);
-        }
+        hm_backend_attention_backward(ref, dq[0], fR, fq, out, lse, T, nh, p, ws, bws);
         double *want = malloc(8 * T * 3 * d);
         for (int64_t i = 0; i < T * 3 * d; i++)
             want[i] = dq[0][i];
-        tu_check_fd("attention backward fast vs ref", dq[1], want, T * 3 * d, 1e-5);
+        TB_EACH(be) {
+            size_t full = hm_backend_attention_backward_ws_size(be, T, nh, p);
+            size_t w = hm_backend_attention_backward_ws_size(be, T, shapes[si][3] ? 1 : nh, p);
+            float *dqb = tb_out(be, TB_F(T * 3 * d));
+            hm_backend_attention_backward(be, dqb, tb_in(be, fR, TB_F(T * d)),
+                                          tb_in(be, fq, TB_F(T * 3 * d)), tb_in(be, out, TB_F(T * d)),
+                                          tb_in(be, lse, TB_F(nh * T)), T, nh, p,
+                                          tb_out(be, full > w ? full : w), w);
+            tb_get(be, dq[1], dqb, TB_F(T * 3 * d));
+            tb_free_all(be);
+            char what[96];
+            snprintf(what, sizeof what, "attention backward %s vs ref", hm_backend_name(be));
+            tu_check_fd(what, dq[1], want, T * 3 * d, 1e-5);
+            tb_expect_ref_bits(be, what, dq[1], dq[0], TB_F(T * 3 * d));
+        }
         free(qkv), free(R), free(fq), free(fR), free(out), free(lse), free(dq[0]), free(dq[1]);
         free(ws), free(want);
     }
@@ -354,9 +409,15 @@ Test(backward, embedding_scatter)
     uint64_t s = 61;
     for (int i = 0; i < 18; i++)
         dy[i] = (float)tu_rand_normal(&s);
-    for (int k = 0; k < 2; k++) {
+    const struct hm_backend *be;
+    TB_EACH(be) {
         memset(table, 0, sizeof table);
-        hm_backend_embedding_backward(hm_backend_get(backends[k]), table, dy, ids, T, d);
+        float *tb = tb_in(be, table, sizeof table);
+        hm_backend_embedding_backward(be, tb, tb_in(be, dy, sizeof dy), tb_in(be, ids, sizeof ids),
+                                      T, d);
+        tb_get(be, table, tb, sizeof table);
+        tb_free_all(be);
+        tb_keep(be, "embedding dtable", table, sizeof table);
         for (int64_t v = 0; v < V; v++)
             for (int64_t i = 0; i < d; i++) {
                 double want = 0;
@@ -398,11 +459,19 @@ Test(backward, cross_entropy)
     struct ce c = {T, V, tg, 0.25};
     tu_fd_grad(g, l, T * V, ce_loss, &c);
     double want_total = ce_loss(l, &c) / 0.25;
-    for (int k = 0; k < 2; k++) {
+    const struct hm_backend *be;
+    TB_EACH(be) {
         float *fl = tu_to_f32(l, T * V), dl[65];
         double total = 0;
-        hm_backend_cross_entropy_backward(hm_backend_get(backends[k]), &total, dl, fl, tg, T, V,
-                                          0.25f);
+        double *lossb = tb_in(be, &total, sizeof total); /* the loss: backend memory */
+        float *dlb = tb_out(be, sizeof dl);
+        hm_backend_cross_entropy_backward(be, lossb, dlb, tb_in(be, fl, TB_F(T * V)),
+                                          tb_in(be, tg, sizeof tg), T, V, 0.25f);
+        tb_get(be, &total, lossb, sizeof total);
+        tb_get(be, dl, dlb, sizeof dl);
+        tb_free_all(be);
+        tb_keep(be, "cross entropy loss", &total, sizeof total);
+        tb_keep(be, "cross entropy dlogits", dl, sizeof dl);
         cr_expect(fabs(total - want_total) < 1e-5 * fabs(want_total), "loss %g vs %g", total,
                   want_total);
         check_close("cross entropy", dl, g, T * V);
@@ -437,12 +506,20 @@ Test(backward, cross_entropy_large_vocab)
         if (tg[t] >= 0)
             want_total += lse[t] - l[t * V + tg[t]];
     }
-    for (int k = 0; k < 2; k++) {
-        const struct hm_backend *be = hm_backend_get(backends[k]);
+    const struct hm_backend *be;
+    TB_EACH(be) {
+        const char *name = hm_backend_name(be);
         double total = 0;
-        hm_backend_cross_entropy_backward(be, &total, dl, fl, tg, T, V, 0.5f);
+        double *lossb = tb_in(be, &total, sizeof total); /* the loss: backend memory */
+        const float *lb = tb_in(be, fl, TB_F(T * V));
+        float *dlb = tb_out(be, TB_F(T * V));
+        hm_backend_cross_entropy_backward(be, lossb, dlb, lb, tb_in(be, tg, sizeof tg), T, V, 0.5f);
+        tb_get(be, &total, lossb, sizeof total);
+        tb_get(be, dl, dlb, TB_F(T * V));
+        tb_keep(be, "cross entropy loss", &total, sizeof total);
+        tb_keep(be, "cross entropy dlogits", dl, TB_F(T * V));
         cr_expect(fabs(total - want_total) <= 1e-6 * fabs(want_total), "%s loss %.9g vs %.9g",
-                  backends[k], total, want_total);
+                  name, total, want_total);
         double worst = 0;
         for (int64_t t = 0; t < T; t++)
             for (int64_t v = 0; v < V; v++) {
@@ -454,15 +531,21 @@ Test(backward, cross_entropy_large_vocab)
                 worst = e > worst ? e : worst;
             }
         cr_expect(worst <= 5e-6, "%s cross-entropy gradient: worst relative error %.3g",
-                  backends[k], worst);
+                  name, worst);
         float nll[4], lsef[4];
         int32_t tg2[4] = {17, 3, 50303, 0};
-        hm_backend_nll_forward(be, nll, lsef, fl, tg2, T, V);
+        float *nb = tb_out(be, sizeof nll), *sb = tb_out(be, sizeof lsef);
+        hm_backend_nll_forward(be, nb, sb, lb, tb_in(be, tg2, sizeof tg2), T, V);
+        tb_get(be, nll, nb, sizeof nll);
+        tb_get(be, lsef, sb, sizeof lsef);
+        tb_free_all(be);
+        tb_keep(be, "nll", nll, sizeof nll);
+        tb_keep(be, "nll lse", lsef, sizeof lsef);
         for (int64_t t = 0; t < T; t++) {
             double want = lse[t] - l[t * V + tg2[t]];
             cr_expect(fabs(nll[t] - want) <= 1e-6 * fabs(want) + 1e-6, "%s nll row %lld: %.9g vs %.9g",
-                      backends[k], (long long)t, nll[t], want);
-            cr_expect(fabs(lsef[t] - lse[t]) <= 1e-6 * fabs(lse[t]), "%s lse row %lld", backends[k],
+                      name, (long long)t, nll[t], want);
+            cr_expect(fabs(lsef[t] - lse[t]) <= 1e-6 * fabs(lse[t]), "%s lse row %lld", name,
                       (long long)t);
         }
     }

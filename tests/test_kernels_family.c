@@ -9,20 +9,32 @@
  *    chunks, GQA, q strided in the fused layout or contiguous): ref against
  *    the matching rows of the full causal attention op and against double,
  *    fast against ref (2e-6 relative to max(1, max|ref|)).
+ * "fast" in these lines means every registered backend (fast, checked, a
+ * device backend; tests/support/bufs.h: inputs uploaded into its buffers,
+ * outputs downloaded), compared with ref's result on host arrays; checked
+ * (ref's code) equals ref bit for bit.
  * Tolerances as in test_backward.c (5e-6 relative to max(1, max|g|)).
  * Observed: rmsnorm ref vs double 1.2e-7, backward ≤ 4e-8 of max|g|,
  * cached: ref vs full attention and vs double ≤ 7.8e-7, fast vs ref ≤ 3e-7
  * (BLAS and no-BLAS builds). */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend.h"
+#include "bufs.h"
 #include "fdcheck.h"
 #include "testutil.h"
 
-static const char *backends[] = {"ref", "fast"};
+/* "<prefix> <backend> vs ref" for check messages (one static buffer). */
+static const char *vs(const char *prefix, const struct hm_backend *be)
+{
+    static char buf[128];
+    snprintf(buf, sizeof buf, "%s %s vs ref", prefix, hm_backend_name(be));
+    return buf;
+}
 
 /* ---- RMSNorm ---------------------------------------------------------------- */
 struct rn { int64_t T, d; double eps; const double *R, *x, *w; int which; };
@@ -77,19 +89,31 @@ Test(kernels_family, rmsnorm_forward_and_backward)
         float *yf = calloc((size_t)(T * d), 4), *rstdf = calloc((size_t)T, 4);
         hm_backend_rmsnorm_forward(hm_backend_get("ref"), yr, rstd, xf, wf, T, d, (float)eps);
         tu_check_fd("rmsnorm ref vs double", yr, y, T * d, 1e-6);
-        hm_backend_rmsnorm_forward(hm_backend_get("fast"), yf, rstdf, xf, wf, T, d, (float)eps);
-        tu_check_rel("rmsnorm fast vs ref", yf, yr, T * d, 1e-6, 1);
-        tu_check_rel("rmsnorm rstd fast vs ref", rstdf, rstd, T, 1e-6, 1);
-        for (int k = 0; k < 2; k++) {
-            const struct hm_backend *be = hm_backend_get(backends[k]);
-            memset(dw, 0, sizeof(float) * (size_t)d);
+        const struct hm_backend *be;
+        TB_EACH(be) {
+            const float *xb = tb_in(be, xf, TB_F(T * d)), *wb = tb_in(be, wf, TB_F(d));
+            float *yb = tb_out(be, TB_F(T * d)), *rb = tb_out(be, TB_F(T));
+            hm_backend_rmsnorm_forward(be, yb, rb, xb, wb, T, d, (float)eps);
+            tb_get(be, yf, yb, TB_F(T * d));
+            tb_get(be, rstdf, rb, TB_F(T));
+            tu_check_rel(vs("rmsnorm", be), yf, yr, T * d, 1e-6, 1);
+            tu_check_rel(vs("rmsnorm rstd", be), rstdf, rstd, T, 1e-6, 1);
+            tb_expect_ref_bits(be, "rmsnorm y", yf, yr, TB_F(T * d));
+            tb_expect_ref_bits(be, "rmsnorm rstd", rstdf, rstd, TB_F(T));
             for (int64_t i = 0; i < d; i++)
                 dw[i] = 0.25f; /* += contract: starts from a non-zero value */
-            hm_backend_rmsnorm_backward(be, dx, dw, Rf, xf, rstd, wf, T, d);
+            float *dxb = tb_out(be, TB_F(T * d)), *dwb = tb_in(be, dw, TB_F(d));
+            hm_backend_rmsnorm_backward(be, dxb, dwb, tb_in(be, Rf, TB_F(T * d)), xb,
+                                        tb_in(be, rstd, TB_F(T)), wb, T, d);
+            tb_get(be, dx, dxb, TB_F(T * d));
+            tb_get(be, dw, dwb, TB_F(d));
+            tb_free_all(be);
+            tb_keep(be, "rmsnorm dx", dx, TB_F(T * d));
+            tb_keep(be, "rmsnorm dw", dw, TB_F(d));
             for (int64_t i = 0; i < d; i++)
                 dw[i] -= 0.25f;
-            tu_check_fd(backends[k], dx, gx, T * d, 5e-6);
-            tu_check_fd(backends[k], dw, gw, d, 5e-6);
+            tu_check_fd(hm_backend_name(be), dx, gx, T * d, 5e-6);
+            tu_check_fd(hm_backend_name(be), dw, gw, d, 5e-6);
         }
         free(x), free(w), free(R), free(y), free(gx), free(gw), free(xf), free(wf), free(Rf);
         free(yr), free(rstd), free(dx), free(dw), free(yf), free(rstdf);
@@ -111,12 +135,12 @@ Test(kernels_family, qkv_expand_is_the_definition_and_its_adjoint)
         float *xf = tu_to_f32(x, T * in), *rf = tu_to_f32(r, T * outw);
         float *y[2], *dx[2];
         for (int k = 0; k < 2; k++) {
-            const struct hm_backend *be = hm_backend_get(backends[k]);
             y[k] = malloc(4 * (size_t)(T * outw));
             dx[k] = malloc(4 * (size_t)(T * in));
-            hm_backend_qkv_expand_forward(be, y[k], xf, T, nh, nkv, p);
-            hm_backend_qkv_expand_backward(be, dx[k], rf, T, nh, nkv, p);
         }
+        const struct hm_backend *ref = hm_backend_get("ref"), *be;
+        hm_backend_qkv_expand_forward(ref, y[0], xf, T, nh, nkv, p);
+        hm_backend_qkv_expand_backward(ref, dx[0], rf, T, nh, nkv, p);
         /* the definition: head h reads query head h and key/value head h / (nh / nkv) */
         for (int64_t t = 0; t < T; t++)
             for (int64_t h = 0; h < nh; h++)
@@ -134,8 +158,18 @@ Test(kernels_family, qkv_expand_is_the_definition_and_its_adjoint)
         for (int64_t i = 0; i < T * in; i++)
             rhs += (double)xf[i] * (double)dx[0][i];
         cr_assert(fabs(lhs - rhs) <= 1e-5 * (1 + fabs(lhs)), "adjoint: %.10g vs %.10g", lhs, rhs);
-        cr_assert(memcmp(y[0], y[1], 4 * (size_t)(T * outw)) == 0, "fast forward differs");
-        cr_assert(memcmp(dx[0], dx[1], 4 * (size_t)(T * in)) == 0, "fast backward differs");
+        TB_EACH(be) {
+            float *yb = tb_out(be, TB_F(T * outw)), *dxb = tb_out(be, TB_F(T * in));
+            hm_backend_qkv_expand_forward(be, yb, tb_in(be, xf, TB_F(T * in)), T, nh, nkv, p);
+            hm_backend_qkv_expand_backward(be, dxb, tb_in(be, rf, TB_F(T * outw)), T, nh, nkv, p);
+            tb_get(be, y[1], yb, TB_F(T * outw));
+            tb_get(be, dx[1], dxb, TB_F(T * in));
+            tb_free_all(be);
+            cr_assert(memcmp(y[0], y[1], 4 * (size_t)(T * outw)) == 0, "%s forward differs",
+                      hm_backend_name(be));
+            cr_assert(memcmp(dx[0], dx[1], 4 * (size_t)(T * in)) == 0, "%s backward differs",
+                      hm_backend_name(be));
+        }
         free(x), free(r), free(xf), free(rf);
         for (int k = 0; k < 2; k++)
             free(y[k]), free(dx[k]);
@@ -184,7 +218,7 @@ Test(kernels_family, attention_cached_rows_are_causal_attention_rows)
                            {0, 33, 6, 1, 10},  {50, 17, 8, 8, 16},  {300, 64, 8, 2, 64},
                            {0, 2, 3, 3, 5},    {1, 5, 2, 1, 130},   {3000, 1, 8, 2, 64},
                            {2100, 1, 32, 1, 64}, {4500, 1, 3, 1, 20}, {1500, 40, 4, 1, 32}};
-    const struct hm_backend *ref = hm_backend_get("ref"), *fast = hm_backend_get("fast");
+    const struct hm_backend *ref = hm_backend_get("ref");
     for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
         const int64_t P0 = shapes[si][0], T = shapes[si][1], nh = shapes[si][2],
                       nkv = shapes[si][3], p = shapes[si][4], n = P0 + T;
@@ -218,11 +252,10 @@ Test(kernels_family, attention_cached_rows_are_causal_attention_rows)
         }
         for (int64_t i = 0; i < G; i++)
             scratch[nsc + i] = TU_SENT;
-        for (int k = 0; k < 4; k++) /* ref strided, ref contiguous, fast strided, fast contiguous */
-            hm_backend_attention_cached(k < 2 ? ref : fast, out[k], k % 2 ? qc : qs,
-                                        k % 2 ? nh * p : H3, k % 2 ? p : 3 * p, kc, vc, P0, T, nh,
-                                        nkv, p, scratch);
-        for (int k = 0; k < 4; k++)
+        for (int k = 0; k < 2; k++) /* ref strided, ref contiguous (host arrays) */
+            hm_backend_attention_cached(ref, out[k], k % 2 ? qc : qs, k % 2 ? nh * p : H3,
+                                        k % 2 ? p : 3 * p, kc, vc, P0, T, nh, nkv, p, scratch);
+        for (int k = 0; k < 2; k++)
             for (int64_t i = no; i < no + G; i++)
                 cr_assert_eq(out[k][i], TU_SENT, "output %d written past its end", k);
         for (int64_t i = 0; i < G; i++)
@@ -239,8 +272,25 @@ Test(kernels_family, attention_cached_rows_are_causal_attention_rows)
         double *want = malloc(8 * (size_t)no);
         d_attention_rows(want, x, P0, T, nh, nkv, p);
         tu_check_fd("ref vs double", out[0], want, no, 2e-6);
-        tu_check_rel("fast (strided q) vs ref", out[2], out[0], no, 2e-6, 1);
-        tu_check_rel("fast (contiguous q) vs ref", out[3], out[0], no, 2e-6, 1);
+        /* every backend, strided and contiguous q; the scratch exactly as
+         * large as documented (bufs.h guards every buffer's end) */
+        const struct hm_backend *be;
+        TB_EACH(be) {
+            const float *hb = tb_in(be, heads, TB_F(n * H3)), *qcb = tb_in(be, qc, TB_F(no));
+            const float *kb = tb_in(be, kc, TB_F(n * nkv * p)), *vb = tb_in(be, vc, TB_F(n * nkv * p));
+            float *sb = tb_out(be, TB_F(nsc));
+            for (int k = 2; k < 4; k++) {
+                float *ob = tb_out(be, TB_F(no));
+                hm_backend_attention_cached(be, ob, k % 2 ? qcb : hb + P0 * H3, k % 2 ? nh * p : H3,
+                                            k % 2 ? p : 3 * p, kb, vb, P0, T, nh, nkv, p, sb);
+                tb_get(be, out[k], ob, TB_F(no));
+            }
+            tb_free_all(be);
+            tu_check_rel(vs("(strided q)", be), out[2], out[0], no, 2e-6, 1);
+            tu_check_rel(vs("(contiguous q)", be), out[3], out[0], no, 2e-6, 1);
+            tb_expect_ref_bits(be, "attention_cached (strided q)", out[2], out[0], TB_F(no));
+            tb_expect_ref_bits(be, "attention_cached (contiguous q)", out[3], out[1], TB_F(no));
+        }
         free(x), free(xf), free(heads), free(kc), free(vc), free(qc), free(scratch), free(want);
         for (int k = 0; k < 4; k++)
             free(out[k]);
@@ -250,7 +300,6 @@ Test(kernels_family, attention_cached_rows_are_causal_attention_rows)
 /* ---- prefill: a chunk's scan from a carried state --------------------------------- */
 Test(kernels_family, ssm_chunk_carry_equals_the_recurrence_from_the_state)
 {
-    const struct hm_backend *ref = hm_backend_get("ref");
     const int64_t T = 23, nh = 3, F2 = 6, p = 5, P1 = p + 1;
     for (int hedgehog = 0; hedgehog < 2; hedgehog++) {
         uint64_t s = 91 + (uint64_t)hedgehog;
@@ -268,16 +317,6 @@ Test(kernels_family, ssm_chunk_carry_equals_the_recurrence_from_the_state)
         float *v = tu_to_f32(vd, T * nh * p), *S = tu_to_f32(S0, nh * F2 * P1);
         float *y = malloc(4 * (size_t)(T * nh * p)), *den = malloc(4 * (size_t)(nh * T));
         const float *dtp = hedgehog ? NULL : dt, *Ap = hedgehog ? NULL : A, *Dp = hedgehog ? NULL : D;
-        size_t wsz = hedgehog ? hm_backend_linattn_ws_size(ref, T, nh, F2, p, 0)
-                              : hm_backend_ssm_ws_size(ref, T, nh, F2, p, 0);
-        void *ws = malloc(wsz ? wsz : 1);
-        if (hedgehog)
-            hm_backend_linattn_forward(ref, y, den, C, B, v, T, nh, F2, p, nh * p, p, 1e-6f, 0, NULL, ws,
-                                       wsz);
-        else
-            hm_backend_ssm_forward(ref, y, den, C, B, v, dt, A, D, T, nh, F2, p, nh * p, p, 1e-6f,
-                                   0, ws, wsz);
-        hm_backend_ssm_chunk_carry(ref, y, den, C, B, v, dtp, Ap, Dp, S, T, nh, F2, p, nh * p, p);
         /* the recurrence in double, literally, from S0 */
         double *want = malloc(8 * T * nh * p), *Sw = malloc(8 * nh * F2 * P1);
         memcpy(Sw, S0, 8 * (size_t)(nh * F2 * P1));
@@ -299,10 +338,42 @@ Test(kernels_family, ssm_chunk_carry_equals_the_recurrence_from_the_state)
                 for (int64_t i = 0; i < p; i++)
                     want[(t * nh + h) * p + i] = num[i] / dn + Dh * v[(t * nh + h) * p + i];
             }
-        tu_check_fd(hedgehog ? "linattn + carry vs recurrence" : "ssm + carry vs recurrence", y,
-                    want, T * nh * p, 2e-6);
-        tu_check_fd("state after the chunk", S, Sw, nh * F2 * P1, 2e-6);
+        const struct hm_backend *be;
+        TB_EACH(be) {
+            const int64_t nphi = T * nh * F2, nv = T * nh * p;
+            const float *Cb = tb_in(be, C, TB_F(nphi)), *Bb = tb_in(be, B, TB_F(nphi));
+            const float *vb = tb_in(be, v, TB_F(nv)), *dtb = tb_in(be, dtp, TB_F(T * nh));
+            const float *Ab = tb_in(be, Ap, TB_F(nh)), *Db = tb_in(be, Dp, TB_F(nh));
+            float *yb = tb_out(be, TB_F(nv)), *denb = tb_out(be, TB_F(nh * T));
+            float *Sb = tb_in(be, S, TB_F(nh * F2 * P1));
+            size_t wsz = hedgehog ? hm_backend_linattn_ws_size(be, T, nh, F2, p, 0)
+                                  : hm_backend_ssm_ws_size(be, T, nh, F2, p, 0);
+            void *ws = tb_out(be, wsz);
+            if (hedgehog)
+                hm_backend_linattn_forward(be, yb, denb, Cb, Bb, vb, T, nh, F2, p, nh * p, p, 1e-6f,
+                                           0, NULL, ws, wsz);
+            else
+                hm_backend_ssm_forward(be, yb, denb, Cb, Bb, vb, dtb, Ab, Db, T, nh, F2, p, nh * p,
+                                       p, 1e-6f, 0, ws, wsz);
+            hm_backend_ssm_chunk_carry(be, yb, denb, Cb, Bb, vb, dtb, Ab, Db, Sb, T, nh, F2, p,
+                                       nh * p, p);
+            float *Sn = malloc(4 * (size_t)(nh * F2 * P1));
+            tb_get(be, y, yb, TB_F(nv));
+            tb_get(be, den, denb, TB_F(nh * T));
+            tb_get(be, Sn, Sb, TB_F(nh * F2 * P1));
+            tb_free_all(be);
+            tb_keep(be, "chunk carry y", y, TB_F(nv));
+            tb_keep(be, "chunk carry den", den, TB_F(nh * T));
+            tb_keep(be, "chunk carry S", Sn, TB_F(nh * F2 * P1));
+            char what[96];
+            snprintf(what, sizeof what, "%s: %s", hm_backend_name(be),
+                     hedgehog ? "linattn + carry vs recurrence" : "ssm + carry vs recurrence");
+            tu_check_fd(what, y, want, T * nh * p, 2e-6);
+            snprintf(what, sizeof what, "%s: state after the chunk", hm_backend_name(be));
+            tu_check_fd(what, Sn, Sw, nh * F2 * P1, 2e-6);
+            free(Sn);
+        }
         free(Cd), free(Bd), free(vd), free(S0), free(C), free(B), free(v), free(S), free(y);
-        free(den), free(ws), free(want), free(Sw);
+        free(den), free(want), free(Sw);
     }
 }

@@ -3,8 +3,15 @@
  *
  * Gradients: central finite differences (h = 1e-6) on independent double
  * implementations written here, a scalar L = Σ R ⊙ op(inputs) with a fixed
- * random R, compared with the fp32 backward of both backends given dy = R;
- * tolerance max|Δ| ≤ 5e-6 · max(1, max|g|) as in tests/test_backward.c.
+ * random R, compared with the fp32 backward of every registered backend
+ * given dy = R; tolerance max|Δ| ≤ 5e-6 · max(1, max|g|) as in
+ * tests/test_backward.c.
+ *
+ * Every registered backend (ref, fast, checked, a device backend) runs
+ * every case through its own buffers (tests/support/bufs.h: inputs
+ * uploaded, outputs downloaded); "fast vs ref" below means each of them
+ * against ref's result on host arrays, and checked (ref's code) equals ref
+ * bit for bit.
  * Observed (2-core dev VM, both backends, every chunk size), as
  * max|Δ| / max(1, max|g|): feature map ≤ 4.4e-7, linear attention ≤ 4.4e-7,
  * cosine loss ≤ 4e-9.
@@ -27,6 +34,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "bufs.h"
 #include "fdcheck.h"
 #include "testutil.h"
 
@@ -34,8 +42,6 @@
 #define check_fd(what, got, want, n) tu_check_fd(what, got, want, n, TOL)
 #define EPS 1e-6f
 
-
-static const char *backends[] = {"ref", "fast"};
 
 /* ---- double implementations --------------------------------------------- */
 
@@ -137,32 +143,50 @@ Test(linattn, featuremap_fd)
         c.which = 2;
         tu_fd_grad(gb, b, nb, fm_loss, &c);
         fm_ref_d(phi, x, W, b, T, n_h, p, F);
-        for (int k = 0; k < 2; k++) {
-            const struct hm_backend *be = hm_backend_get(backends[k]);
+        const struct hm_backend *be;
+        TB_EACH(be) {
+            const char *name = hm_backend_name(be);
             float *qkv = tu_fused(x, T, n_h, p, 1), *fW = tu_to_f32(W, nW), *fb = tu_to_f32(b, nb);
             float *fR = tu_to_f32(R, nphi), *fphi = malloc(4 * nphi), *dqkv = tu_fused(NULL, T, n_h, p, 1);
             float *dx = malloc(4 * nx), *dW = calloc(nW, 4), *db = calloc(nb, 4);
             int64_t ld = 3 * n_h * p;
-            hm_backend_featuremap_forward(be, fphi, qkv + p, fW, fb, T, n_h, p, F, ld, 3 * p);
+            const float *qb = tb_in(be, qkv, TB_F(T * ld)), *Wb = tb_in(be, fW, TB_F(nW));
+            const float *Rb = tb_in(be, fR, TB_F(nphi));
+            float *phib = tb_out(be, TB_F(nphi));
+            hm_backend_featuremap_forward(be, phib, qb + p, Wb, tb_in(be, fb, TB_F(nb)), T, n_h, p, F,
+                                          ld, 3 * p);
+            tb_get(be, fphi, phib, TB_F(nphi));
+            tb_keep(be, "featuremap φ", fphi, TB_F(nphi));
             float *want = tu_to_f32(phi, nphi);
             tu_check_rel("featuremap φ", fphi, want, nphi, 1e-6, 1);
             dW[0] = 0.25f; /* parameter gradients accumulate */
             db[nb - 1] = -0.5f;
-            hm_backend_featuremap_backward(be, dqkv + p, dW, db, fR, qkv + p, fphi, fW, T, n_h, p,
+            float *dqb = tb_in(be, dqkv, TB_F(T * ld)), *dWb = tb_in(be, dW, TB_F(nW));
+            float *dbb = tb_in(be, db, TB_F(nb));
+            hm_backend_featuremap_backward(be, dqb + p, dWb, dbb, Rb, qb + p, phib, Wb, T, n_h, p,
                                            F, ld, 3 * p);
+            tb_get(be, dqkv, dqb, TB_F(T * ld));
+            tb_get(be, dW, dWb, TB_F(nW));
+            tb_get(be, db, dbb, TB_F(nb));
+            tb_keep(be, "featuremap dqkv", dqkv, TB_F(T * ld));
+            tb_keep(be, "featuremap dW", dW, TB_F(nW));
+            tb_keep(be, "featuremap db", db, TB_F(nb));
             dW[0] -= 0.25f;
             db[nb - 1] += 0.5f;
             cr_expect(tu_unfuse(dx, dqkv, T, n_h, p, 1), "%s: dx touched columns outside k",
-                      backends[k]);
+                      name);
             worst = fmax(worst, check_fd("featuremap dx", dx, gx, nx));
             worst = fmax(worst, check_fd("featuremap dW", dW, gW, nW));
             worst = fmax(worst, check_fd("featuremap db", db, gb, nb));
             /* NULL gradients skip work; dx alone gives the same dx */
             float *dqkv2 = tu_fused(NULL, T, n_h, p, 1), *dx2 = malloc(4 * nx);
-            hm_backend_featuremap_backward(be, dqkv2 + p, NULL, NULL, fR, qkv + p, fphi, fW, T,
+            float *dq2b = tb_in(be, dqkv2, TB_F(T * ld));
+            hm_backend_featuremap_backward(be, dq2b + p, NULL, NULL, Rb, qb + p, phib, Wb, T,
                                            n_h, p, F, ld, 3 * p);
+            tb_get(be, dqkv2, dq2b, TB_F(T * ld));
+            tb_free_all(be);
             cr_expect(tu_unfuse(dx2, dqkv2, T, n_h, p, 1));
-            cr_expect(memcmp(dx, dx2, 4 * (size_t)nx) == 0, "%s: dx alone differs", backends[k]);
+            cr_expect(memcmp(dx, dx2, 4 * (size_t)nx) == 0, "%s: dx alone differs", name);
             free(qkv); free(fW); free(fb); free(fR); free(fphi); free(dqkv); free(dx); free(dW);
             free(db); free(want); free(dqkv2); free(dx2);
         }
@@ -197,9 +221,15 @@ Test(linattn, featuremap_identity_init)
             }
         }
         float *qkv = tu_fused(x, T, n_h, p, 0);
-        for (int k = 0; k < 2; k++) {
-            hm_backend_featuremap_forward(hm_backend_get(backends[k]), phi, qkv, W, b, T, n_h, p,
-                                          F, 3 * n_h * p, 3 * p);
+        const struct hm_backend *be;
+        TB_EACH(be) {
+            float *phib = tb_out(be, TB_F(T * n_h * 2 * F));
+            hm_backend_featuremap_forward(be, phib, tb_in(be, qkv, TB_F(T * 3 * n_h * p)),
+                                          tb_in(be, W, TB_F(n_h * p * F)), tb_in(be, b, TB_F(n_h * F)),
+                                          T, n_h, p, F, 3 * n_h * p, 3 * p);
+            tb_get(be, phi, phib, TB_F(T * n_h * 2 * F));
+            tb_free_all(be);
+            tb_keep(be, "identity-init φ", phi, TB_F(T * n_h * 2 * F));
             tu_check_rel("identity-init φ", phi, want, T * n_h * 2 * F, 1e-6, 1);
         }
         free(x); free(W); free(b); free(want); free(phi); free(qkv);
@@ -236,34 +266,60 @@ Test(linattn, featuremap_fast_matches_ref)
         float *qkv = tu_fused(x, T, n_h, p, 1), *W = tu_to_f32(Wd, nW), *b = tu_to_f32(bd, nb);
         float *R = tu_to_f32(Rd, nphi);
         float *phi[2], *dx[2], *dW[2], *db[2];
-        for (int k = 0; k < 2; k++) {
-            const struct hm_backend *be = hm_backend_get(backends[k]);
-            float *dqkv = tu_fused(NULL, T, n_h, p, 1);
+        for (int k = 0; k < 2; k++) { /* 0: ref on host arrays, 1: the backend under test */
             phi[k] = malloc(4 * nphi);
             dx[k] = malloc(4 * nx);
             dW[k] = tu_to_f32(g0, nW);
             db[k] = tu_to_f32(g0, nb);
-            hm_backend_featuremap_forward(be, phi[k], qkv + p, W, b, T, n_h, p, F, ld, 3 * p);
-            hm_backend_featuremap_backward(be, dqkv + p, dW[k], db[k], R, qkv + p, phi[k], W, T,
-                                           n_h, p, F, ld, 3 * p);
-            cr_expect(tu_unfuse(dx[k], dqkv, T, n_h, p, 1), "%s: dx touched columns outside k",
-                      backends[k]);
-            float *dqkv2 = tu_fused(NULL, T, n_h, p, 1), *dx2 = malloc(4 * nx);
-            hm_backend_featuremap_backward(be, dqkv2 + p, NULL, NULL, R, qkv + p, phi[k], W, T,
-                                           n_h, p, F, ld, 3 * p);
-            cr_expect(tu_unfuse(dx2, dqkv2, T, n_h, p, 1));
-            cr_expect(memcmp(dx[k], dx2, 4 * (size_t)nx) == 0, "%s: dx alone differs (T %lld)",
-                      backends[k], (long long)T);
-            free(dqkv); free(dqkv2); free(dx2);
         }
-        char what[96];
-        const char *names[4] = {"φ", "dx", "dW", "db"};
-        float **outs[4] = {phi, dx, dW, db};
-        int64_t sizes[4] = {nphi, nx, nW, nb};
-        for (int i = 0; i < 4; i++) {
-            snprintf(what, sizeof what, "featuremap fast vs ref %s (T %lld n_h %lld p %lld F %lld)",
-                     names[i], (long long)T, (long long)n_h, (long long)p, (long long)F);
-            worst = fmax(worst, tu_check_rel(what, outs[i][1], outs[i][0], sizes[i], 2e-5, 1));
+        const struct hm_backend *ref = hm_backend_get("ref"), *be;
+        float *dq0 = tu_fused(NULL, T, n_h, p, 1);
+        hm_backend_featuremap_forward(ref, phi[0], qkv + p, W, b, T, n_h, p, F, ld, 3 * p);
+        hm_backend_featuremap_backward(ref, dq0 + p, dW[0], db[0], R, qkv + p, phi[0], W, T, n_h,
+                                       p, F, ld, 3 * p);
+        cr_expect(tu_unfuse(dx[0], dq0, T, n_h, p, 1), "ref: dx touched columns outside k");
+        free(dq0);
+        TB_EACH(be) {
+            const char *name = hm_backend_name(be);
+            float *dqkv = tu_fused(NULL, T, n_h, p, 1);
+            for (int64_t i = 0; i < nW; i++) /* dW, db accumulate onto g0 */
+                dW[1][i] = (float)g0[i];
+            for (int64_t i = 0; i < nb; i++)
+                db[1][i] = (float)g0[i];
+            const float *qb = tb_in(be, qkv, TB_F(T * ld)), *Wb = tb_in(be, W, TB_F(nW));
+            const float *Rb = tb_in(be, R, TB_F(nphi));
+            float *phib = tb_out(be, TB_F(nphi)), *dqb = tb_in(be, dqkv, TB_F(T * ld));
+            float *dWb = tb_in(be, dW[1], TB_F(nW)), *dbb = tb_in(be, db[1], TB_F(nb));
+            hm_backend_featuremap_forward(be, phib, qb + p, Wb, tb_in(be, b, TB_F(nb)), T, n_h, p,
+                                          F, ld, 3 * p);
+            hm_backend_featuremap_backward(be, dqb + p, dWb, dbb, Rb, qb + p, phib, Wb, T, n_h, p,
+                                           F, ld, 3 * p);
+            tb_get(be, phi[1], phib, TB_F(nphi));
+            tb_get(be, dqkv, dqb, TB_F(T * ld));
+            tb_get(be, dW[1], dWb, TB_F(nW));
+            tb_get(be, db[1], dbb, TB_F(nb));
+            cr_expect(tu_unfuse(dx[1], dqkv, T, n_h, p, 1), "%s: dx touched columns outside k",
+                      name);
+            float *dqkv2 = tu_fused(NULL, T, n_h, p, 1), *dx2 = malloc(4 * nx);
+            float *dq2b = tb_in(be, dqkv2, TB_F(T * ld));
+            hm_backend_featuremap_backward(be, dq2b + p, NULL, NULL, Rb, qb + p, phib, Wb, T,
+                                           n_h, p, F, ld, 3 * p);
+            tb_get(be, dqkv2, dq2b, TB_F(T * ld));
+            tb_free_all(be);
+            cr_expect(tu_unfuse(dx2, dqkv2, T, n_h, p, 1));
+            cr_expect(memcmp(dx[1], dx2, 4 * (size_t)nx) == 0, "%s: dx alone differs (T %lld)",
+                      name, (long long)T);
+            free(dqkv); free(dqkv2); free(dx2);
+            char what[128];
+            const char *names[4] = {"φ", "dx", "dW", "db"};
+            float **outs[4] = {phi, dx, dW, db};
+            int64_t sizes[4] = {nphi, nx, nW, nb};
+            for (int i = 0; i < 4; i++) {
+                snprintf(what, sizeof what, "featuremap %s vs ref %s (T %lld n_h %lld p %lld F %lld)",
+                         name, names[i], (long long)T, (long long)n_h, (long long)p, (long long)F);
+                worst = fmax(worst, tu_check_rel(what, outs[i][1], outs[i][0], sizes[i], 2e-5, 1));
+                tb_expect_ref_bits(be, what, outs[i][1], outs[i][0], TB_F(sizes[i]));
+            }
         }
         for (int k = 0; k < 2; k++) {
             free(phi[k]); free(dx[k]); free(dW[k]); free(db[k]);
@@ -296,24 +352,43 @@ static double la_loss(const double *x, void *ctx)
 /* Run forward + backward of backend be (chunk) on double inputs; outputs
  * (owned by the caller): y [T, n_h p], den [n_h, T], dq, dk [T, n_h, F2],
  * dv [T, n_h, p]. dv is gathered from a fused buffer whose other columns
- * are checked untouched. */
-static void la_run(const struct hm_backend *be, int64_t chunk, const double *q, const double *k,
-                   const double *v, const double *R, int64_t T, int64_t n_h, int64_t F2,
-                   int64_t p, float *y, float *den, float *dq, float *dk, float *dv)
+ * are checked untouched. host: be's ops on host arrays (ref's oracle run);
+ * else through be's buffers (inputs uploaded, outputs downloaded). */
+static void la_run(const struct hm_backend *be, int host, int64_t chunk, const double *q,
+                   const double *k, const double *v, const double *R, int64_t T, int64_t n_h,
+                   int64_t F2, int64_t p, float *y, float *den, float *dq, float *dk, float *dv)
 {
-    int64_t nphi = T * n_h * F2, ld = 3 * n_h * p;
+    int64_t nphi = T * n_h * F2, nv = T * n_h * p, ld = 3 * n_h * p;
     float *fq = tu_to_f32(q, nphi), *fk = tu_to_f32(k, nphi), *qkv = tu_fused(v, T, n_h, p, 2);
     float *fR = tu_to_f32(R, T * n_h * p), *dqkv = tu_fused(NULL, T, n_h, p, 2);
     size_t wf = hm_backend_linattn_ws_size(be, T, n_h, F2, p, chunk);
     size_t wb = hm_backend_linattn_backward_ws_size(be, T, n_h, F2, p, chunk);
-    void *ws = malloc(wf > wb ? wf : wb);
-    hm_backend_linattn_forward(be, y, den, fq, fk, qkv + 2 * p, T, n_h, F2, p, ld, 3 * p, EPS,
+    size_t wsz = wf > wb ? wf : wb;
+    void *ws = host ? malloc(wsz ? wsz : 1) : tb_out(be, wsz);
+    const float *qb = host ? fq : tb_in(be, fq, TB_F(nphi));
+    const float *kb = host ? fk : tb_in(be, fk, TB_F(nphi));
+    const float *vb = host ? qkv : tb_in(be, qkv, TB_F(T * ld));
+    const float *Rb = host ? fR : tb_in(be, fR, TB_F(nv));
+    float *yb = host ? y : tb_out(be, TB_F(nv)), *denb = host ? den : tb_out(be, TB_F(n_h * T));
+    float *dqb = host ? dq : tb_out(be, TB_F(nphi)), *dkb = host ? dk : tb_out(be, TB_F(nphi));
+    float *dvb = host ? dqkv : tb_in(be, dqkv, TB_F(T * ld));
+    hm_backend_linattn_forward(be, yb, denb, qb, kb, vb + 2 * p, T, n_h, F2, p, ld, 3 * p, EPS,
                                chunk, NULL, ws, wf);
-    hm_backend_linattn_backward(be, dq, dk, dqkv + 2 * p, fR, y, den, fq, fk, qkv + 2 * p, T, n_h,
-                                F2, p, ld, 3 * p, chunk, NULL, ws, wb);
+    hm_backend_linattn_backward(be, dqb, dkb, dvb + 2 * p, Rb, yb, denb, qb, kb, vb + 2 * p, T,
+                                n_h, F2, p, ld, 3 * p, chunk, NULL, ws, wb);
+    if (host) {
+        free(ws);
+    } else {
+        tb_get(be, y, yb, TB_F(nv));
+        tb_get(be, den, denb, TB_F(n_h * T));
+        tb_get(be, dq, dqb, TB_F(nphi));
+        tb_get(be, dk, dkb, TB_F(nphi));
+        tb_get(be, dqkv, dvb, TB_F(T * ld));
+        tb_free_all(be);
+    }
     cr_expect(tu_unfuse(dv, dqkv, T, n_h, p, 2), "%s chunk %lld: dv touched columns outside v",
               hm_backend_name(be), (long long)chunk);
-    free(fq); free(fk); free(qkv); free(fR); free(dqkv); free(ws);
+    free(fq); free(fk); free(qkv); free(fR); free(dqkv);
 }
 
 /* Random inputs of a linear-attention case (owned by the caller): φq, φk
@@ -363,12 +438,20 @@ Test(linattn, linattn_fd)
         float *want = malloc(4 * nv); /* yd is [T, n_h, p] = [T, n_h p] head-major */
         for (int64_t i = 0; i < nv; i++)
             want[i] = (float)yd[i];
-        for (int kb = 0; kb < 2; kb++)
-            for (size_t ci = 0; ci < (kb ? NCHUNK : 1); ci++) {
-                const struct hm_backend *be = hm_backend_get(backends[kb]);
+        const struct hm_backend *be;
+        TB_EACH(be)
+            for (size_t ci = 0; ci < NCHUNK; ci++) {
                 float *y = malloc(4 * nv), *den = malloc(4 * n_h * T), *dq = malloc(4 * nphi);
                 float *dk = malloc(4 * nphi), *dv = malloc(4 * nv);
-                la_run(be, chunks[ci], q, k, v, R, T, n_h, F2, p, y, den, dq, dk, dv);
+                la_run(be, 0, chunks[ci], q, k, v, R, T, n_h, F2, p, y, den, dq, dk, dv);
+                char key[64];
+                const float *o[5] = {y, den, dq, dk, dv};
+                const int64_t on[5] = {nv, n_h * T, nphi, nphi, nv};
+                for (int i = 0; i < 5; i++) { /* checked = ref, chunk by chunk */
+                    snprintf(key, sizeof key, "linattn output %d chunk %lld", i,
+                             (long long)chunks[ci]);
+                    tb_keep(be, key, o[i], TB_F(on[i]));
+                }
                 tu_check_rel("linattn y", y, want, nv, 2e-6, 1);
                 worst = fmax(worst, check_fd("linattn dφq", dq, gq, nphi));
                 worst = fmax(worst, check_fd("linattn dφk", dk, gk, nphi));
@@ -380,11 +463,14 @@ Test(linattn, linattn_fd)
     cr_log_info("linattn FD: worst max|Δ|/max(1,|g|) = %.3g", worst);
 }
 
-/* fast (chunked) against ref on the same fp32 inputs; returns the worst
- * relative error over y, den, dφq, dφk, dv. */
-static double fast_vs_ref(int64_t T, int64_t n_h, int64_t F2, int64_t p, int64_t chunk,
-                          const double *q, const double *k, const double *v, const double *R,
-                          double rel, double floor)
+/* Every backend (chunked, each of the nc chunks) against ref on the same
+ * fp32 inputs, ref computed once on host arrays; returns the worst
+ * relative error over y, den, dφq, dφk, dv. ref_bits_chunks: how many of
+ * the chunks a backend that computes ref's bits (ref, checked: they ignore
+ * the chunk, backend.h) runs. */
+static double fast_vs_ref(int64_t T, int64_t n_h, int64_t F2, int64_t p, const int64_t *cs,
+                          size_t nc, size_t ref_bits_chunks, const double *q, const double *k,
+                          const double *v, const double *R, double rel, double floor)
 {
     int64_t nphi = T * n_h * F2, nv = T * n_h * p;
     float *out[2][5];
@@ -394,19 +480,28 @@ static double fast_vs_ref(int64_t T, int64_t n_h, int64_t F2, int64_t p, int64_t
         out[b][2] = malloc(4 * nphi);
         out[b][3] = malloc(4 * nphi);
         out[b][4] = malloc(4 * nv);
-        la_run(hm_backend_get(backends[b]), chunk, q, k, v, R, T, n_h, F2, p, out[b][0],
-               out[b][1], out[b][2], out[b][3], out[b][4]);
     }
+    la_run(hm_backend_get("ref"), 1, 0, q, k, v, R, T, n_h, F2, p, out[0][0], out[0][1], out[0][2],
+           out[0][3], out[0][4]);
     const char *names[5] = {"y", "den", "dφq", "dφk", "dv"};
     int64_t sizes[5] = {nv, n_h * T, nphi, nphi, nv};
     double worst = 0;
-    for (int i = 0; i < 5; i++) {
-        char what[96];
-        snprintf(what, sizeof what, "fast vs ref %s (T %lld n_h %lld F2 %lld p %lld chunk %lld)",
-                 names[i], (long long)T, (long long)n_h, (long long)F2, (long long)p,
-                 (long long)chunk);
-        worst = fmax(worst, tu_check_rel(what, out[1][i], out[0][i], sizes[i], rel, floor));
-    }
+    const struct hm_backend *be;
+    TB_EACH(be)
+        for (size_t ci = 0; ci < (tb_ref_bits(be) ? ref_bits_chunks : nc); ci++) {
+            const int64_t chunk = cs[ci];
+            la_run(be, 0, chunk, q, k, v, R, T, n_h, F2, p, out[1][0], out[1][1], out[1][2],
+                   out[1][3], out[1][4]);
+            for (int i = 0; i < 5; i++) {
+                char what[128];
+                snprintf(what, sizeof what,
+                         "%s vs ref %s (T %lld n_h %lld F2 %lld p %lld chunk %lld)",
+                         hm_backend_name(be), names[i], (long long)T, (long long)n_h,
+                         (long long)F2, (long long)p, (long long)chunk);
+                worst = fmax(worst, tu_check_rel(what, out[1][i], out[0][i], sizes[i], rel, floor));
+                tb_expect_ref_bits(be, what, out[1][i], out[0][i], TB_F(sizes[i]));
+            }
+        }
     for (int b = 0; b < 2; b++)
         for (int i = 0; i < 5; i++)
             free(out[b][i]);
@@ -424,8 +519,7 @@ Test(linattn, fast_matches_ref)
         int64_t T = shapes[si][0], n_h = shapes[si][1], F2 = 2 * shapes[si][2], p = shapes[si][3];
         double *q, *k, *v, *R;
         la_inputs(T, n_h, F2, p, 401 + si, 1.5, &q, &k, &v, &R);
-        for (size_t ci = 0; ci < NCHUNK; ci++)
-            worst = fmax(worst, fast_vs_ref(T, n_h, F2, p, chunks[ci], q, k, v, R, 2e-5, 1));
+        worst = fmax(worst, fast_vs_ref(T, n_h, F2, p, chunks, NCHUNK, NCHUNK, q, k, v, R, 2e-5, 1));
         free(q); free(k); free(v); free(R);
     }
     cr_log_info("fast vs ref (T ≤ 200): worst max|Δ|/max|ref| = %.3g", worst);
@@ -441,43 +535,84 @@ Test(linattn, null_gradients_skip)
     tu_rand_phi(k, T * n_h, F2, &s, 1);
     tu_rand_fill(v, nv, &s, 1);
     tu_rand_fill(R, nv, &s, 1);
-    for (int b = 0; b < 2; b++) {
-        const struct hm_backend *be = hm_backend_get(backends[b]);
+    const struct hm_backend *be;
+    TB_EACH(be) {
         float *y = malloc(4 * nv), *den = malloc(4 * n_h * T), *dq = malloc(4 * nphi);
         float *dk = malloc(4 * nphi), *dv = malloc(4 * nv), *one = malloc(4 * nphi);
-        la_run(be, 16, q, k, v, R, T, n_h, F2, p, y, den, dq, dk, dv);
+        la_run(be, 0, 16, q, k, v, R, T, n_h, F2, p, y, den, dq, dk, dv);
         float *fq = tu_to_f32(q, nphi), *fk = tu_to_f32(k, nphi), *qkv = tu_fused(v, T, n_h, p, 2);
         float *fR = tu_to_f32(R, nv), *dqkv = tu_fused(NULL, T, n_h, p, 2);
         size_t wb = hm_backend_linattn_backward_ws_size(be, T, n_h, F2, p, 16);
-        void *ws = malloc(wb);
-        hm_backend_linattn_backward(be, one, NULL, NULL, fR, y, den, fq, fk, qkv + 2 * p, T, n_h,
+        void *ws = tb_out(be, wb);
+        const float *qb = tb_in(be, fq, TB_F(nphi)), *kb = tb_in(be, fk, TB_F(nphi));
+        const float *vb = tb_in(be, qkv, TB_F(T * ld)), *Rb = tb_in(be, fR, TB_F(nv));
+        const float *yb = tb_in(be, y, TB_F(nv)), *denb = tb_in(be, den, TB_F(n_h * T));
+        float *oneb = tb_out(be, TB_F(nphi));
+        hm_backend_linattn_backward(be, oneb, NULL, NULL, Rb, yb, denb, qb, kb, vb + 2 * p, T, n_h,
                                     F2, p, ld, 3 * p, 16, NULL, ws, wb);
+        tb_get(be, one, oneb, TB_F(nphi));
         cr_expect(memcmp(one, dq, 4 * (size_t)nphi) == 0, "%s: dφq alone differs", hm_backend_name(be));
-        hm_backend_linattn_backward(be, NULL, one, NULL, fR, y, den, fq, fk, qkv + 2 * p, T, n_h,
+        oneb = tb_out(be, TB_F(nphi));
+        hm_backend_linattn_backward(be, NULL, oneb, NULL, Rb, yb, denb, qb, kb, vb + 2 * p, T, n_h,
                                     F2, p, ld, 3 * p, 16, NULL, ws, wb);
+        tb_get(be, one, oneb, TB_F(nphi));
         cr_expect(memcmp(one, dk, 4 * (size_t)nphi) == 0, "%s: dφk alone differs", hm_backend_name(be));
-        hm_backend_linattn_backward(be, NULL, NULL, dqkv + 2 * p, fR, y, den, fq, fk, qkv + 2 * p,
+        float *dvb = tb_in(be, dqkv, TB_F(T * ld));
+        hm_backend_linattn_backward(be, NULL, NULL, dvb + 2 * p, Rb, yb, denb, qb, kb, vb + 2 * p,
                                     T, n_h, F2, p, ld, 3 * p, 16, NULL, ws, wb);
+        tb_get(be, dqkv, dvb, TB_F(T * ld));
         cr_expect(tu_unfuse(one, dqkv, T, n_h, p, 2));
         cr_expect(memcmp(one, dv, 4 * (size_t)nv) == 0, "%s: dv alone differs", hm_backend_name(be));
         /* den may be NULL in the forward */
-        float *y2 = malloc(4 * nv);
+        float *y2 = malloc(4 * nv), *y2b = tb_out(be, TB_F(nv));
         size_t wf = hm_backend_linattn_ws_size(be, T, n_h, F2, p, 16);
-        void *ws2 = malloc(wf);
-        hm_backend_linattn_forward(be, y2, NULL, fq, fk, qkv + 2 * p, T, n_h, F2, p, ld, 3 * p,
-                                   EPS, 16, NULL, ws2, wf);
+        hm_backend_linattn_forward(be, y2b, NULL, qb, kb, vb + 2 * p, T, n_h, F2, p, ld, 3 * p,
+                                   EPS, 16, NULL, tb_out(be, wf), wf);
+        tb_get(be, y2, y2b, TB_F(nv));
+        tb_free_all(be);
         cr_expect(memcmp(y, y2, 4 * (size_t)nv) == 0, "%s: y without den differs", hm_backend_name(be));
         free(y); free(den); free(dq); free(dk); free(dv); free(one); free(fq); free(fk);
-        free(qkv); free(fR); free(dqkv); free(ws); free(y2); free(ws2);
+        free(qkv); free(fR); free(dqkv); free(y2);
     }
     free(q); free(k); free(v); free(R);
 }
 
 /* The chunk states a forward saves (backend.h, hm_linattn_saved_floats):
- * fast and ref write the same blocks (against a double loop here); the
- * fast backward handed them (from either backend) gives its own result —
- * bit for bit when they come from the fast forward — for every gradient
+ * every backend writes the same blocks (against a double loop here); its
+ * backward handed them (from itself or from ref) gives its own result —
+ * bit for bit when they come from its own forward — for every gradient
  * subset; shapes with a short last chunk, T < C and Pythia's head. */
+
+/* Zeroes the padding of each block (floats F2 (p + 1) .. SB, which no op
+ * writes) so that two saved arrays compare bit for bit. */
+static void saved_zero_padding(float *saved, int64_t nblocks, int64_t F2, int64_t p, int64_t SB)
+{
+    for (int64_t blk = 0; blk < nblocks; blk++)
+        for (int64_t i = F2 * (p + 1); i < SB; i++)
+            saved[blk * SB + i] = 0;
+}
+
+/* worst relative error of saved [n_h · nc · SB] against the definition:
+ * block (h, c) row j < p: Σ_{t < cC} v_t[j] φk_t; row p: Σ φk_t */
+static double saved_worst(const float *saved, const double *k, const double *v, int64_t T,
+                          int64_t n_h, int64_t F2, int64_t p, int64_t C, int64_t nc, int64_t SB)
+{
+    double worst = 0;
+    for (int64_t h = 0; h < n_h; h++)
+        for (int64_t c = 0; c < nc; c++)
+            for (int64_t j = 0; j <= p; j++)
+                for (int64_t f = 0; f < F2; f++) {
+                    double want = 0;
+                    for (int64_t t = 0; t < c * C; t++)
+                        want += (j < p ? v[(t * n_h + h) * p + j] : 1.0) *
+                                k[(t * n_h + h) * F2 + f];
+                    double got = saved[(h * nc + c) * SB + j * F2 + f];
+                    double e = fabs(got - want) / fmax(1.0, fabs(want));
+                    worst = e > worst ? e : worst;
+                }
+    return worst;
+}
+
 Test(linattn, saved_chunk_states)
 {
     /* {T, n_h, F2, p, chunk} */
@@ -494,69 +629,79 @@ Test(linattn, saved_chunk_states)
         la_inputs(T, n_h, F2, p, 300 + si, 1, &q, &k, &v, &R);
         float *fq = tu_to_f32(q, nphi), *fk = tu_to_f32(k, nphi), *qkv = tu_fused(v, T, n_h, p, 2);
         float *fR = tu_to_f32(R, nv), *y = malloc(4 * nv), *den = malloc(4 * n_h * T);
-        float *saved[2];
-        for (int b = 0; b < 2; b++) { /* 0 ref, 1 fast */
-            const struct hm_backend *be = hm_backend_get(backends[b]);
-            size_t wf = hm_backend_linattn_ws_size(be, T, n_h, F2, p, chunk);
-            void *ws = malloc(wf);
-            saved[b] = malloc(4 * (size_t)SF);
-            hm_backend_linattn_forward(be, y, den, fq, fk, qkv + 2 * p, T, n_h, F2, p, ld, 3 * p,
-                                       EPS, chunk, saved[b], ws, wf);
+        float *saved[2]; /* 0: ref's on host arrays, 1: the backend's */
+        saved[0] = malloc(4 * (size_t)SF);
+        saved[1] = malloc(4 * (size_t)SF);
+        const struct hm_backend *ref = hm_backend_get("ref"), *be;
+        {
+            size_t wf = hm_backend_linattn_ws_size(ref, T, n_h, F2, p, chunk);
+            void *ws = malloc(wf ? wf : 1);
+            hm_backend_linattn_forward(ref, y, den, fq, fk, qkv + 2 * p, T, n_h, F2, p, ld, 3 * p,
+                                       EPS, chunk, saved[0], ws, wf);
             free(ws);
         }
-        /* the definition: block (h, c) row j < p: Σ_{t < cC} v_t[j] φk_t; row p: Σ φk_t */
-        double worst = 0;
-        for (int64_t h = 0; h < n_h; h++)
-            for (int64_t c = 0; c < nc; c++)
-                for (int64_t j = 0; j <= p; j++)
-                    for (int64_t f = 0; f < F2; f++) {
-                        double want = 0;
-                        for (int64_t t = 0; t < c * C; t++)
-                            want += (j < p ? v[(t * n_h + h) * p + j] : 1.0) *
-                                    k[(t * n_h + h) * F2 + f];
-                        for (int b = 0; b < 2; b++) {
-                            double got = saved[b][(h * nc + c) * SB + j * F2 + f];
-                            double e = fabs(got - want) / fmax(1.0, fabs(want));
-                            worst = e > worst ? e : worst;
-                        }
-                    }
-        cr_expect(worst < 1e-5, "saved states (T %lld C %lld): worst %.3g", (long long)T,
+        saved_zero_padding(saved[0], n_h * nc, F2, p, SB);
+        double worst = saved_worst(saved[0], k, v, T, n_h, F2, p, C, nc, SB);
+        cr_expect(worst < 1e-5, "saved states ref (T %lld C %lld): worst %.3g", (long long)T,
                   (long long)C, worst);
-        /* the fast backward: without, with its own, with the ref's states */
-        const struct hm_backend *fast = hm_backend_get("fast");
-        size_t wf = hm_backend_linattn_ws_size(fast, T, n_h, F2, p, chunk);
-        size_t wb = hm_backend_linattn_backward_ws_size(fast, T, n_h, F2, p, chunk);
-        void *ws = malloc(wf > wb ? wf : wb);
-        hm_backend_linattn_forward(fast, y, den, fq, fk, qkv + 2 * p, T, n_h, F2, p, ld, 3 * p,
-                                   EPS, chunk, NULL, ws, wf);
-        for (int sub = 0; sub < 4; sub++) { /* all three, dφq, dφk, dv alone */
-            float *g[3][3];
-            for (int m = 0; m < 3; m++) {
-                const float *sv = m == 0 ? NULL : saved[m == 1 ? 1 : 0];
-                for (int o = 0; o < 3; o++)
-                    g[m][o] = calloc((size_t)nphi, 4);
-                float *dqkv = tu_fused(NULL, T, n_h, p, 2);
-                hm_backend_linattn_backward(
-                    fast, sub == 0 || sub == 1 ? g[m][0] : NULL,
-                    sub == 0 || sub == 2 ? g[m][1] : NULL,
-                    sub == 0 || sub == 3 ? dqkv + 2 * p : NULL, fR, y, den, fq, fk, qkv + 2 * p,
-                    T, n_h, F2, p, ld, 3 * p, chunk, sv, ws, wb);
-                cr_expect(tu_unfuse(g[m][2], dqkv, T, n_h, p, 2));
-                free(dqkv);
+        TB_EACH(be) {
+            const char *name = hm_backend_name(be);
+            size_t wf = hm_backend_linattn_ws_size(be, T, n_h, F2, p, chunk);
+            size_t wb = hm_backend_linattn_backward_ws_size(be, T, n_h, F2, p, chunk);
+            void *ws = tb_out(be, wf > wb ? wf : wb);
+            const float *qb = tb_in(be, fq, TB_F(nphi)), *kb = tb_in(be, fk, TB_F(nphi));
+            const float *vb = tb_in(be, qkv, TB_F(T * ld)), *Rb = tb_in(be, fR, TB_F(nv));
+            float *yb = tb_out(be, TB_F(nv)), *denb = tb_out(be, TB_F(n_h * T));
+            float *svb = tb_out(be, TB_F(SF));
+            hm_backend_linattn_forward(be, yb, denb, qb, kb, vb + 2 * p, T, n_h, F2, p, ld, 3 * p,
+                                       EPS, chunk, svb, ws, wf);
+            tb_get(be, saved[1], svb, TB_F(SF));
+            saved_zero_padding(saved[1], n_h * nc, F2, p, SB);
+            worst = saved_worst(saved[1], k, v, T, n_h, F2, p, C, nc, SB);
+            cr_expect(worst < 1e-5, "saved states %s (T %lld C %lld): worst %.3g", name,
+                      (long long)T, (long long)C, worst);
+            tb_expect_ref_bits(be, "saved chunk states", saved[1], saved[0], TB_F(SF));
+            /* the backward: without, with its own, with the ref's states */
+            hm_backend_linattn_forward(be, yb, denb, qb, kb, vb + 2 * p, T, n_h, F2, p, ld, 3 * p,
+                                       EPS, chunk, NULL, ws, wf);
+            const float *svref = tb_in(be, saved[0], TB_F(SF));
+            for (int sub = 0; sub < 4; sub++) { /* all three, dφq, dφk, dv alone */
+                float *g[3][3];
+                for (int m = 0; m < 3; m++) {
+                    const float *sv = m == 0 ? NULL : m == 1 ? svb : svref;
+                    for (int o = 0; o < 3; o++)
+                        g[m][o] = calloc((size_t)nphi, 4);
+                    float *dqkv = tu_fused(NULL, T, n_h, p, 2);
+                    float *g0b = tb_in(be, g[m][0], TB_F(nphi)), *g1b = tb_in(be, g[m][1], TB_F(nphi));
+                    float *dvb = tb_in(be, dqkv, TB_F(T * ld));
+                    hm_backend_linattn_backward(
+                        be, sub == 0 || sub == 1 ? g0b : NULL, sub == 0 || sub == 2 ? g1b : NULL,
+                        sub == 0 || sub == 3 ? dvb + 2 * p : NULL, Rb, yb, denb, qb, kb,
+                        vb + 2 * p, T, n_h, F2, p, ld, 3 * p, chunk, sv, ws, wb);
+                    tb_get(be, g[m][0], g0b, TB_F(nphi));
+                    tb_get(be, g[m][1], g1b, TB_F(nphi));
+                    tb_get(be, dqkv, dvb, TB_F(T * ld));
+                    cr_expect(tu_unfuse(g[m][2], dqkv, T, n_h, p, 2));
+                    free(dqkv);
+                }
+                const int64_t n[3] = {nphi, nphi, nv};
+                for (int o = 0; o < 3; o++) {
+                    cr_expect(memcmp(g[0][o], g[1][o], 4 * (size_t)n[o]) == 0,
+                              "%s T %lld subset %d output %d: with its own forward's states "
+                              "differs",
+                              name, (long long)T, sub, o);
+                    tu_check_rel("backward with the ref forward's states", g[2][o], g[0][o], n[o],
+                                 1e-5, 1);
+                    char key[64];
+                    snprintf(key, sizeof key, "saved: subset %d output %d", sub, o);
+                    tb_keep(be, key, g[0][o], TB_F(n[o]));
+                }
+                for (int m = 0; m < 3; m++)
+                    for (int o = 0; o < 3; o++)
+                        free(g[m][o]);
             }
-            const int64_t n[3] = {nphi, nphi, nv};
-            for (int o = 0; o < 3; o++) {
-                cr_expect(memcmp(g[0][o], g[1][o], 4 * (size_t)n[o]) == 0,
-                          "T %lld subset %d output %d: with the fast forward's states differs",
-                          (long long)T, sub, o);
-                tu_check_rel("backward with the ref forward's states", g[2][o], g[0][o], n[o],
-                             1e-5, 1);
-            }
-            for (int m = 0; m < 3; m++)
-                for (int o = 0; o < 3; o++)
-                    free(g[m][o]);
+            tb_free_all(be);
         }
-        free(ws);
         free(q); free(k); free(v); free(R); free(fq); free(fk); free(qkv); free(fR); free(y);
         free(den); free(saved[0]); free(saved[1]);
     }
@@ -593,9 +738,9 @@ Test(linattn, long_sequence_chunked_vs_ref, .timeout = 600)
             for (int64_t i = 0; i < n_h * p; i++)
                 v[t * n_h * p + i] = qkv[t * ld + i / p * 3 * p + 2 * p + i % p];
         tu_rand_fill(R, nv, &s, 1);
+        /* ref and checked run ref's code, which ignores the chunk: one each */
         int64_t cs[] = {0, 16, 128};
-        for (int ci = 0; ci < (ti == 0 ? 3 : 1); ci++)
-            worst = fmax(worst, fast_vs_ref(T, n_h, F2, p, cs[ci], q, k, v, R, 1e-5, 0));
+        worst = fmax(worst, fast_vs_ref(T, n_h, F2, p, cs, ti == 0 ? 3 : 1, 1, q, k, v, R, 1e-5, 0));
         free(x); free(Wd); free(bd); free(qkv); free(W); free(b); free(phiq); free(phik);
         free(q); free(k); free(v); free(R);
     }
@@ -639,16 +784,25 @@ Test(linattn, cosine_loss)
         double L = cos_loss_d(a, &c);
         for (int64_t i = 0; i < n; i++)
             g[i] *= scale;
-        for (int k = 0; k < 2; k++) {
+        const struct hm_backend *be;
+        TB_EACH(be) {
             float *fa = tu_to_f32(a, n), *fb = tu_to_f32(b, n), *da = malloc(4 * n);
-            double got = 0;
-            hm_backend_cosine_loss(hm_backend_get(backends[k]), &got, da, fa, fb, N, d, scale);
-            cr_expect(fabs(got - L) <= 1e-9 * fmax(1, L), "%s: loss %.12g want %.12g", backends[k],
-                      got, L);
+            double got = 0, got_nograd = 0;
+            double *lb = tb_in(be, &got, sizeof got); /* the loss: backend memory */
+            double *l2b = tb_in(be, &got_nograd, sizeof got_nograd);
+            const float *ab = tb_in(be, fa, TB_F(n)), *bb = tb_in(be, fb, TB_F(n));
+            float *dab = tb_out(be, TB_F(n));
+            hm_backend_cosine_loss(be, lb, dab, ab, bb, N, d, scale);
+            hm_backend_cosine_loss(be, l2b, NULL, ab, bb, N, d, scale);
+            tb_get(be, &got, lb, sizeof got);
+            tb_get(be, &got_nograd, l2b, sizeof got_nograd);
+            tb_get(be, da, dab, TB_F(n));
+            tb_free_all(be);
+            tb_keep(be, "cosine loss", &got, sizeof got);
+            tb_keep(be, "cosine da", da, TB_F(n));
+            cr_expect(fabs(got - L) <= 1e-9 * fmax(1, L), "%s: loss %.12g want %.12g",
+                      hm_backend_name(be), got, L);
             worst = fmax(worst, check_fd("cosine da", da, g, n));
-            double got_nograd = 0;
-            hm_backend_cosine_loss(hm_backend_get(backends[k]), &got_nograd, NULL, fa, fb, N, d,
-                                   scale);
             cr_expect(got_nograd == got);
             free(fa); free(fb); free(da);
         }
@@ -671,12 +825,22 @@ Test(linattn, cosine_loss_zero_rows)
         a[5 + i] = 0; /* row 1: student zero */
         b[15 + i] = 0; /* row 3: teacher zero */
     }
-    for (int k = 0; k < 2; k++) {
-        const struct hm_backend *be = hm_backend_get(backends[k]);
+    const struct hm_backend *be;
+    TB_EACH(be) {
         double L = 0, L0 = 0, L2 = 0;
-        hm_backend_cosine_loss(be, &L, da, a, b, N, d, 1);
-        hm_backend_cosine_loss(be, &L0, da1, a, b, 1, d, 1);
-        hm_backend_cosine_loss(be, &L2, da1 + 10, a + 10, b + 10, 1, d, 1);
+        double *Lb = tb_in(be, &L, sizeof L), *L0b = tb_in(be, &L0, sizeof L0);
+        double *L2b = tb_in(be, &L2, sizeof L2);
+        const float *ab = tb_in(be, a, sizeof a), *bb = tb_in(be, b, sizeof b);
+        float *dab = tb_out(be, sizeof da), *da1b = tb_out(be, sizeof da1);
+        hm_backend_cosine_loss(be, Lb, dab, ab, bb, N, d, 1);
+        hm_backend_cosine_loss(be, L0b, da1b, ab, bb, 1, d, 1);
+        hm_backend_cosine_loss(be, L2b, da1b + 10, ab + 10, bb + 10, 1, d, 1);
+        tb_get(be, &L, Lb, sizeof L);
+        tb_get(be, &L0, L0b, sizeof L0);
+        tb_get(be, &L2, L2b, sizeof L2);
+        tb_get(be, da, dab, sizeof da);
+        tb_get(be, da1, da1b, sizeof da1);
+        tb_free_all(be);
         cr_expect(fabs(L - (L0 + L2 + 2)) < 1e-12, "%s: loss %.12g", hm_backend_name(be), L);
         for (int i = 0; i < 5; i++) {
             cr_expect(da[5 + i] == 0 && da[15 + i] == 0, "%s: zero-row gradient", hm_backend_name(be));
