@@ -12,7 +12,12 @@
  *    against the reference (≤ 1e-4).
  *  - hm_model_step token by token equals hm_model_forward at every position
  *    (≤ 1e-5 relative) for softmax (KV cache), hedgehog and hedgemamba, in
- *    both families. */
+ *    both families.
+ *  - Decoding on the checked backend (every buffer placed through the
+ *    backend: KV caches, states, scratch, ids, logits) equals ref's bit for
+ *    bit: chunked prefill with every row's logits, steps, a state copy and a
+ *    batch step, reset; an unplaced model, or a step on another backend than
+ *    the state's, is refused. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -386,4 +391,92 @@ Test(llama_forward, step_equals_forward_for_every_family_and_mixer)
         n.use_parallel_residual = k != 1;
         step_equals_forward(n, 70, 21 + (uint64_t)k);
     }
+}
+
+/* Everything decoding computes for m on backend `name` into out (the
+ * caller compares backends): prefill of P rows in chunks of 16 with every
+ * row's logits, steps to T (the KV cache grows past 64 rows), a prefill of
+ * another state asking for its last row only, that state copied and both
+ * stepped as one batch, and one step after a reset. */
+static int64_t decode_all(struct hm_model *m, const char *name, const int32_t *tok, int64_t T,
+                          float *out)
+{
+    const struct hm_backend *be = hm_backend_get(name);
+    const int64_t V = m->cfg.vocab_size, P = 37;
+    struct hm_error err;
+    cr_assert_eq(hm_model_place(m, be, &err), HM_OK, "%s", err.msg);
+    struct hm_model_state *s = NULL, *s2 = NULL, *s3 = NULL;
+    cr_assert_eq(hm_model_state_new(m, &s, &err), HM_OK, "%s", err.msg);
+    cr_assert_eq(hm_model_state_new(m, &s2, &err), HM_OK, "%s", err.msg);
+    cr_assert_eq(hm_model_state_new(m, &s3, &err), HM_OK, "%s", err.msg);
+    int64_t n = 0;
+    cr_assert_eq(hm_model_prefill(m, be, s, tok, P, 16, out, NULL, &err), HM_OK, "%s", err.msg);
+    n += P * V;
+    for (int64_t t = P; t < T; t++, n += V)
+        cr_assert_eq(hm_model_step(m, be, s, tok[t], out + n, &err), HM_OK, "%s", err.msg);
+    cr_assert_eq(hm_model_prefill(m, be, s2, tok + 3, 70, 0, NULL, out + n, &err), HM_OK, "%s",
+                 err.msg);
+    n += V;
+    cr_assert_eq(hm_model_state_copy(s3, s2, &m->cfg, &err), HM_OK, "%s", err.msg);
+    struct hm_model_state *bs[3] = {s2, s3, s};
+    const int32_t bt[3] = {tok[1], tok[2], tok[3]};
+    for (int r = 0; r < 3; r++, n += 3 * V)
+        cr_assert_eq(hm_model_step_batch(m, be, bs, 3, bt, out + n, &err), HM_OK, "%s",
+                     err.msg);
+    hm_model_state_reset(s);
+    cr_assert_eq(hm_model_step(m, be, s, tok[5], out + n, &err), HM_OK, "%s", err.msg);
+    n += V;
+    /* a step on another backend than the state's is refused */
+    const struct hm_backend *other = hm_backend_get(strcmp(name, "ref") ? "ref" : "fast");
+    cr_expect_neq(hm_model_step(m, other, s, tok[0], NULL, &err), HM_OK,
+                  "a step on another backend than the state's");
+    hm_model_state_free(s), hm_model_state_free(s2), hm_model_state_free(s3);
+    return n;
+}
+
+Test(llama_forward, decoding_on_checked_equals_ref_bit_for_bit)
+{
+    const enum hm_mixer mixers[] = {HM_MIXER_SOFTMAX, HM_MIXER_HEDGEHOG, HM_MIXER_HEDGEMAMBA};
+    for (int fam = 0; fam < 2; fam++)
+        for (int k = 0; k < 3; k++) {
+            struct hm_config c;
+            if (fam == 0) {
+                c = llama_cfg(32, 2, 4, 2, 0, 40, 37);
+            } else {
+                hm_config_defaults(&c);
+                c.hidden_size = 32;
+                c.num_hidden_layers = 2;
+                c.num_attention_heads = 4;
+                c.intermediate_size = 40;
+                c.vocab_size = 37;
+                c.use_parallel_residual = k != 1;
+            }
+            c.mixer = mixers[k];
+            c.feature_dim = 8;
+            struct hm_error err;
+            cr_assert_eq(hm_config_finish(&c, &err), HM_OK, "%s", err.msg);
+            struct hm_model *m = NULL;
+            cr_assert_eq(hm_model_new(&c, &m, &err), HM_OK, "%s", err.msg);
+            fill_random(m, 31 + (uint64_t)k);
+            struct hm_model_state *s = NULL;
+            cr_expect_neq(hm_model_state_new(m, &s, &err), HM_OK,
+                          "a state of an unplaced model is refused");
+            const int64_t T = 100, V = c.vocab_size, cap = (T + 12) * V;
+            int32_t *tok = rand_tokens(T, V, 7 + (uint64_t)k);
+            float *a = calloc((size_t)cap, sizeof(float));
+            float *b = calloc((size_t)cap, sizeof(float));
+            const int64_t na = decode_all(m, "ref", tok, T, a);
+            const int64_t nb = decode_all(m, "checked", tok, T, b);
+            cr_assert_eq(na, nb);
+            cr_assert(na <= cap);
+            int64_t first = -1;
+            for (int64_t i = 0; i < na && first < 0; i++)
+                if (memcmp(&a[i], &b[i], sizeof(float)) != 0)
+                    first = i;
+            cr_expect_eq(first, -1, "%s/%s: checked differs from ref at float %lld (%g vs %g)",
+                         hm_family_name(c.family), hm_mixer_name(c.mixer), (long long)first,
+                         first >= 0 ? a[first] : 0.0, first >= 0 ? b[first] : 0.0);
+            free(a), free(b), free(tok);
+            hm_model_free(m);
+        }
 }

@@ -128,7 +128,8 @@ static const char usage[] =
     "Run:\n"
     "  --prefill-chunk N    prompt rows per prefill chunk (default 256)\n"
     "  --threads N          threads for OpenMP and BLAS (default: OpenMP's)\n"
-    "  --backend NAME       ref or fast (default fast)\n"
+    "  --backend NAME       ref, fast (cpu = fast) or checked (ref's ops on guarded\n"
+    "                       memory: proves every tensor is placed; default fast)\n"
     "  -q, --quiet  -v, --verbose (timings on stderr)  -h, --help  --version\n"
     "\n"
     "Exit status: 0 success, 1 failure, 2 bad usage.\n";

@@ -31,9 +31,12 @@ struct hm_layer;
 struct hm_layer_acts;
 struct hm_model;
 
-/* The per-layer recurrent state of decoding. recurrent.c allocates the
+/* The per-layer recurrent state of decoding. Every buffer below lives in
+ * the memory of the model's backend (the one the step runs on: x->be);
+ * host code reaches it only by upload/download. recurrent.c allocates the
  * constant-size part (win, S; state_floats) and the vectors; the softmax
- * unit grows its KV cache itself (kc, vc, scores are owned by the state
+ * unit grows its KV cache itself on x->be (a new allocation, the filled
+ * rows copied by hm_backend_copy2d; kc, vc, scores are owned by the state
  * and freed by recurrent.c). */
 struct hm_mixer_state {
     float *win;              /* [K−1, Q] conv window (hedgemamba) */

@@ -2,8 +2,6 @@
  * softmax(q k^T / sqrt(p) + mask) v (contract §1, §1b with GQA through the
  * per-head layout), and its decoding step against a KV cache of rotated
  * keys and values per key/value head. */
-#include <stdlib.h>
-
 #include "mixer.h"
 #include "model.h"
 
@@ -17,9 +15,13 @@ static size_t sm_bws(const struct hm_config *c, const struct hm_backend *be, int
     return hm_backend_attention_backward_ws_size(be, T, c->num_attention_heads, c->head_dim);
 }
 
-/* Room for positions 0..pos in the KV cache (doubling from 64). */
-static enum hm_status kv_reserve(struct hm_mixer_state *st, const struct hm_config *c,
-                                 int64_t pos, struct hm_error *err)
+/* Room for positions 0..pos in the KV cache (doubling from 64), in be's
+ * memory: a larger cache is allocated and the `filled` rows written so far
+ * are copied into it by an op (hm_backend_copy2d) before the old one is
+ * freed — never a realloc, which would read backend memory from the host. */
+static enum hm_status kv_reserve(const struct hm_backend *be, struct hm_mixer_state *st,
+                                 const struct hm_config *c, int64_t pos, int64_t filled,
+                                 struct hm_error *err)
 {
     if (pos < st->kv_cap)
         return HM_OK;
@@ -30,30 +32,40 @@ static enum hm_status kv_reserve(struct hm_mixer_state *st, const struct hm_conf
             return hm_error_set(err, HM_ERR_NOMEM, "KV cache too large");
         cap *= 2;
     }
-    float *k = realloc(st->kc, sizeof(float) * (size_t)(cap * row));
-    if (k)
-        st->kc = k;
-    float *v = realloc(st->vc, sizeof(float) * (size_t)(cap * row));
-    if (v)
-        st->vc = v;
-    if (!k || !v)
+    float *k = hm_backend_alloc(be, sizeof(float) * (size_t)(cap * row));
+    float *v = k ? hm_backend_alloc(be, sizeof(float) * (size_t)(cap * row)) : NULL;
+    if (!k || !v) {
+        hm_backend_free(be, (void **)&k);
         return hm_error_set(err, HM_ERR_NOMEM, "out of memory for the KV cache");
+    }
+    if (filled > st->kv_cap)
+        filled = st->kv_cap;
+    if (filled > 0) {
+        hm_backend_copy2d(be, k, row, st->kc, row, filled, row);
+        hm_backend_copy2d(be, v, row, st->vc, row, filled, row);
+    }
+    hm_backend_free(be, (void **)&st->kc);
+    hm_backend_free(be, (void **)&st->vc);
+    st->kc = k;
+    st->vc = v;
     st->kv_cap = cap;
     return HM_OK;
 }
 
-/* Scratch of the attention of T rows at positions P0.. (grown as needed). */
-static enum hm_status scores_reserve(struct hm_mixer_state *st, const struct hm_config *c,
-                                     int64_t P0, int64_t T, struct hm_error *err)
+/* Scratch of the attention of T rows at positions P0.. (grown as needed; its
+ * contents need not survive: the old one is freed, a larger allocated). */
+static enum hm_status scores_reserve(const struct hm_backend *be, struct hm_mixer_state *st,
+                                     const struct hm_config *c, int64_t P0, int64_t T,
+                                     struct hm_error *err)
 {
     const int64_t need =
         hm_backend_attention_cached_scratch_floats(T, P0 + T, c->num_attention_heads);
     if (need <= st->scores_cap)
         return HM_OK;
-    float *sc = realloc(st->scores, sizeof(float) * (size_t)need);
-    if (!sc)
+    hm_backend_free(be, (void **)&st->scores);
+    st->scores_cap = 0;
+    if (!(st->scores = hm_backend_alloc(be, sizeof(float) * (size_t)need)))
         return hm_error_set(err, HM_ERR_NOMEM, "out of memory for attention scores");
-    st->scores = sc;
     st->scores_cap = need;
     return HM_OK;
 }
@@ -71,9 +83,9 @@ static enum hm_status sm_decode(const struct hm_mix *x, struct hm_error *err)
         const int64_t P0 = hm_mix_pos(x, b);
         const float *qkv = x->a->qkv + b * T * H3;
         float *att = x->a->att + b * T * Da;
-        enum hm_status s = kv_reserve(st, c, P0 + T - 1, err);
+        enum hm_status s = kv_reserve(x->be, st, c, P0 + T - 1, P0, err);
         if (s == HM_OK)
-            s = scores_reserve(st, c, P0, T, err);
+            s = scores_reserve(x->be, st, c, P0, T, err);
         if (s != HM_OK)
             return s;
         /* the new key/value rows: each group's first query head holds them */

@@ -2,9 +2,12 @@
 # checked.sh — the model-level pipeline on the `checked` backend (contract
 # §10): every tensor placed through the backend, or the run stops. Stage 1,
 # stage 2 on a mapped HedgeMamba, a teacher fine-tune with --grad-accum,
-# --stop-after + --resume, and evaluation run on `checked` for both
-# families, and their outputs equal the `ref` backend's bit for bit (checked
-# computes ref's ops on its guarded memory). Env: HM_BIN, HM_TMP.
+# --stop-after + --resume, evaluation and generation (the softmax teacher's
+# KV cache grown past its first 64 rows, the Hedgehog and HedgeMamba states;
+# chunked prefill, batched samples, --stop, --prompt-ids, --bench) run on
+# `checked` for both families, and their outputs equal the `ref` backend's
+# bit for bit (checked computes ref's ops on its guarded memory).
+# Env: HM_BIN, HM_TMP.
 set -u
 B="$HM_BIN"
 T="${HM_TMP:-/tmp}/cli_checked.$$"
@@ -43,6 +46,28 @@ for fam in neox llama; do
         same "$T/$fam.ref.$f.st" "$T/$fam.checked.$f.st"
     done
     cmp -s "$T/$fam.ref.eval.txt" "$T/$fam.checked.eval.txt" || fail "$fam: eval differs"
+    # generation from the teacher (softmax, KV cache), the Hedgehog student and
+    # the HedgeMamba student: a 49-byte prompt in chunks of 5 plus 40 new
+    # tokens crosses the KV cache's first 64 rows
+    P="the quick brown fox jumps over the lazy dog, and "
+    for m in "$T/$fam.ref.ft.st" "$T/$fam.ref.lin.st" "$T/$fam.ref.hm.st"; do
+        for be in ref checked; do
+            G=("$B/hm-generate" "$m" --backend "$be")
+            ok "${G[@]}" --bytes --prompt "$P" --temperature 0 --max-new-tokens 40 \
+                --ignore-eot --ids --prefill-chunk 5 && cp "$T/out" "$m.$be.greedy"
+            ok "${G[@]}" --bytes --prompt "$P" --temperature 1 --seed 4 --samples 3 --batch 2 \
+                --max-new-tokens 30 --stop "e" --stop "o " --prefill-chunk 16 &&
+                cp "$T/out" "$m.$be.samples"
+            ok "${G[@]}" --prompt-ids 1,100,101,102,103 --temperature 0 --max-new-tokens 20 \
+                --ignore-eot && cp "$T/out" "$m.$be.ids"
+        done
+        for k in greedy samples ids; do
+            [ -s "$m.ref.$k" ] || fail "$m: no $k output"
+            cmp -s "$m.ref.$k" "$m.checked.$k" || fail "$m: generate ($k) differs"
+        done
+        ok "$B/hm-generate" "$m" --backend checked --bench --context 70 --batch 2 \
+            --shared-prompt --decode-tokens 3 --prefill-chunk 32 --json
+    done
     echo "ok $fam"
 done
 [ $fails -eq 0 ] || { echo "checked.sh: $fails failure(s)"; exit 1; }
