@@ -10,10 +10,6 @@
 
 #include "run.h"
 
-/* 2: the state carries a payload checksum, the base checkpoint's xxh3 and
- * every hyper-parameter that changes the trajectory. */
-#define RUN_STATE_VERSION 2
-
 struct run {
     const struct hm_run_model *model;
     const struct hm_run_opts *o;

@@ -15,6 +15,10 @@
 #include "provenance.h"
 #include "safetensors.h"
 
+/* 2: the state carries a payload checksum, the base checkpoint's xxh3 and
+ * every hyper-parameter that changes the trajectory. */
+#define RUN_STATE_VERSION 2
+
 /* ---- the input checkpoint's hash (resume checks it) ----------------------- */
 
 uint64_t run_base_checkpoint_hash(const char *path)
