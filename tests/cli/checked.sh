@@ -6,7 +6,8 @@
 # KV cache grown past its first 64 rows, the Hedgehog and HedgeMamba states;
 # chunked prefill, batched samples, --stop, --prompt-ids, --bench) run on
 # `checked` for both families, and their outputs equal the `ref` backend's
-# bit for bit (checked computes ref's ops on its guarded memory).
+# bit for bit (checked computes ref's ops on its guarded memory); hm-verify
+# mapping and recurrent run on it too.
 # Env: HM_BIN, HM_TMP.
 set -u
 B="$HM_BIN"
@@ -67,6 +68,13 @@ for fam in neox llama; do
         done
         ok "$B/hm-generate" "$m" --backend checked --bench --context 70 --batch 2 \
             --shared-prompt --decode-tokens 3 --prefill-chunk 32 --json
+    done
+    # the checks hm-verify answers, on checked: the mapping is exact, the
+    # recurrent form equals the chunked one (students and the KV-cache teacher)
+    ok "$B/hm-verify" mapping "$T/$fam.checked.lin.st" "$T/$fam.checked.map.st" \
+        --random-tokens 48 --backend checked
+    for m in ft lin hm; do
+        ok "$B/hm-verify" recurrent "$T/$fam.checked.$m.st" --random-tokens 40 --backend checked
     done
     echo "ok $fam"
 done
