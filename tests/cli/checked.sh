@@ -7,7 +7,8 @@
 # chunked prefill, batched samples, --stop, --prompt-ids, --bench) run on
 # `checked` for both families, and their outputs equal the `ref` backend's
 # bit for bit (checked computes ref's ops on its guarded memory); hm-verify
-# mapping and recurrent run on it too.
+# mapping and recurrent run on it too, and a packed bundle evaluates and
+# generates on it.
 # Env: HM_BIN, HM_TMP.
 set -u
 B="$HM_BIN"
@@ -75,6 +76,19 @@ for fam in neox llama; do
         --random-tokens 48 --backend checked
     for m in ft lin hm; do
         ok "$B/hm-verify" recurrent "$T/$fam.checked.$m.st" --random-tokens 40 --backend checked
+    done
+    # the student packed (hm-pack runs no ops), then evaluated and generated
+    # from as a bundle on both backends
+    ok "$B/hm-pack" "$T/$fam.checked.hm.st" --bytes -o "$T/$fam.bundle" -q
+    for be in ref checked; do
+        ok "$B/hm-eval" "$T/$fam.bundle" --data "$T/train.tok" --seq-len 32 --backend "$be" \
+            --no-progress && cp "$T/out" "$T/$fam.bundle.$be.eval"
+        ok "$B/hm-generate" "$T/$fam.bundle" --backend "$be" --prompt "the quick" \
+            --temperature 0 --max-new-tokens 20 --ids && cp "$T/out" "$T/$fam.bundle.$be.gen"
+    done
+    for k in eval gen; do
+        [ -s "$T/$fam.bundle.ref.$k" ] || fail "$fam: no bundle $k output"
+        cmp -s "$T/$fam.bundle.ref.$k" "$T/$fam.bundle.checked.$k" || fail "$fam: bundle $k differs"
     done
     echo "ok $fam"
 done
