@@ -18,6 +18,7 @@
 #include "presets.h"
 #include "run.h"
 #include "safetensors.h"
+#include "same_tensors.h"
 #include "testutil.h"
 #include "tokfile.h"
 #include "trainer.h"
@@ -235,29 +236,6 @@ Test(run_syncs, a_planted_read_per_tensor_is_caught)
     cr_expect_neq(d4, d2);
 }
 
-/* Every tensor of a and b (files in g_dir) has the same bytes. */
-static void same_tensors(const char *a, const char *b)
-{
-    char *pa = tu_path(g_dir, a), *pb = tu_path(g_dir, b);
-    struct hm_st_file *fa, *fb;
-    struct hm_error err;
-    cr_assert_eq(hm_st_open(pa, &fa, &err), HM_OK, "%s: %s", pa, err.msg);
-    cr_assert_eq(hm_st_open(pb, &fb, &err), HM_OK, "%s: %s", pb, err.msg);
-    cr_assert_eq(hm_st_n_tensors(fa), hm_st_n_tensors(fb));
-    for (int64_t i = 0; i < hm_st_n_tensors(fa); i++) {
-        const struct hm_st_tensor *t = hm_st_tensor_at(fa, i);
-        int64_t j = hm_st_find(fb, t->name);
-        cr_assert_geq(j, 0, "%s lacks %s", b, t->name);
-        cr_assert_eq(hm_st_tensor_at(fb, j)->nbytes, t->nbytes);
-        cr_assert(memcmp(hm_st_data_view(fa, i), hm_st_data_view(fb, j), t->nbytes) == 0,
-                  "tensor '%s' differs between %s and %s", t->name, a, b);
-    }
-    hm_st_close(fa);
-    hm_st_close(fb);
-    free(pa);
-    free(pb);
-}
-
 Test(run_syncs, the_process_seam)
 {
     cr_assert(hm_run_is_primary(NULL));
@@ -271,8 +249,8 @@ Test(run_syncs, the_process_seam)
     cr_expect_eq(hooked.reduce_grads, 3);
     cr_expect_eq(hooked.reduce_max, 3);
     cr_expect_eq(hooked.fin.loss, plain.fin.loss);
-    same_tensors("plain.st", "hooked.st");
-    same_tensors("plain.st.state", "hooked.st.state");
+    tu_assert_same_tensors(g_dir, "plain.st", "hooked.st");
+    tu_assert_same_tensors(g_dir, "plain.st.state", "hooked.st.state");
     /* a non-primary computes the same steps and writes nothing */
     struct run_result other = train("ref", 2, 3, 0, 1, "other.st");
     cr_expect_eq(other.fin.step, 3);

@@ -15,6 +15,7 @@
 #include "model_views.h"
 #include "presets.h"
 #include "safetensors.h"
+#include "same_tensors.h"
 #include "testutil.h"
 
 static char *g_dir;
@@ -47,29 +48,6 @@ static int finetune(const char *args, char **err)
     return tu_run(cmd, NULL, err);
 }
 
-/* Every tensor of a and b has the same name, dtype, shape and bytes. */
-static void same_tensors(const char *a, const char *b)
-{
-    char *pa = tu_path(g_dir, a), *pb = tu_path(g_dir, b);
-    struct hm_st_file *fa, *fb;
-    struct hm_error err;
-    cr_assert_eq(hm_st_open(pa, &fa, &err), HM_OK, "%s: %s", pa, err.msg);
-    cr_assert_eq(hm_st_open(pb, &fb, &err), HM_OK, "%s: %s", pb, err.msg);
-    cr_assert_eq(hm_st_n_tensors(fa), hm_st_n_tensors(fb));
-    for (int64_t i = 0; i < hm_st_n_tensors(fa); i++) {
-        const struct hm_st_tensor *t = hm_st_tensor_at(fa, i);
-        int64_t j = hm_st_find(fb, t->name);
-        cr_assert_geq(j, 0, "%s lacks %s", b, t->name);
-        cr_assert_eq(hm_st_tensor_at(fb, j)->nbytes, t->nbytes);
-        cr_assert(memcmp(hm_st_data_view(fa, i), hm_st_data_view(fb, j), t->nbytes) == 0,
-                  "tensor '%s' differs between %s and %s", t->name, a, b);
-    }
-    hm_st_close(fa);
-    hm_st_close(fb);
-    free(pa);
-    free(pb);
-}
-
 TestSuite(train, .init = setup, .timeout = 600);
 
 Test(train, deterministic_and_learns)
@@ -80,8 +58,8 @@ Test(train, deterministic_and_learns)
     free(err);
     cr_assert_eq(finetune("--steps 12 -o b.st", &err), 0, "%s", err);
     free(err);
-    same_tensors("a.st", "b.st");
-    same_tensors("a.st.state", "b.st.state");
+    tu_assert_same_tensors(g_dir, "a.st", "b.st");
+    tu_assert_same_tensors(g_dir, "a.st.state", "b.st.state");
     /* the log: one line per step with the promised keys; loss falls */
     char *lp = tu_path(g_dir, "a.jsonl");
     size_t n;
@@ -146,8 +124,8 @@ Test(train, resume_after_stop_is_bit_exact)
     free(err);
     cr_assert_eq(finetune("--steps 10 -o chunked.st --resume --log c.jsonl", &err), 0, "%s", err);
     free(err);
-    same_tensors("straight.st", "chunked.st");
-    same_tensors("straight.st.state", "chunked.st.state");
+    tu_assert_same_tensors(g_dir, "straight.st", "chunked.st");
+    tu_assert_same_tensors(g_dir, "straight.st.state", "chunked.st.state");
     /* resume with different flags is refused, naming the difference */
     cr_assert_eq(finetune("--steps 10 -o chunked.st --resume --seq-len 16", &err), 1);
     cr_assert(strstr(err, "seq_len"), "%s", err);
@@ -213,8 +191,8 @@ Test(train, resume_after_sigkill_is_bit_exact)
                   "leftover '%s'", de->d_name);
     if (dir)
         closedir(dir);
-    same_tensors("ref.st", "killed.st");
-    same_tensors("ref.st.state", "killed.st.state");
+    tu_assert_same_tensors(g_dir, "ref.st", "killed.st");
+    tu_assert_same_tensors(g_dir, "ref.st.state", "killed.st.state");
     free(state);
 }
 
