@@ -53,7 +53,7 @@ TestSuite(run_syncs, .init = setup, .fini = teardown, .timeout = 600);
 struct run_result {
     int64_t downloads;  /* backend reads during hm_run_train */
     int64_t np;         /* trainable tensors */
-    int64_t reduce_grads, reduce_max; /* hook calls (with a comm) */
+    int64_t fold, gather, allgather, reduce_max; /* hook calls (with a comm) */
     struct hm_run_report fin;
 };
 
@@ -103,17 +103,39 @@ static void planted_loss_of(void *ctx, const double *sums, double *loss, double 
     pl->inner.loss_of(pl->inner.ctx, sums, loss, aux);
 }
 
-/* The counting hooks of a one-process comm: they change nothing. */
+/* Counting hooks: a comm whose other processes have what this one has
+ * (the gradient hooks change nothing; allgather copies x to every slot). */
 struct counting {
-    int64_t reduce_grads, reduce_max;
+    int size;
+    int64_t fold, gather, allgather, reduce_max;
 };
 
-static enum hm_status count_reduce_grads(void *ctx, const struct hm_backend *be,
-                                         const struct hm_opt_param *p, int64_t np,
-                                         struct hm_error *err)
+static enum hm_status count_fold(void *ctx, const struct hm_backend *be,
+                                 const struct hm_opt_param *p, int64_t np, int64_t a,
+                                 struct hm_error *err)
+{
+    (void)be, (void)p, (void)np, (void)a, (void)err;
+    ((struct counting *)ctx)->fold++;
+    return HM_OK;
+}
+
+static enum hm_status count_gather(void *ctx, const struct hm_backend *be,
+                                   const struct hm_opt_param *p, int64_t np,
+                                   struct hm_error *err)
 {
     (void)be, (void)p, (void)np, (void)err;
-    ((struct counting *)ctx)->reduce_grads++;
+    ((struct counting *)ctx)->gather++;
+    return HM_OK;
+}
+
+static enum hm_status count_allgather(void *ctx, const double *x, int64_t n, double *out,
+                                      struct hm_error *err)
+{
+    struct counting *c = ctx;
+    (void)err;
+    for (int q = 0; q < c->size; q++)
+        memcpy(out + q * n, x, sizeof(double) * (size_t)n);
+    c->allgather++;
     return HM_OK;
 }
 
@@ -166,10 +188,10 @@ static struct run_result train(const char *bename, int layers, int64_t steps, in
         rm.post_update = planted_post_update;
         rm.save = planted_save;
     }
-    struct counting cnt = {0};
+    struct counting cnt = {.size = comm_rank + 1};
     struct hm_run_comm comm = {.rank = comm_rank, .size = comm_rank + 1, .ctx = &cnt,
-                               .reduce_grads = count_reduce_grads,
-                               .reduce_max = count_reduce_max};
+                               .fold_grads = count_fold, .gather_grads = count_gather,
+                               .allgather = count_allgather, .reduce_max = count_reduce_max};
     if (comm_rank >= 0)
         o.comm = &comm;
     struct run_result r = {0};
@@ -177,7 +199,9 @@ static struct run_result train(const char *bename, int layers, int64_t steps, in
     cr_assert_eq(hm_run_train(&rm, &o, NULL, NULL, &r.fin, &err), HM_OK, "%s", err.msg);
     r.downloads = hm_backend_downloads(be) - before;
     rm.params(rm.ctx, &r.np);
-    r.reduce_grads = cnt.reduce_grads;
+    r.fold = cnt.fold;
+    r.gather = cnt.gather;
+    r.allgather = cnt.allgather;
     r.reduce_max = cnt.reduce_max;
     hm_model_run_release(&nr);
     hm_trainer_free(tr);
@@ -241,20 +265,24 @@ Test(run_syncs, the_process_seam)
     cr_assert(hm_run_is_primary(NULL));
     cr_assert(hm_run_is_primary(&(struct hm_run_comm){.rank = 0, .size = 2}));
     cr_assert(!hm_run_is_primary(&(struct hm_run_comm){.rank = 1, .size = 2}));
-    /* one process through the hooks: the same result, the same reads; each
-     * hook once a step */
+    /* a comm of one process: the same result, the same reads; the decision
+     * once a step, no gradient exchange (one process sums its own) */
     struct run_result plain = train("ref", 2, 3, 0, -1, "plain.st");
     struct run_result hooked = train("ref", 2, 3, 0, 0, "hooked.st");
     cr_expect_eq(hooked.downloads, plain.downloads);
-    cr_expect_eq(hooked.reduce_grads, 3);
+    cr_expect_eq(hooked.fold + hooked.gather + hooked.allgather, 0);
     cr_expect_eq(hooked.reduce_max, 3);
     cr_expect_eq(hooked.fin.loss, plain.fin.loss);
     tu_assert_same_tensors(g_dir, "plain.st", "hooked.st");
     tu_assert_same_tensors(g_dir, "plain.st.state", "hooked.st.state");
-    /* a non-primary computes the same steps and writes nothing */
+    /* process 1 of 2 (accum 2: micro-batches 1 and 3 of 4 a step): every
+     * hook per micro-batch or step, and it writes nothing */
     struct run_result other = train("ref", 2, 3, 0, 1, "other.st");
     cr_expect_eq(other.fin.step, 3);
-    cr_expect_eq(other.fin.loss, plain.fin.loss);
+    cr_expect_eq(other.fold, 3 * 2);
+    cr_expect_eq(other.gather, 3);
+    cr_expect_eq(other.allgather, 3);
+    cr_expect_eq(other.reduce_max, 3);
     char *p = tu_path(g_dir, "other.st"), *ps = tu_path(g_dir, "other.st.state");
     struct stat sb;
     cr_expect_neq(stat(p, &sb), 0, "a non-primary wrote the output");

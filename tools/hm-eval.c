@@ -13,6 +13,7 @@
 #include "fileio.h"
 #include "model.h"
 #include "model_forward.h"
+#include "run.h"
 #include "safetensors.h"
 #include "threads.h"
 #include "tokenizer.h"
@@ -100,6 +101,8 @@ struct ctx {
     float *nll;       /* [batch, L] (owned) */
     double *uni_nll;  /* [V] −log p(token) of the --unigram baseline, or NULL */
     int64_t uni_vocab;
+    const struct hm_run_comm *comm; /* the processes sharing the windows */
+    double *win;      /* [chunks · batch, 2] each window's NLL sum and bytes (owned) */
 };
 
 /* The unigram baseline: add-one smoothed token frequencies of a training
@@ -137,23 +140,36 @@ static enum hm_status load_batch(struct ctx *c, int64_t w0, int64_t n, struct hm
     return st;
 }
 
-/* Adds window w, in slot k of the batch, to the totals (in window order:
- * the double sum is the same for any batch size). */
+/* Window w, in slot k of the batch: its NLL sum (in target order) and its
+ * bytes into c->win[w]. The totals add the windows in window order
+ * (totals()), so they are the same for any batch size and any number of
+ * processes. */
 static void account(struct ctx *c, int64_t w, int64_t k)
 {
     int64_t L = c->o->seq_len;
     uint32_t eot = hm_tok_eot(c->tf);
     const float *nll = c->nll + k * L;
     const int32_t *tg = c->tg + k * L;
+    double sum = 0, bytes = 0;
     for (int64_t t = 0; t < L; t++) {
-        c->r.sum_nll += (double)nll[t];
+        sum += (double)nll[t];
         if (c->r.byte_level && (uint32_t)tg[t] != eot)
-            c->r.bytes++;
+            bytes++;
     }
-    c->r.targets += L;
+    c->win[2 * w] = sum;
+    c->win[2 * w + 1] = bytes;
     double dt = hm_now() - c->r.seconds;
     hm_progress_update(&c->prog, "window %lld/%lld, %.0f tokens/s", (long long)(w + 1),
-                       (long long)c->r.windows, (double)c->r.targets / (dt > 0 ? dt : 1e-9));
+                       (long long)c->r.windows, (double)((w + 1) * L) / (dt > 0 ? dt : 1e-9));
+}
+
+static void totals(struct ctx *c)
+{
+    for (int64_t w = 0; w < c->r.windows; w++) {
+        c->r.sum_nll += c->win[2 * w];
+        c->r.bytes += (int64_t)c->win[2 * w + 1];
+    }
+    c->r.targets = c->r.windows * c->o->seq_len;
 }
 
 /* hm_st_fill_fn: runs every window, writing logits straight into dst. */
@@ -230,7 +246,9 @@ static void run_ppl(struct ctx *c)
     c->in = malloc(sizeof(int32_t) * (size_t)BL);
     c->tg = malloc(sizeof(int32_t) * (size_t)BL);
     c->nll = malloc(sizeof(float) * (size_t)BL);
-    if (!c->in || !c->tg || !c->nll)
+    const int64_t chunks = (c->r.windows + c->batch - 1) / c->batch;
+    c->win = calloc((size_t)(chunks * c->batch * 2), sizeof(double));
+    if (!c->in || !c->tg || !c->nll || !c->win)
         hm_die("out of memory");
     hm_progress_start(&c->prog, &o->common, "eval");
     c->r.seconds = hm_now();
@@ -250,8 +268,11 @@ static void run_ppl(struct ctx *c)
             hm_die_err("cannot write", o->dump, &err);
         hm_st_writer_free(w);
     } else {
+        /* chunks of one batch each, shared among the processes */
         for (int64_t w0 = 0; w0 < c->r.windows; w0 += c->batch) {
             const int64_t nb = c->r.windows - w0 < c->batch ? c->r.windows - w0 : c->batch;
+            if (!hm_run_owns_chunk(c->comm, w0 / c->batch))
+                continue;
             if (c->uni_nll && load_batch(c, w0, nb, &err) == HM_OK) {
                 for (int64_t t = 0; t < nb * L; t++)
                     c->nll[t] = (float)c->uni_nll[c->tg[t]];
@@ -267,11 +288,14 @@ static void run_ppl(struct ctx *c)
             for (int64_t k = 0; k < nb; k++)
                 account(c, w0 + k, k);
         }
+        if (hm_run_share_chunks(c->comm, c->win, chunks, 2 * c->batch, &err) != HM_OK)
+            hm_die("cannot evaluate '%s': %s", o->data, err.msg);
     }
+    totals(c);
     c->r.seconds = hm_now() - c->r.seconds;
     hm_progress_done(&c->prog, "%lld targets, %.0f tokens/s", (long long)c->r.targets,
                      (double)c->r.targets / (c->r.seconds > 0 ? c->r.seconds : 1e-9));
-    free(c->in), free(c->tg), free(c->nll);
+    free(c->in), free(c->tg), free(c->nll), free(c->win);
     hm_tok_close(c->tf);
     c->tf = NULL;
 }
@@ -532,13 +556,17 @@ int main(int argc, char **argv)
     const struct hm_backend *be = hm_backend_get(o.backend);
     if (!be)
         hm_usage_error("unknown backend '%s' (expected %s)", o.backend, hm_backend_names());
-    if (o.threads)
-        hm_threads_set((int)o.threads);
+    /* several processes under a launcher share the windows (--data);
+     * --dump-logits and --mc run on process 0 */
+    struct hm_run_comm comm;
+    hm_cli_dist_open(&comm);
+    hm_threads_set(o.threads ? (int)o.threads : hm_cli_default_threads());
+    const int primary = hm_run_is_primary(&comm);
 
     struct hm_error err;
     struct hm_ckpt *ck = NULL;
     struct hm_model *m = NULL;
-    struct ctx cx = {.o = &o, .be = be};
+    struct ctx cx = {.o = &o, .be = be, .comm = &comm};
     if (o.unigram) {
         load_unigram(&cx, o.unigram);
     } else {
@@ -552,11 +580,12 @@ int main(int argc, char **argv)
     cx.m = m;
     struct mc mc = {0};
     hm_model_ws_init(&cx.ws);
-    if (o.data)
+    if (o.data && (primary || !o.dump))
         run_ppl(&cx);
-    if (o.mc)
+    if (o.mc && primary)
         run_mc(&cx, &mc);
-    report(&o, &cx.r, &mc);
+    if (primary)
+        report(&o, &cx.r, &mc);
     hm_model_ws_release(&cx.ws);
     hm_model_free(m);
     free(cx.uni_nll);

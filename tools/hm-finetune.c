@@ -68,7 +68,7 @@ static void print_plan(const struct hm_train_cli *t, const struct hm_model *m,
     double adam = r->optim.kind == HM_OPTIM_ADAMW ? (double)trainable * 8 : 0;
     double acts = (double)hm_trainer_activation_bytes(&m->cfg, to);
     double teacher = to->kd_teacher ? (double)to->kd_teacher->n_params * 4 : 0;
-    int64_t per = r->batch * r->seq_len * r->accum;
+    int64_t per = r->batch * r->seq_len * hm_train_cli_micro_batches(t);
     if (json) {
         printf("{\"version\": 1, \"steps\": %lld, \"tokens_per_step\": %lld, \"tokens\": %lld, "
                "\"params\": %lld, \"trainable\": %lld, \"warmup\": %lld, \"lr\": %g, "
@@ -147,7 +147,8 @@ int main(int argc, char **argv)
     t.run.prev_provenance = prov;
     if (m->cfg.mixer == HM_MIXER_HEDGEMAMBA)
         freeze = 1; /* contract §3 stage-2 objective: the embeddings do not train */
-    struct hm_train_opts to = {.B = t.run.batch, .T = t.run.seq_len, .accum = t.run.accum,
+    struct hm_train_opts to = {.B = t.run.batch, .T = t.run.seq_len,
+                               .accum = hm_train_cli_micro_batches(&t),
                                .freeze_embeddings = freeze, .kd_teacher = teacher,
                                .kd_weight = kd_weight};
     if (t.dry_run) {

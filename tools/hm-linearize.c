@@ -94,7 +94,7 @@ int main(int argc, char **argv)
     if (t.dry_run) {
         int64_t F = feature_dim ? feature_dim : tc->head_dim;
         int64_t fm = tc->num_hidden_layers * 2 * tc->num_attention_heads * (tc->head_dim + 1) * F;
-        int64_t per = t.run.batch * t.run.seq_len * t.run.accum;
+        int64_t per = t.run.batch * t.run.seq_len * hm_train_cli_micro_batches(&t);
         double weights = 4.0 * (double)hm_param_count(tc);
         double state = 4.0 * 4 * (double)fm; /* weights, grads, AdamW m and v */
         double scratch = 4.0 * (double)(4 * t.run.seq_len * tc->num_attention_heads * 2 * F +
@@ -116,7 +116,8 @@ int main(int argc, char **argv)
         return hm_cli_finish(HM_EXIT_OK);
     }
     struct hm_linearizer *lz;
-    if (hm_linearizer_new(ck, feature_dim, t.backend, t.run.batch, t.run.seq_len, t.run.accum,
+    if (hm_linearizer_new(ck, feature_dim, t.backend, t.run.batch, t.run.seq_len,
+                          hm_train_cli_micro_batches(&t),
                           &lz, &err) != HM_OK)
         hm_die_err("cannot linearize", in, &err);
     struct hm_run_model rm;

@@ -78,31 +78,64 @@ struct hm_run_model {
                            struct hm_error *err);
 };
 
-/* The processes of one run: the seam a data-parallel transport (MPI) fills.
- * NULL (hm_run_opts.comm) or size 1 with NULL hooks is a single process,
- * exactly the run without it. Every process runs hm_run_train with the same
- * options; each computes, only hm_run_is_primary() writes. A step is
- *   zero grads → accumulate × accum → reduce_grads → Σ g² → one download of
- *   the step's scalars → the non-finite flag → reduce_max → update or stop.
+/* The processes of one run: the seam a data-parallel transport (MPI;
+ * libconvert/dist/) fills. NULL (hm_run_opts.comm) is a single process.
+ * Every process runs hm_run_train with the same options; each computes, only
+ * hm_run_is_primary() writes.
+ *
+ * The global batch (contract §10). With N processes and o->accum = A, an
+ * optimizer step takes G = A·N micro-batches of o->batch windows: micro-batch
+ * m = a·N + r (a = 0 .. A−1, r = rank) is the one process r computes as its
+ * a-th. Its gradients are summed in the order of m, each micro-batch's into
+ * the step's sum: acc ← ((0 + g_0) + g_1) + … + g_{G−1}, elementwise in fp32,
+ * which is what one process does with --grad-accum G. So N processes with A
+ * equal one process with A·N, bit for bit. (G = 1 skips the sum: the
+ * gradients of the one micro-batch are used as they are.) A step is
+ *   for a < A: zero grads → accumulate → fold_grads(a)
+ *   gather_grads → Σ g² → one download of the step's scalars → allgather of
+ *   the loss sums → the non-finite flags → reduce_max → update or stop.
  * A failure only one process sees (its own compute, the primary's I/O) ends
- * that process with the error; the launcher (mpirun) ends the others. */
+ * that process with the error, and the launcher ends the others. */
 struct hm_run_comm {
     int rank;   /* this process, 0 .. size − 1 */
     int size;   /* processes in the run (≥ 1) */
-    void *ctx;  /* the transport's own (e.g. an MPI communicator); passed to the hooks */
-    /* The gradient all-reduce: replace every gradient p[0 .. np).g (backend
-     * memory; hm_trainer's are one flat allocation) with its mean over the
-     * processes. Called once a step, after the step's last accumulate and
-     * before the gradient norm and the optimizer step. NULL: one process
-     * (nothing to do). */
-    enum hm_status (*reduce_grads)(void *ctx, const struct hm_backend *be,
+    void *ctx;  /* the transport's own; passed to the hooks */
+    /* After micro-step a of a step: add every process's gradients p[i].g
+     * (backend memory) of this micro-step to the step's sum, in rank order.
+     * a = 0 starts the sum from zeros. The sum is the transport's (it may
+     * keep only the share it owns). */
+    enum hm_status (*fold_grads)(void *ctx, const struct hm_backend *be,
+                                 const struct hm_opt_param *p, int64_t np, int64_t a,
+                                 struct hm_error *err);
+    /* After the step's last fold: every process's p[i].g ← the whole sum. */
+    enum hm_status (*gather_grads)(void *ctx, const struct hm_backend *be,
                                    const struct hm_opt_param *p, int64_t np,
                                    struct hm_error *err);
+    /* Host: out[r·n .. r·n + n) ← process r's x[0 .. n). */
+    enum hm_status (*allgather)(void *ctx, const double *x, int64_t n, double *out,
+                                struct hm_error *err);
     /* Host, in place: x[0 .. n) ← the maximum over the processes. The
-     * step's decision flags go through it before any process acts on them.
-     * NULL: one process (x is already everyone's). */
+     * step's decision flags go through it before any process acts on them. */
     void (*reduce_max)(void *ctx, int *x, int n);
 };
+
+/* Processes in the run: comm->size, or 1 without comm. */
+int hm_run_size(const struct hm_run_comm *comm);
+
+/* Work split by chunks (validation and evaluation windows): process q
+ * computes the chunks c with c mod size = q (hm_run_owns_chunk). Then
+ * hm_run_share_chunks makes v[0 .. n·per) (host; chunk c's values at
+ * v[c·per ..]) everyone's: each chunk's values are taken from the process
+ * that owns it, so a total added in order is the one process's, bit for
+ * bit. comm NULL or one process: nothing. */
+int hm_run_owns_chunk(const struct hm_run_comm *comm, int64_t c);
+enum hm_status hm_run_share_chunks(const struct hm_run_comm *comm, double *v, int64_t n,
+                                   int64_t per, struct hm_error *err);
+
+/* Contiguous shares of np tensors of sizes off[i + 1] − off[i] among size
+ * processes, balanced by elements: process r owns tensors
+ * [first[r], first[r + 1]). first: [size + 1]. */
+void hm_run_partition(const int64_t *off, int64_t np, int size, int64_t *first);
 
 /* 1 if this process does the run's one-process I/O (log, state, checkpoints,
  * progress): rank 0, or any process when comm is NULL. */
@@ -117,7 +150,9 @@ struct hm_run_opts {
     int force;                 /* -f */
     const char *data_path, *val_path;
     int64_t steps;             /* total optimizer steps (from --steps or --tokens) */
-    int64_t batch, seq_len, accum;
+    int64_t batch, seq_len;
+    int64_t accum;             /* micro-batches per step of THIS process (A); a
+                                  step takes A · hm_run_size(comm) of them */
     double lr;
     int64_t warmup;
     struct hm_optim_cfg optim;
@@ -148,9 +183,11 @@ enum hm_status hm_run_train(const struct hm_run_model *model, const struct hm_ru
                             struct hm_run_report *final, struct hm_error *err);
 
 /* Mean validation loss over non-overlapping windows (contract §7) of val,
- * at most max_targets targets (0 = all). */
+ * at most max_targets targets (0 = all), the windows shared among comm's
+ * processes (NULL: one), the same bits for any number of them. */
 enum hm_status hm_run_validate(const struct hm_run_model *model,
                                const struct hm_tok_file *val, int64_t T, int64_t max_targets,
-                               double *mean, struct hm_error *err);
+                               const struct hm_run_comm *comm, double *mean,
+                               struct hm_error *err);
 
 #endif

@@ -23,6 +23,8 @@ struct run {
     uint64_t base_hash;  /* the input checkpoint's bytes (0: a stream, unknown) */
     char *state_path;
     int primary;     /* hm_run_is_primary(o->comm): this process writes */
+    float *acc;      /* [Σ n] backend: one process's sum of a step's micro-batch
+                        gradients (run_fold_grads), when it takes more than one */
 };
 
 /* ---- run_state.c: state files, resume checks, checkpoint saves ---- */
@@ -58,15 +60,28 @@ enum hm_status run_log_line(FILE *fp, const char *path, const struct hm_run_mode
  * Primary only. */
 enum hm_status run_trim_log(const char *path, int64_t keep, struct hm_error *err);
 
-/* ---- run_comm.c: decisions every process takes together ---- */
+/* ---- run_comm.c: the processes' shares, sums and decisions ---- */
 
 /* The step's decision flags (host ints, 0 or 1) made everyone's: their
  * maximum over the processes (comm->reduce_max), in place; nothing for a
  * single process. */
 void run_agree(const struct run *r, int *flags, int n);
 
-/* The hook point between accumulate and the optimizer step: the gradient
- * all-reduce (comm->reduce_grads); HM_OK and nothing for a single process. */
-enum hm_status run_reduce_grads(const struct run *r, struct hm_error *err);
+/* G = o->accum · processes: the micro-batches of one optimizer step. */
+int64_t run_micro_batches(const struct run *r);
+
+/* After this process's micro-step a: the step's gradient sum (run.h) takes
+ * every process's micro-batch (comm->fold_grads, or r->acc for one
+ * process). Nothing when G = 1. */
+enum hm_status run_fold_grads(struct run *r, int64_t a, struct hm_error *err);
+
+/* After the last fold: p[i].g ← the sum, on every process. Nothing when
+ * G = 1. */
+enum hm_status run_gather_grads(struct run *r, struct hm_error *err);
+
+/* out[q·n .. q·n + n) ← process q's x[0 .. n) (host); a copy for one
+ * process. */
+enum hm_status run_allgather(const struct run *r, const double *x, int64_t n, double *out,
+                             struct hm_error *err);
 
 #endif

@@ -29,6 +29,8 @@ struct loop {
     int64_t n_scal;         /* accum · n_sums + 1 */
     double *scal;           /* [n_scal] backend: the step's scalar block */
     double *hscal;          /* [n_scal] host: its one download a step */
+    double *sums;           /* [processes, accum · n_sums] host: every process's
+                               loss sums of the step (run_allgather) */
 };
 
 /* What a step's compute leaves for the decision. */
@@ -114,7 +116,7 @@ static enum hm_status resume_and_open_log(struct run *r, struct loop *l, struct 
     return HM_OK;
 }
 
-static enum hm_status alloc_buffers(const struct run *r, struct loop *l, struct hm_error *err)
+static enum hm_status alloc_buffers(struct run *r, struct loop *l, struct hm_error *err)
 {
     const struct hm_run_opts *o = r->o;
     const struct hm_run_model *m = r->model;
@@ -124,18 +126,25 @@ static enum hm_status alloc_buffers(const struct run *r, struct loop *l, struct 
     l->n_scal = o->accum * m->n_sums + 1;
     l->scal = hm_backend_alloc(m->be, sizeof(double) * (size_t)l->n_scal);
     l->hscal = calloc((size_t)l->n_scal, sizeof(double));
-    if (!l->tokens || !l->aux || !l->aux_sum || !l->scal || !l->hscal)
+    l->sums = calloc((size_t)(run_micro_batches(r) * m->n_sums), sizeof(double));
+    if (!l->tokens || !l->aux || !l->aux_sum || !l->scal || !l->hscal || !l->sums)
         return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+    /* one process summing several micro-batches keeps the sum itself */
+    if (run_micro_batches(r) > 1 && hm_run_size(o->comm) == 1 &&
+        !(r->acc = hm_backend_alloc(m->be, sizeof(float) * (size_t)(r->opt.off[r->np] + 1))))
+        return hm_error_set(err, HM_ERR_NOMEM, "out of memory for the gradient sum");
     return HM_OK;
 }
 
-static void loop_release(const struct run *r, struct loop *l)
+static void loop_release(struct run *r, struct loop *l)
 {
     free(l->tokens);
     free(l->aux);
     free(l->aux_sum);
     free(l->hscal);
+    free(l->sums);
     hm_backend_free(r->model->be, (void **)&l->scal);
+    hm_backend_free(r->model->be, (void **)&r->acc);
     hm_batcher_release(&l->bat);
     hm_tok_close(l->data);
     hm_tok_close(l->val);
@@ -150,6 +159,8 @@ static enum hm_status step_compute(struct run *r, struct loop *l, int64_t s, str
     const struct hm_run_opts *o = r->o;
     const struct hm_run_model *m = r->model;
     const size_t scal_bytes = sizeof(double) * (size_t)l->n_scal;
+    const int N = hm_run_size(o->comm), rank = o->comm ? o->comm->rank : 0;
+    const int64_t G = run_micro_batches(r), A = o->accum, ns = m->n_sums;
     enum hm_status st;
     sp->t_start = now_s();
     sp->loss = 0;
@@ -157,26 +168,30 @@ static enum hm_status step_compute(struct run *r, struct loop *l, int64_t s, str
     memset(l->aux_sum, 0, sizeof(double) * (size_t)m->n_aux);
     memset(l->hscal, 0, scal_bytes);
     hm_backend_upload(m->be, l->scal, l->hscal, scal_bytes);
-    m->zero_grad(m->ctx);
-    for (int64_t a = 0; a < o->accum; a++) {
-        if ((st = hm_batcher_get(&l->bat, s * o->accum + a, l->tokens, err)) != HM_OK)
+    /* this process's micro-batches: a-th is m = a·N + rank of the step's G */
+    for (int64_t a = 0; a < A; a++) {
+        if (a == 0 || G > 1)
+            m->zero_grad(m->ctx);
+        if ((st = hm_batcher_get(&l->bat, s * G + a * N + rank, l->tokens, err)) != HM_OK)
             return st;
-        if ((st = m->accumulate(m->ctx, l->tokens, l->scal + a * m->n_sums, err)) != HM_OK)
+        if ((st = m->accumulate(m->ctx, l->tokens, l->scal + a * ns, err)) != HM_OK ||
+            (st = run_fold_grads(r, a, err)) != HM_OK)
             return st;
     }
-    /* the hook point: the gradient all-reduce (nothing for one process) */
-    if ((st = run_reduce_grads(r, err)) != HM_OK)
+    if ((st = run_gather_grads(r, err)) != HM_OK)
         return st;
     hm_grad_sqnorm(m->be, r->p, r->np, l->scal + l->n_scal - 1);
     hm_backend_download(m->be, l->hscal, l->scal, scal_bytes);
-    if ((st = hm_backend_sync(m->be, err)) != HM_OK)
+    if ((st = hm_backend_sync(m->be, err)) != HM_OK ||
+        (st = run_allgather(r, l->hscal, A * ns, l->sums, err)) != HM_OK)
         return st;
-    for (int64_t a = 0; a < o->accum; a++) {
+    /* the losses in the order of m, as one process with --grad-accum G */
+    for (int64_t mb = 0; mb < G; mb++) {
         double loss = 0;
-        m->loss_of(m->ctx, l->hscal + a * m->n_sums, &loss, l->aux);
-        sp->loss += loss / (double)o->accum;
+        m->loss_of(m->ctx, l->sums + (mb % N) * A * ns + (mb / N) * ns, &loss, l->aux);
+        sp->loss += loss / (double)G;
         for (int i = 0; i < m->n_aux; i++)
-            l->aux_sum[i] += l->aux[i] / (double)o->accum;
+            l->aux_sum[i] += l->aux[i] / (double)G;
     }
     sp->grad_norm = sqrt(l->hscal[l->n_scal - 1]);
     return HM_OK;
@@ -239,7 +254,7 @@ enum hm_status hm_run_train(const struct hm_run_model *model, const struct hm_ru
                                 .val_loss = NAN, .loss = NAN};
     double last_loss = NAN;
     const int64_t start_step = r.step;
-    const int64_t step_tokens = o->batch * o->seq_len * o->accum;
+    const int64_t step_tokens = o->batch * o->seq_len * run_micro_batches(&r);
     for (int64_t s = r.step; s < o->steps; s++) {
         /* compute */
         struct step sp;
@@ -269,7 +284,7 @@ enum hm_status hm_run_train(const struct hm_run_model *model, const struct hm_ru
         const int stop = !last && o->stop_after > 0 && r.step - start_step >= o->stop_after;
         const int save = !last && o->save_every > 0 && r.step % o->save_every == 0;
         if (validate && (st = hm_run_validate(model, l.val, o->seq_len, o->val_tokens,
-                                              &rep.val_loss, err)) != HM_OK)
+                                              o->comm, &rep.val_loss, err)) != HM_OK)
             goto out;
         rep.tokens_per_s = (double)step_tokens / (now_s() - sp.t_start);
         if (r.primary) {

@@ -138,7 +138,9 @@ static char *run_json(const struct run *r)
     cJSON_AddNumberToObject(j, "steps", (double)o->steps);
     cJSON_AddNumberToObject(j, "batch", (double)o->batch);
     cJSON_AddNumberToObject(j, "seq_len", (double)o->seq_len);
-    cJSON_AddNumberToObject(j, "accum", (double)o->accum);
+    /* the step's micro-batches G = accum · processes: what the math depends
+     * on, so a state resumes under any split of G (contract §10) */
+    cJSON_AddNumberToObject(j, "accum", (double)run_micro_batches(r));
     cJSON_AddStringToObject(j, "seed", (snprintf(hex, sizeof hex, "%016llx",
                                                  (unsigned long long)o->seed), hex));
     cJSON_AddStringToObject(j, "data_order", o->order == HM_ORDER_SHUFFLE ? "shuffle" : "sequential");

@@ -12,10 +12,23 @@
 #include <unistd.h>
 
 #include "atomic_file.h"
+#include "dist.h"
 
 static const char *g_prog = "hm";
 static const char *g_usage = "";
 static char **g_argv;
+static char g_who[64];   /* " (process r of N)" on processes r > 0 */
+static int g_secondary;  /* a process r > 0 of a run: hm_info stays quiet */
+
+/* The tools that run as several processes (hm_cli_dist_open). */
+static int runs_distributed(const char *prog)
+{
+    static const char *const tools[] = {"hm-finetune", "hm-linearize", "hm-eval"};
+    for (size_t i = 0; i < sizeof tools / sizeof *tools; i++)
+        if (strcmp(prog, tools[i]) == 0)
+            return 1;
+    return 0;
+}
 
 static void on_signal(int sig)
 {
@@ -34,13 +47,52 @@ void hm_cli_init(const char *prog, const char *usage, char **argv)
     signal(SIGTERM, on_signal);
     signal(SIGHUP, on_signal);
     signal(SIGPIPE, on_signal);
+    const int n = hm_dist_launched_size();
+    if (n > 1 && !runs_distributed(prog)) {
+        fprintf(stderr, "%s: error: started by an MPI launcher with %d processes; %s runs as "
+                "one process (only hm-finetune, hm-linearize and hm-eval run as several)\n",
+                prog, n, prog);
+        exit(HM_EXIT_USAGE);
+    }
+}
+
+int hm_cli_default_threads(void)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN), local = 1;
+    static const char *vars[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"};
+    for (size_t i = 0; i < sizeof vars / sizeof *vars && local == 1; i++) {
+        const char *v = getenv(vars[i]);
+        char *end = NULL;
+        long n = v ? strtol(v, &end, 10) : 0;
+        if (v && end != v && *end == '\0' && n > 1)
+            local = n;
+    }
+    long n = cores / local;
+    return n > 0 && n < 4096 ? (int)n : 1;
+}
+
+void hm_cli_dist_open(struct hm_run_comm *comm)
+{
+    struct hm_error err;
+    hm_error_clear(&err);
+    enum hm_status st = hm_dist_open(comm, &err);
+    if (st == HM_ERR_UNSUPPORTED) {
+        hm_error("%s", err.msg);
+        exit(HM_EXIT_USAGE);
+    }
+    if (st != HM_OK)
+        hm_die("%s", err.msg);
+    if (comm->size > 1 && comm->rank > 0) {
+        snprintf(g_who, sizeof g_who, " (process %d of %d)", comm->rank, comm->size);
+        g_secondary = 1;
+    }
 }
 
 const char *hm_prog(void) { return g_prog; }
 
 static void vmsg(const char *sev, const char *fmt, va_list ap)
 {
-    fprintf(stderr, "%s: %s: ", g_prog, sev);
+    fprintf(stderr, "%s%s: %s: ", g_prog, g_who, sev);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
 }
@@ -63,7 +115,7 @@ void hm_warning(const char *fmt, ...)
 
 void hm_info(const struct hm_cli_common *c, const char *fmt, ...)
 {
-    if (c && c->quiet)
+    if ((c && c->quiet) || g_secondary)
         return;
     va_list ap;
     va_start(ap, fmt);
@@ -80,6 +132,7 @@ void hm_die(const char *fmt, ...)
     vmsg("error", fmt, ap);
     va_end(ap);
     hm_afile_cleanup_all();
+    hm_dist_close(HM_EXIT_FAIL);
     exit(HM_EXIT_FAIL);
 }
 
@@ -104,6 +157,7 @@ void hm_usage_error(const char *fmt, ...)
     vmsg("error", fmt, ap);
     va_end(ap);
     print_short_usage(stderr);
+    hm_dist_close(HM_EXIT_USAGE);
     exit(HM_EXIT_USAGE);
 }
 
@@ -181,8 +235,9 @@ int hm_cli_finish(int code)
 {
     if (fflush(stdout) != 0 || ferror(stdout)) {
         fprintf(stderr, "%s: error: cannot write to stdout: %s\n", g_prog, strerror(errno));
-        return g_write_failure_code;
+        code = g_write_failure_code;
     }
+    hm_dist_close(code);
     return code;
 }
 
@@ -197,7 +252,7 @@ void hm_progress_start(struct hm_progress *p, const struct hm_cli_common *c,
                        const char *label)
 {
     memset(p, 0, sizeof *p);
-    if (c->quiet)
+    if (c->quiet || g_secondary)
         p->enabled = 0;
     else if (c->progress >= 0)
         p->enabled = c->progress;

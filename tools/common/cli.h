@@ -70,6 +70,23 @@ int hm_cli_common_opt(int c, struct hm_cli_common *common);
 void hm_cli_init(const char *prog, const char *usage, char **argv);
 const char *hm_prog(void);
 
+/* Processes (contract §10). The tools that run as several processes
+ * (hm-finetune, hm-linearize, hm-eval) call hm_cli_dist_open once their
+ * options are parsed: under an MPI launcher with N > 1 it starts MPI and
+ * fills *comm (size 1 otherwise); a build without MPI says so and exits 2.
+ * From then on messages of process r > 0 carry "(process r of N)", hm_info
+ * prints on process 0 only, and every exit ends MPI (hm_dist_close): an
+ * error on one process ends them all. Every other tool refuses to start
+ * under a launcher with N > 1 (exit 2) instead of running N copies that
+ * each write the output. */
+struct hm_run_comm;
+void hm_cli_dist_open(struct hm_run_comm *comm);
+
+/* CPU threads when --threads is not given: the cores, shared among the
+ * processes of a run on this machine (OMPI_COMM_WORLD_LOCAL_SIZE,
+ * MPI_LOCALNRANKS), at least 1. */
+int hm_cli_default_threads(void);
+
 /* Print "prog: error: ..." to stderr. */
 void hm_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 struct hm_model;

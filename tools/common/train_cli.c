@@ -132,8 +132,12 @@ void hm_train_cli_finish(struct hm_train_cli *t, int argc, char **argv, const ch
         hm_usage_error("give --steps or --tokens, not both");
     if (!t->have_steps && !t->tokens)
         hm_usage_error("missing --steps or --tokens");
+    /* several processes under a launcher: MPI starts here (exit 2 without) */
+    hm_cli_dist_open(&t->comm);
+    if (t->comm.size > 1)
+        r->comm = &t->comm;
     if (t->tokens) {
-        int64_t per = r->batch * r->seq_len * r->accum;
+        int64_t per = r->batch * r->seq_len * hm_train_cli_micro_batches(t);
         r->steps = t->tokens / per;
         if (r->steps < 1)
             hm_usage_error("--tokens %lld is less than one step of %lld tokens",
@@ -176,8 +180,13 @@ void hm_train_cli_finish(struct hm_train_cli *t, int argc, char **argv, const ch
         if (r->out_path && hm_same_file(r->log_path, r->out_path))
             hm_die("--log '%s' is the output", r->log_path);
     }
-    int n = t->threads > 0 ? t->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    int n = t->threads > 0 ? t->threads : hm_cli_default_threads();
     hm_threads_set(n > 0 ? n : 1);
+}
+
+int64_t hm_train_cli_micro_batches(const struct hm_train_cli *t)
+{
+    return t->run.accum * (int64_t)hm_run_size(&t->comm);
 }
 
 struct progress_ctx {
@@ -217,7 +226,7 @@ void hm_train_cli_run(const struct hm_train_cli *t, const struct hm_run_model *r
     char val[64] = "null";
     if (!isnan(fin.val_loss))
         snprintf(val, sizeof val, "%.9g", fin.val_loss);
-    if (common->json)
+    if (common->json && hm_run_is_primary(&t->comm))
         printf("{\"version\": 1, \"steps\": %lld, \"tokens\": %lld, \"loss\": %.9g, "
                "\"val_loss\": %s, \"seconds\": %.3f}\n",
                (long long)fin.step, (long long)fin.tokens, fin.loss, val, secs);

@@ -101,6 +101,7 @@ struct hm_train_cli {
     int threads;
     const char *device;
     const struct hm_backend *backend;
+    struct hm_run_comm comm;   /* the run's processes (hm_cli_dist_open); size 1 alone */
     int dry_run;
     enum hm_dtype out_dtype;
 };
@@ -114,6 +115,10 @@ int hm_train_cli_opt(int c, const char *arg, struct hm_train_cli *t);
  * (exit 1). json: --json was given (it cannot share stdout with -o -). */
 void hm_train_cli_finish(struct hm_train_cli *t, int argc, char **argv, const char *in,
                          int json);
+
+/* Micro-batches of one optimizer step over all processes: --grad-accum ×
+ * processes (the accum the model's loss scale divides by). */
+int64_t hm_train_cli_micro_batches(const struct hm_train_cli *t);
 
 /* Runs the training loop with progress on stderr (label: "training",
  * "stage 1"; what: how the loss is named in messages), then reports the
