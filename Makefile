@@ -15,7 +15,7 @@ endif
 
 DEB_PACKAGES = cmake make gcc pkg-config libcjson-dev libxxhash-dev libarchive-dev \
                libutf8proc-dev libcriterion-dev libopenblas-openmp-dev libprotobuf-c-dev \
-               protobuf-c-compiler fortunes gnuplot-nox
+               protobuf-c-compiler fortunes gnuplot-nox openmpi-bin libopenmpi-dev
 
 .PHONY: all build test asan deps deps-check demo clean
 all: build
