@@ -111,6 +111,15 @@ struct hm_run_comm {
     enum hm_status (*gather_grads)(void *ctx, const struct hm_backend *be,
                                    const struct hm_opt_param *p, int64_t np,
                                    struct hm_error *err);
+    /* ZeRO-1 (hm_run_opts.zero1), instead of gather_grads: p[i].g ← the
+     * sum, for the tensors this process owns (hm_run_partition) only. */
+    enum hm_status (*own_grads)(void *ctx, const struct hm_backend *be,
+                                const struct hm_opt_param *p, int64_t np,
+                                struct hm_error *err);
+    /* Host, in place: x[at[q] .. at[q + 1]) ← process q's, for every q
+     * (at: [size + 1] offsets into x). */
+    enum hm_status (*share_floats)(void *ctx, float *x, const int64_t *at,
+                                   struct hm_error *err);
     /* Host: out[r·n .. r·n + n) ← process r's x[0 .. n). */
     enum hm_status (*allgather)(void *ctx, const double *x, int64_t n, double *out,
                                 struct hm_error *err);
@@ -166,6 +175,10 @@ struct hm_run_opts {
                                   saving state and output (continue with resume) */
     const char *prev_provenance; /* the input's chain, or NULL */
     const struct hm_run_comm *comm; /* the run's processes; NULL: a single process */
+    int zero1;                 /* ZeRO-1: with several processes, each keeps the AdamW
+                                  moments of its share of the tensors only, updates
+                                  them, and the weights are shared after the update;
+                                  the same bits as without */
 };
 
 /* Progress and messages go through this callback (tools print them). */

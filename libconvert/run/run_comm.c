@@ -53,7 +53,7 @@ enum hm_status run_fold_grads(struct run *r, int64_t a, struct hm_error *err)
     if (c && c->size > 1)
         return c->fold_grads(c->ctx, r->model->be, r->p, r->np, a, err);
     const struct hm_backend *be = r->model->be;
-    const int64_t *off = r->opt.off;
+    const int64_t *off = r->off;
     if (a == 0)
         hm_backend_fill(be, r->acc, off[r->np], 0.0f);
     for (int64_t i = 0; i < r->np; i++)
@@ -68,7 +68,7 @@ enum hm_status run_gather_grads(struct run *r, struct hm_error *err)
         return HM_OK;
     if (c && c->size > 1)
         return c->gather_grads(c->ctx, r->model->be, r->p, r->np, err);
-    const int64_t *off = r->opt.off;
+    const int64_t *off = r->off;
     for (int64_t i = 0; i < r->np; i++)
         hm_backend_copy2d(r->model->be, r->p[i].g, r->p[i].n, r->acc + off[i], r->p[i].n, 1,
                           r->p[i].n);
@@ -105,4 +105,65 @@ enum hm_status hm_run_share_chunks(const struct hm_run_comm *comm, double *v, in
         memcpy(v + c * per, all + (c % comm->size) * len + c * per, sizeof(double) * (size_t)per);
     free(all);
     return st;
+}
+
+/* ---- ZeRO-1 ---------------------------------------------------------------- */
+
+enum hm_status run_shares_init(struct run *r, struct hm_error *err)
+{
+    const struct hm_run_comm *c = r->o->comm;
+    const int N = hm_run_size(c);
+    r->off = calloc((size_t)r->np + 1, sizeof *r->off);
+    if (!r->off)
+        return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+    for (int64_t i = 0; i < r->np; i++)
+        r->off[i + 1] = r->off[i] + r->p[i].n;
+    r->own0 = 0;
+    r->own1 = r->np;
+    r->zero1 = r->o->zero1 && N > 1 && r->o->optim.kind == HM_OPTIM_ADAMW;
+    if (r->zero1) {
+        r->first = calloc((size_t)N + 1, sizeof *r->first);
+        r->at = calloc((size_t)N + 1, sizeof *r->at);
+        r->hw = malloc(sizeof(float) * (size_t)(r->off[r->np] + 1));
+        if (!r->first || !r->at || !r->hw)
+            return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+        hm_run_partition(r->off, r->np, N, r->first);
+        for (int q = 0; q <= N; q++)
+            r->at[q] = r->off[r->first[q]];
+        r->own0 = r->first[c->rank];
+        r->own1 = r->first[c->rank + 1];
+    }
+    return hm_optim_init(&r->opt, &r->o->optim, r->model->be, r->p + r->own0,
+                         r->own1 - r->own0, err);
+}
+
+void run_shares_release(struct run *r)
+{
+    free(r->off);
+    free(r->first);
+    free(r->at);
+    free(r->hw);
+    r->off = r->first = r->at = NULL;
+    r->hw = NULL;
+}
+
+enum hm_status run_share_weights(struct run *r, struct hm_error *err)
+{
+    const struct hm_run_comm *c = r->o->comm;
+    const struct hm_backend *be = r->model->be;
+    for (int64_t i = r->own0; i < r->own1; i++)
+        hm_backend_download(be, r->hw + r->off[i], r->p[i].w, sizeof(float) * (size_t)r->p[i].n);
+    enum hm_status st = hm_backend_sync(be, err);
+    if (st == HM_OK)
+        st = c->share_floats(c->ctx, r->hw, r->at, err);
+    for (int64_t i = 0; st == HM_OK && i < r->np; i++)
+        if (i < r->own0 || i >= r->own1)
+            hm_backend_upload(be, r->p[i].w, r->hw + r->off[i], sizeof(float) * (size_t)r->p[i].n);
+    return st;
+}
+
+enum hm_status run_own_grads(struct run *r, struct hm_error *err)
+{
+    const struct hm_run_comm *c = r->o->comm;
+    return c->own_grads(c->ctx, r->model->be, r->p, r->np, err);
 }

@@ -23,6 +23,13 @@ struct run {
     uint64_t base_hash;  /* the input checkpoint's bytes (0: a stream, unknown) */
     char *state_path;
     int primary;     /* hm_run_is_primary(o->comm): this process writes */
+    int64_t *off;    /* [np + 1] host: tensor i's values [off[i], off[i + 1]) of Σ n */
+    int zero1;       /* ZeRO-1 in effect (o->zero1 with several processes) */
+    int64_t own0, own1; /* the tensors whose moments this process keeps and
+                           updates: [own0, own1) (all without ZeRO-1) */
+    int64_t *first;  /* [size + 1] ZeRO-1: process q owns tensors [first[q], first[q + 1]) */
+    int64_t *at;     /* [size + 1] ZeRO-1: process q's values start at at[q] = off[first[q]] */
+    float *hw;       /* [Σ n] host, ZeRO-1: the weights while they are shared */
     float *acc;      /* [Σ n] backend: one process's sum of a step's micro-batch
                         gradients (run_fold_grads), when it takes more than one */
 };
@@ -34,7 +41,8 @@ struct run {
 uint64_t run_base_checkpoint_hash(const char *path);
 
 /* Writes r->state_path (atomically) from the backend's weights and moments.
- * Primary only. */
+ * Every process calls it (with ZeRO-1 the moments are gathered from their
+ * owners first); the primary writes. */
 enum hm_status run_save_state(struct run *r, struct hm_error *err);
 
 /* Reads r->state_path: checks that every flag that changes the trajectory
@@ -44,7 +52,7 @@ enum hm_status run_load_state(struct run *r, struct hm_error *err);
 
 /* The state file (unless the output is '-') and then the output checkpoint
  * with the provenance chain extended (t0: the run's start, final_loss: the
- * last step's loss). Primary only. */
+ * last step's loss). Every process calls it; the primary writes. */
 enum hm_status run_save_all(struct run *r, double final_loss, time_t t0, struct hm_error *err);
 
 /* ---- run_log.c: the JSON-lines log ---- */
@@ -66,6 +74,18 @@ enum hm_status run_trim_log(const char *path, int64_t keep, struct hm_error *err
  * maximum over the processes (comm->reduce_max), in place; nothing for a
  * single process. */
 void run_agree(const struct run *r, int *flags, int n);
+
+/* The tensor offsets r->off and, with ZeRO-1, the shares (r->first, r->at,
+ * r->own0/own1, r->hw); then the optimizer for the tensors this process
+ * updates. Every process. */
+enum hm_status run_shares_init(struct run *r, struct hm_error *err);
+void run_shares_release(struct run *r);
+
+/* ZeRO-1, after the owners' update: every process's weights ← the owners'. */
+enum hm_status run_share_weights(struct run *r, struct hm_error *err);
+
+/* ZeRO-1, after the last fold: the owned tensors' gradients ← the sum. */
+enum hm_status run_own_grads(struct run *r, struct hm_error *err);
 
 /* G = o->accum · processes: the micro-batches of one optimizer step. */
 int64_t run_micro_batches(const struct run *r);

@@ -26,11 +26,11 @@ struct loop {
     FILE *logf;             /* the log: the primary's, NULL elsewhere or without --log */
     int32_t *tokens;        /* [batch, seq_len + 1] host: one micro-batch */
     double *aux, *aux_sum;  /* [n_aux] host: a micro-batch's, the step's mean */
-    int64_t n_scal;         /* accum · n_sums + 1 */
+    int64_t n_scal;         /* accum · n_sums + 1, or + np with ZeRO-1 (Σ g² per tensor) */
     double *scal;           /* [n_scal] backend: the step's scalar block */
     double *hscal;          /* [n_scal] host: its one download a step */
-    double *sums;           /* [processes, accum · n_sums] host: every process's
-                               loss sums of the step (run_allgather) */
+    double *sums;           /* [processes, n_scal] host: every process's scalar
+                               block of the step (run_allgather) */
 };
 
 /* What a step's compute leaves for the decision. */
@@ -90,7 +90,7 @@ static enum hm_status open_inputs(struct run *r, struct loop *l, struct hm_error
         return st;
     }
     r->p = r->model->params(r->model->ctx, &r->np);
-    return hm_optim_init(&r->opt, &o->optim, r->model->be, r->p, r->np, err);
+    return run_shares_init(r, err);
 }
 
 /* --resume: every process loads the state; the primary trims the log to
@@ -123,15 +123,15 @@ static enum hm_status alloc_buffers(struct run *r, struct loop *l, struct hm_err
     l->tokens = malloc(sizeof(int32_t) * (size_t)(o->batch * (o->seq_len + 1)));
     l->aux = calloc((size_t)m->n_aux + 1, sizeof(double));
     l->aux_sum = calloc((size_t)m->n_aux + 1, sizeof(double));
-    l->n_scal = o->accum * m->n_sums + 1;
+    l->n_scal = o->accum * m->n_sums + (r->zero1 ? r->np : 1);
     l->scal = hm_backend_alloc(m->be, sizeof(double) * (size_t)l->n_scal);
     l->hscal = calloc((size_t)l->n_scal, sizeof(double));
-    l->sums = calloc((size_t)(run_micro_batches(r) * m->n_sums), sizeof(double));
+    l->sums = calloc((size_t)(hm_run_size(o->comm) * l->n_scal), sizeof(double));
     if (!l->tokens || !l->aux || !l->aux_sum || !l->scal || !l->hscal || !l->sums)
         return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
     /* one process summing several micro-batches keeps the sum itself */
     if (run_micro_batches(r) > 1 && hm_run_size(o->comm) == 1 &&
-        !(r->acc = hm_backend_alloc(m->be, sizeof(float) * (size_t)(r->opt.off[r->np] + 1))))
+        !(r->acc = hm_backend_alloc(m->be, sizeof(float) * (size_t)(r->off[r->np] + 1))))
         return hm_error_set(err, HM_ERR_NOMEM, "out of memory for the gradient sum");
     return HM_OK;
 }
@@ -178,22 +178,39 @@ static enum hm_status step_compute(struct run *r, struct loop *l, int64_t s, str
             (st = run_fold_grads(r, a, err)) != HM_OK)
             return st;
     }
-    if ((st = run_gather_grads(r, err)) != HM_OK)
-        return st;
-    hm_grad_sqnorm(m->be, r->p, r->np, l->scal + l->n_scal - 1);
+    double *sq = l->scal + A * ns; /* Σ g²: one slot, or one per tensor (ZeRO-1) */
+    if (!r->zero1) {
+        if ((st = run_gather_grads(r, err)) != HM_OK)
+            return st;
+        hm_grad_sqnorm(m->be, r->p, r->np, sq);
+    } else {
+        /* each owner its tensors' sums, added below in tensor order as
+         * hm_grad_sqnorm adds them */
+        if ((st = run_own_grads(r, err)) != HM_OK)
+            return st;
+        for (int64_t i = r->own0; i < r->own1; i++)
+            hm_grad_sqnorm(m->be, r->p + i, 1, sq + i);
+    }
     hm_backend_download(m->be, l->hscal, l->scal, scal_bytes);
     if ((st = hm_backend_sync(m->be, err)) != HM_OK ||
-        (st = run_allgather(r, l->hscal, A * ns, l->sums, err)) != HM_OK)
+        (st = run_allgather(r, l->hscal, l->n_scal, l->sums, err)) != HM_OK)
         return st;
     /* the losses in the order of m, as one process with --grad-accum G */
     for (int64_t mb = 0; mb < G; mb++) {
         double loss = 0;
-        m->loss_of(m->ctx, l->sums + (mb % N) * A * ns + (mb / N) * ns, &loss, l->aux);
+        m->loss_of(m->ctx, l->sums + (mb % N) * l->n_scal + (mb / N) * ns, &loss, l->aux);
         sp->loss += loss / (double)G;
         for (int i = 0; i < m->n_aux; i++)
             l->aux_sum[i] += l->aux[i] / (double)G;
     }
-    sp->grad_norm = sqrt(l->hscal[l->n_scal - 1]);
+    double sumsq = l->hscal[A * ns];
+    if (r->zero1) {
+        sumsq = 0;
+        for (int q = 0; q < N; q++)
+            for (int64_t i = r->first[q]; i < r->first[q + 1]; i++)
+                sumsq += l->sums[q * l->n_scal + A * ns + i];
+    }
+    sp->grad_norm = sqrt(sumsq);
     return HM_OK;
 }
 
@@ -209,13 +226,14 @@ static enum hm_status nonfinite_stop(struct run *r, const int *flags, int64_t s,
     /* a weight (what makes the loss NaN), else the first gradient; one
      * download per tensor, on this rare path only */
     const char *bad = hm_params_first_nonfinite(m->be, r->p, r->np, 0);
+    struct hm_error e2;
+    if (r->zero1) /* every gradient, not only the owned ones */
+        run_gather_grads(r, &e2);
     if (!bad)
         bad = hm_params_first_nonfinite(m->be, r->p, r->np, 1);
     int save_failed = 0;
-    if (r->primary && to_file) {
-        struct hm_error e2;
+    if (to_file)
         save_failed = run_save_state(r, &e2) != HM_OK;
-    }
     run_agree(r, &save_failed, 1);
     return hm_error_set(err, HM_ERR_NUMERIC, "non-finite %s at step %lld%s%s%s; %s",
                         flags[FLAG_LOSS_NONFINITE] ? "loss" : "gradient", (long long)(s + 1),
@@ -269,7 +287,10 @@ enum hm_status hm_run_train(const struct hm_run_model *model, const struct hm_ru
             goto out;
         }
         /* act: every process updates */
-        hm_optim_step(&r.opt, model->be, (struct hm_opt_param *)r.p, r.np, sp.lr, sp.grad_norm);
+        hm_optim_step(&r.opt, model->be, (struct hm_opt_param *)r.p + r.own0,
+                      r.own1 - r.own0, sp.lr, sp.grad_norm);
+        if (r.zero1 && (st = run_share_weights(&r, err)) != HM_OK)
+            goto out;
         if (model->post_update)
             model->post_update(model->ctx);
         r.step = s + 1;
@@ -296,10 +317,10 @@ enum hm_status hm_run_train(const struct hm_run_model *model, const struct hm_ru
         }
         if (stop)
             break;
-        if (save && r.primary && (st = run_save_all(&r, last_loss, t0, err)) != HM_OK)
+        if (save && (st = run_save_all(&r, last_loss, t0, err)) != HM_OK)
             goto out;
     }
-    st = r.primary ? run_save_all(&r, last_loss, t0, err) : HM_OK;
+    st = run_save_all(&r, last_loss, t0, err);
     if (final)
         *final = rep;
 out:
@@ -308,5 +329,6 @@ out:
     loop_release(&r, &l);
     free(r.state_path);
     hm_optim_release(&r.opt);
+    run_shares_release(&r);
     return st;
 }

@@ -82,23 +82,26 @@ static uint64_t payload_hash(int64_t np, const struct hm_opt_param *p, state_ten
  * weights and moments themselves live on the backend. */
 static float *mirror(const struct run *r, int64_t i, int k)
 {
-    if (k > 0 && !r->opt.m)
+    if (k > 0 && r->o->optim.kind != HM_OPTIM_ADAMW)
         return NULL;
-    return r->host + (size_t)k * (size_t)r->opt.off[r->np] + (size_t)r->opt.off[i];
+    return r->host + (size_t)k * (size_t)r->off[r->np] + (size_t)r->off[i];
 }
 
 static enum hm_status mirror_alloc(struct run *r, struct hm_error *err)
 {
     free(r->host);
-    r->host = malloc(sizeof(float) * (3 * (size_t)r->opt.off[r->np] + 1));
+    r->host = malloc(sizeof(float) * (3 * (size_t)r->off[r->np] + 1));
     return r->host ? HM_OK : hm_error_set(err, HM_ERR_NOMEM, "out of memory for the state");
 }
 
-/* dir 0: backend → mirror; 1: mirror → backend. */
-static void mirror_move(struct run *r, int dir)
+/* dir 0: backend → mirror; 1: mirror → backend. The moments are this
+ * process's, of tensors [own0, own1) (all of them without ZeRO-1); with
+ * ZeRO-1 dir 0 then gathers every owner's into the mirror (every process
+ * takes part). */
+static enum hm_status mirror_move(struct run *r, int dir, struct hm_error *err)
 {
     const struct hm_backend *be = r->model->be;
-    const size_t n = (size_t)r->opt.off[r->np];
+    const size_t n = (size_t)(r->off[r->own1] - r->off[r->own0]);
     for (int64_t i = 0; i < r->np; i++) {
         const size_t bytes = sizeof(float) * (size_t)r->p[i].n;
         if (dir == 0)
@@ -106,15 +109,20 @@ static void mirror_move(struct run *r, int dir)
         else
             hm_backend_upload(be, r->p[i].w, mirror(r, i, 0), bytes);
     }
-    if (!r->opt.m || !n)
-        return;
-    if (dir == 0) {
-        hm_backend_download(be, mirror(r, 0, 1), r->opt.m, sizeof(float) * n);
-        hm_backend_download(be, mirror(r, 0, 2), r->opt.v, sizeof(float) * n);
-    } else {
-        hm_backend_upload(be, r->opt.m, mirror(r, 0, 1), sizeof(float) * n);
-        hm_backend_upload(be, r->opt.v, mirror(r, 0, 2), sizeof(float) * n);
+    if (!r->opt.m)
+        return HM_OK;
+    if (dir == 1) {
+        hm_backend_upload(be, r->opt.m, mirror(r, r->own0, 1), sizeof(float) * n);
+        hm_backend_upload(be, r->opt.v, mirror(r, r->own0, 2), sizeof(float) * n);
+        return HM_OK;
     }
+    hm_backend_download(be, mirror(r, r->own0, 1), r->opt.m, sizeof(float) * n);
+    hm_backend_download(be, mirror(r, r->own0, 2), r->opt.v, sizeof(float) * n);
+    enum hm_status st = hm_backend_sync(be, err);
+    const struct hm_run_comm *c = r->o->comm;
+    for (int k = 1; r->zero1 && k <= 2 && st == HM_OK; k++)
+        st = c->share_floats(c->ctx, mirror(r, 0, k), r->at, err);
+    return st;
 }
 
 static const float *live_tensor(void *ctx, int64_t i, int k)
@@ -172,9 +180,11 @@ enum hm_status run_save_state(struct run *r, struct hm_error *err)
         st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
         goto out;
     }
-    if ((st = mirror_alloc(r, err)) != HM_OK)
+    if (!r->primary && !r->zero1)
+        goto out; /* nothing to gather: the primary reads its own */
+    if ((st = mirror_alloc(r, err)) != HM_OK || (st = mirror_move(r, 0, err)) != HM_OK ||
+        !r->primary)
         goto out;
-    mirror_move(r, 0);
     for (int64_t i = 0; i < r->np && st == HM_OK; i++) {
         int64_t shape[1] = {r->p[i].n};
         snprintf(name, sizeof name, "w.%s", r->p[i].name);
@@ -314,7 +324,7 @@ enum hm_status run_load_state(struct run *r, struct hm_error *err)
     }
     if (st != HM_OK)
         goto out;
-    mirror_move(r, 1);
+    mirror_move(r, 1, err);
     r->step = (int64_t)step->valuedouble;
     r->opt.t = (int64_t)t->valuedouble;
     r->tokens = (int64_t)tok->valuedouble;
@@ -336,6 +346,8 @@ enum hm_status run_save_all(struct run *r, double final_loss, time_t t0, struct 
     enum hm_status st = HM_OK;
     if (strcmp(o->out_path, "-") != 0 && (st = run_save_state(r, err)) != HM_OK)
         return st;
+    if (!r->primary)
+        return HM_OK;
     struct hm_prov_input in[2] = {{o->in_path, 0}, {o->data_path, r->data_hash}};
     uint64_t h = 0;
     struct hm_error e2;

@@ -103,6 +103,7 @@ int hm_train_cli_opt(int c, const char *arg, struct hm_train_cli *t)
         if (!t->backend)
             hm_usage_error("--backend must be one of %s, got '%s'", hm_backend_names(), arg);
         return 1;
+    case HM_TOPT_ZERO1: t->run.zero1 = 1; return 1;
     case HM_TOPT_DTYPE:
         if (strcmp(arg, "f32") == 0 || strcmp(arg, "F32") == 0)
             t->out_dtype = HM_DTYPE_F32;

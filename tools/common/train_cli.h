@@ -24,7 +24,7 @@ enum {
     HM_TOPT_SEQ_LEN, HM_TOPT_ACCUM, HM_TOPT_LR, HM_TOPT_WARMUP, HM_TOPT_OPTIMIZER,
     HM_TOPT_WD, HM_TOPT_CLIP, HM_TOPT_ORDER, HM_TOPT_SEED, HM_TOPT_THREADS, HM_TOPT_LOG,
     HM_TOPT_SAVE_EVERY, HM_TOPT_VAL_EVERY, HM_TOPT_VAL_TOKENS, HM_TOPT_RESUME, HM_TOPT_DEVICE,
-    HM_TOPT_BACKEND, HM_TOPT_DTYPE, HM_TOPT_STOP_AFTER,
+    HM_TOPT_BACKEND, HM_TOPT_DTYPE, HM_TOPT_STOP_AFTER, HM_TOPT_ZERO1,
 };
 
 #define HM_TRAIN_LONGOPTS                                                  \
@@ -54,7 +54,8 @@ enum {
     {"device", required_argument, NULL, HM_TOPT_DEVICE},                   \
     {"backend", required_argument, NULL, HM_TOPT_BACKEND},                 \
     {"dtype", required_argument, NULL, HM_TOPT_DTYPE},                     \
-    {"stop-after", required_argument, NULL, HM_TOPT_STOP_AFTER}
+    {"stop-after", required_argument, NULL, HM_TOPT_STOP_AFTER},           \
+    {"zero1", no_argument, NULL, HM_TOPT_ZERO1}
 
 #define HM_TRAIN_SHORTOPTS "o:fn"
 
@@ -90,7 +91,12 @@ enum {
     "  -n, --dry-run            check inputs, print the plan and memory, train nothing\n"  \
     "      --threads N          CPU threads (default: all cores)\n"                        \
     "      --device cpu|cuda    (default cpu)\n"                                           \
-    "      --backend ref|fast   CPU kernels (default fast)\n"
+    "      --backend ref|fast   CPU kernels (default fast)\n"                          \
+    "Several processes (mpirun -np N; README \"Training on several machines\"):\n"   \
+    "                           each takes --batch x --grad-accum windows a step; the\n" \
+    "                           result equals one process with --grad-accum x N\n"   \
+    "      --zero1              shard the AdamW moments over the processes (ZeRO-1):\n" \
+    "                           less memory per process, the same result\n"
 
 struct hm_train_cli {
     struct hm_run_opts run;
