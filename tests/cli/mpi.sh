@@ -110,6 +110,23 @@ for n in 1 4; do
     same "2 processes resumed in $n" "$T/r_full.st" "$T/r$n.st"
     same_log "2 processes resumed in $n" "$T/r_full.log" "$T/r$n.log"
 done
+# ZeRO-1: the moments sharded, the same bits (output, state, log) for 2 and
+# 4 processes; its state resumes without ZeRO-1 in 1 process
+ok "$B/hm-finetune" "$T/teacher.st" -o "$T/z_full.st" "${RUN[@]}" --grad-accum 4 --log "$T/z_full.log"
+mpi 2 "$B/hm-finetune" "$T/teacher.st" -o "$T/z2.st" "${RUN[@]}" --grad-accum 2 --zero1 --log "$T/z2.log"
+mpi 4 "$B/hm-finetune" "$T/teacher.st" -o "$T/z4.st" "${RUN[@]}" --grad-accum 1 --zero1 --log "$T/z4.log"
+for n in 2 4; do
+    same "ZeRO-1 on $n processes" "$T/z_full.st" "$T/z$n.st"
+    same "ZeRO-1 on $n processes: state" "$T/z_full.st.state" "$T/z$n.st.state"
+    same_log "ZeRO-1 on $n processes" "$T/z_full.log" "$T/z$n.log"
+done
+mpi 2 "$B/hm-finetune" "$T/teacher.st" -o "$T/zr.st" "${RUN[@]}" --grad-accum 2 --zero1 --stop-after 2
+mpi 4 "$B/hm-finetune" "$T/teacher.st" -o "$T/zr.st" "${RUN[@]}" --grad-accum 1 --zero1 --resume
+same "ZeRO-1 2 processes resumed in 4" "$T/z_full.st" "$T/zr.st"
+mpi 2 "$B/hm-finetune" "$T/teacher.st" -o "$T/zs.st" "${RUN[@]}" --grad-accum 2 --zero1 --stop-after 2
+ok "$B/hm-finetune" "$T/teacher.st" -o "$T/zs.st" "${RUN[@]}" --grad-accum 4 --resume
+same "ZeRO-1 2 processes resumed in 1 without it" "$T/z_full.st" "$T/zs.st"
+
 # another global batch is refused, naming it
 mpi 2 "$B/hm-finetune" "$T/teacher.st" -o "$T/rb.st" "${RUN[@]}" --grad-accum 2 --stop-after 2
 "${MPI[@]}" -np 2 "$B/hm-finetune" "$T/teacher.st" -o "$T/rb.st" "${RUN[@]}" --grad-accum 1 --resume \
