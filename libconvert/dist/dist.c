@@ -185,33 +185,15 @@ static enum hm_status mpi_own_grads(void *ctx, const struct hm_backend *be,
     return HM_OK;
 }
 
-static enum hm_status mpi_share_floats(void *ctx, float *x, const int64_t *at,
+static enum hm_status mpi_bcast_floats(void *ctx, float *x, int64_t n, int root,
                                        struct hm_error *err)
 {
     struct mpi_ctx *c = ctx;
-    int *cnt = malloc(sizeof(int) * (size_t)c->size), *dsp = malloc(sizeof(int) * (size_t)c->size);
-    if (!cnt || !dsp) {
-        free(cnt);
-        free(dsp);
-        return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
-    }
-    enum hm_status st = HM_OK;
-    if (at[c->size] > INT_MAX)
-        st = hm_error_set(err, HM_ERR_UNSUPPORTED, "%lld values are too many for MPI",
-                          (long long)at[c->size]);
-    for (int q = 0; q < c->size; q++) {
-        cnt[q] = (int)(at[q + 1] - at[q]);
-        dsp[q] = (int)at[q];
-    }
-    if (st == HM_OK) {
-        int rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, x, cnt, dsp, MPI_FLOAT,
-                                c->comm);
-        if (rc != MPI_SUCCESS)
-            st = mpi_fail(err, rc, "share");
-    }
-    free(cnt);
-    free(dsp);
-    return st;
+    if (n > INT_MAX)
+        return hm_error_set(err, HM_ERR_UNSUPPORTED, "%lld values are too many for MPI",
+                            (long long)n);
+    int rc = MPI_Bcast(x, (int)n, MPI_FLOAT, root, c->comm);
+    return rc == MPI_SUCCESS ? HM_OK : mpi_fail(err, rc, "broadcast");
 }
 
 static enum hm_status mpi_allgather(void *ctx, const double *x, int64_t n, double *out,
@@ -254,7 +236,7 @@ enum hm_status hm_dist_open(struct hm_run_comm *comm, struct hm_error *err)
                                  .fold_grads = mpi_fold_grads,
                                  .gather_grads = mpi_gather_grads,
                                  .own_grads = mpi_own_grads,
-                                 .share_floats = mpi_share_floats,
+                                 .bcast_floats = mpi_bcast_floats,
                                  .allgather = mpi_allgather, .reduce_max = mpi_reduce_max};
     return HM_OK;
 }

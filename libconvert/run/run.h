@@ -116,9 +116,10 @@ struct hm_run_comm {
     enum hm_status (*own_grads)(void *ctx, const struct hm_backend *be,
                                 const struct hm_opt_param *p, int64_t np,
                                 struct hm_error *err);
-    /* Host, in place: x[at[q] .. at[q + 1]) ← process q's, for every q
-     * (at: [size + 1] offsets into x). */
-    enum hm_status (*share_floats)(void *ctx, float *x, const int64_t *at,
+    /* Host: x[0 .. n) ← process root's x (every process passes its own
+     * buffer of n floats). ZeRO-1's weights after the update and moments
+     * for the state go through it, a tensor at a time. */
+    enum hm_status (*bcast_floats)(void *ctx, float *x, int64_t n, int root,
                                    struct hm_error *err);
     /* Host: out[r·n .. r·n + n) ← process r's x[0 .. n). */
     enum hm_status (*allgather)(void *ctx, const double *x, int64_t n, double *out,

@@ -124,12 +124,16 @@ enum hm_status run_shares_init(struct run *r, struct hm_error *err)
     if (r->zero1) {
         r->first = calloc((size_t)N + 1, sizeof *r->first);
         r->at = calloc((size_t)N + 1, sizeof *r->at);
-        r->hw = malloc(sizeof(float) * (size_t)(r->off[r->np] + 1));
-        if (!r->first || !r->at || !r->hw)
+        if (!r->first || !r->at)
             return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
         hm_run_partition(r->off, r->np, N, r->first);
+        int64_t most = 0;
         for (int q = 0; q <= N; q++)
             r->at[q] = r->off[r->first[q]];
+        for (int64_t i = 0; i < r->np; i++)
+            most = r->p[i].n > most ? r->p[i].n : most;
+        if (!(r->hw = malloc(sizeof(float) * (size_t)(most + 1))))
+            return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
         r->own0 = r->first[c->rank];
         r->own1 = r->first[c->rank + 1];
     }
@@ -147,18 +151,33 @@ void run_shares_release(struct run *r)
     r->hw = NULL;
 }
 
+int run_owner(const struct run *r, int64_t i)
+{
+    int q = 0;
+    while (r->first[q + 1] <= i)
+        q++;
+    return q;
+}
+
+/* A tensor at a time from its owner (host memory: r->hw, the largest
+ * tensor). */
 enum hm_status run_share_weights(struct run *r, struct hm_error *err)
 {
     const struct hm_run_comm *c = r->o->comm;
     const struct hm_backend *be = r->model->be;
-    for (int64_t i = r->own0; i < r->own1; i++)
-        hm_backend_download(be, r->hw + r->off[i], r->p[i].w, sizeof(float) * (size_t)r->p[i].n);
-    enum hm_status st = hm_backend_sync(be, err);
-    if (st == HM_OK)
-        st = c->share_floats(c->ctx, r->hw, r->at, err);
-    for (int64_t i = 0; st == HM_OK && i < r->np; i++)
-        if (i < r->own0 || i >= r->own1)
-            hm_backend_upload(be, r->p[i].w, r->hw + r->off[i], sizeof(float) * (size_t)r->p[i].n);
+    enum hm_status st = HM_OK;
+    for (int64_t i = 0; i < r->np && st == HM_OK; i++) {
+        const int q = run_owner(r, i);
+        const size_t bytes = sizeof(float) * (size_t)r->p[i].n;
+        if (q == c->rank) {
+            hm_backend_download(be, r->hw, r->p[i].w, bytes);
+            st = hm_backend_sync(be, err);
+        }
+        if (st == HM_OK)
+            st = c->bcast_floats(c->ctx, r->hw, r->p[i].n, q, err);
+        if (st == HM_OK && q != c->rank)
+            hm_backend_upload(be, r->p[i].w, r->hw, bytes);
+    }
     return st;
 }
 

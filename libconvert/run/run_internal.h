@@ -29,7 +29,8 @@ struct run {
                            updates: [own0, own1) (all without ZeRO-1) */
     int64_t *first;  /* [size + 1] ZeRO-1: process q owns tensors [first[q], first[q + 1]) */
     int64_t *at;     /* [size + 1] ZeRO-1: process q's values start at at[q] = off[first[q]] */
-    float *hw;       /* [Σ n] host, ZeRO-1: the weights while they are shared */
+    float *hw;       /* [largest tensor] host, ZeRO-1: a tensor's weights or
+                        moments on their way from its owner */
     float *acc;      /* [Σ n] backend: one process's sum of a step's micro-batch
                         gradients (run_fold_grads), when it takes more than one */
 };
@@ -83,6 +84,9 @@ void run_shares_release(struct run *r);
 
 /* ZeRO-1, after the owners' update: every process's weights ← the owners'. */
 enum hm_status run_share_weights(struct run *r, struct hm_error *err);
+
+/* ZeRO-1: the process that owns tensor i. */
+int run_owner(const struct run *r, int64_t i);
 
 /* ZeRO-1, after the last fold: the owned tensors' gradients ← the sum. */
 enum hm_status run_own_grads(struct run *r, struct hm_error *err);

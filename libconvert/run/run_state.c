@@ -96,8 +96,30 @@ static enum hm_status mirror_alloc(struct run *r, struct hm_error *err)
 
 /* dir 0: backend → mirror; 1: mirror → backend. The moments are this
  * process's, of tensors [own0, own1) (all of them without ZeRO-1); with
- * ZeRO-1 dir 0 then gathers every owner's into the mirror (every process
- * takes part). */
+ * ZeRO-1 dir 0 then gathers every owner's into the primary's mirror
+ * (share_moments). */
+/* ZeRO-1: every tensor's moments from its owner to the primary's mirror, a
+ * tensor at a time (elsewhere through r->hw, the largest tensor). Every
+ * process. */
+static enum hm_status share_moments(struct run *r, struct hm_error *err)
+{
+    const struct hm_run_comm *c = r->o->comm;
+    enum hm_status st = HM_OK;
+    for (int k = 1; k <= 2 && st == HM_OK; k++)
+        for (int64_t i = 0; i < r->np && st == HM_OK; i++) {
+            const int q = run_owner(r, i);
+            float *buf = r->primary ? mirror(r, i, k) : r->hw;
+            if (q == c->rank && !r->primary) {
+                const float *src = (k == 1 ? r->opt.m : r->opt.v) + (r->off[i] - r->off[r->own0]);
+                hm_backend_download(r->model->be, buf, src, sizeof(float) * (size_t)r->p[i].n);
+                st = hm_backend_sync(r->model->be, err);
+            }
+            if (st == HM_OK)
+                st = c->bcast_floats(c->ctx, buf, r->p[i].n, q, err);
+        }
+    return st;
+}
+
 static enum hm_status mirror_move(struct run *r, int dir, struct hm_error *err)
 {
     const struct hm_backend *be = r->model->be;
@@ -119,10 +141,7 @@ static enum hm_status mirror_move(struct run *r, int dir, struct hm_error *err)
     hm_backend_download(be, mirror(r, r->own0, 1), r->opt.m, sizeof(float) * n);
     hm_backend_download(be, mirror(r, r->own0, 2), r->opt.v, sizeof(float) * n);
     enum hm_status st = hm_backend_sync(be, err);
-    const struct hm_run_comm *c = r->o->comm;
-    for (int k = 1; r->zero1 && k <= 2 && st == HM_OK; k++)
-        st = c->share_floats(c->ctx, mirror(r, 0, k), r->at, err);
-    return st;
+    return st == HM_OK && r->zero1 ? share_moments(r, err) : st;
 }
 
 static const float *live_tensor(void *ctx, int64_t i, int k)
@@ -180,10 +199,12 @@ enum hm_status run_save_state(struct run *r, struct hm_error *err)
         st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
         goto out;
     }
-    if (!r->primary && !r->zero1)
-        goto out; /* nothing to gather: the primary reads its own */
-    if ((st = mirror_alloc(r, err)) != HM_OK || (st = mirror_move(r, 0, err)) != HM_OK ||
-        !r->primary)
+    if (!r->primary) {
+        /* the primary reads its own, or gathers the moments (ZeRO-1) */
+        st = r->zero1 ? share_moments(r, err) : HM_OK;
+        goto out;
+    }
+    if ((st = mirror_alloc(r, err)) != HM_OK || (st = mirror_move(r, 0, err)) != HM_OK)
         goto out;
     for (int64_t i = 0; i < r->np && st == HM_OK; i++) {
         int64_t shape[1] = {r->p[i].n};
