@@ -291,7 +291,8 @@ enum hm_status run_load_state(struct run *r, struct hm_error *err)
         goto out;
     }
     /* Must match: everything that changes the trajectory. May change:
-     * --threads (the kernels give the same results), --log, --val-*,
+     * --threads (ref gives the same bits; the fast kernels split some sums
+     * by thread, so there the same bits need the same --threads), --log, --val-*,
      * --save-every, --stop-after, --progress (they only observe). */
     static const char *nums[] = {"version", "steps", "batch", "seq_len", "accum", "lr",
                                  "warmup", "clip", "weight_decay", "beta1", "beta2", "eps"};
