@@ -88,10 +88,16 @@ enum hm_status hm_backend_open(const char *name, struct hm_backend **out, struct
 void hm_backend_close(struct hm_backend *be);
 
 /* Borrowed: the program's shared instance of the backend `name`, opened on
- * first use and closed at exit; NULL for an unknown name. */
+ * first use and closed at exit; NULL for an unknown name or one that
+ * cannot open. */
 const struct hm_backend *hm_backend_get(const char *name);
+/* The same with the reason it cannot: HM_ERR_INVALID for an unknown name;
+ * HM_ERR_UNSUPPORTED for a backend this build or machine lacks ("cuda"
+ * without a CUDA build, a device or a driver), saying which. */
+enum hm_status hm_backend_acquire(const char *name, const struct hm_backend **out,
+                                  struct hm_error *err);
 
-/* "ref|fast|cpu|checked" for usage texts. */
+/* "ref|fast|cpu|checked|cuda" for usage texts. */
 const char *hm_backend_names(void);
 /* The name of the i-th registered backend: 0 "ref", 1 "fast", 2 "checked",
  * then those hm_backend_register added, in order (aliases such as "cpu"

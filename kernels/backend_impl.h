@@ -45,6 +45,10 @@ struct hm_backend_desc {
 extern const struct hm_backend_desc hm_backend_desc_ref;
 extern const struct hm_backend_desc hm_backend_desc_fast;
 extern const struct hm_backend_desc hm_backend_desc_checked;
+#ifdef HM_HAVE_CUDA
+/* The CUDA backend (kernels/cuda/, a separate library built where nvcc is). */
+extern const struct hm_backend_desc hm_backend_desc_cuda;
+#endif
 
 /* Adds a backend library's descriptor (a device backend calls it before
  * the first hm_backend_open; at most 8). desc: borrowed for the program. */

@@ -25,9 +25,16 @@ struct hm_backend {
 };
 
 #define HM_BACKEND_MAX 8
+#ifdef HM_HAVE_CUDA
+static const struct hm_backend_desc *g_registry[HM_BACKEND_MAX] = {
+    &hm_backend_desc_ref, &hm_backend_desc_fast, &hm_backend_desc_checked,
+    &hm_backend_desc_cuda};
+static int g_n_registry = 4;
+#else
 static const struct hm_backend_desc *g_registry[HM_BACKEND_MAX] = {
     &hm_backend_desc_ref, &hm_backend_desc_fast, &hm_backend_desc_checked};
 static int g_n_registry = 3;
+#endif
 
 void hm_backend_register(const struct hm_backend_desc *desc)
 {
@@ -50,7 +57,7 @@ static const struct hm_backend_desc *find_desc(const char *name)
     return NULL;
 }
 
-const char *hm_backend_names(void) { return "ref|fast|cpu|checked"; }
+const char *hm_backend_names(void) { return "ref|fast|cpu|checked|cuda"; }
 
 const char *hm_backend_name(const struct hm_backend *be) { return be->name; }
 
@@ -63,6 +70,11 @@ enum hm_status hm_backend_open(const char *name, struct hm_backend **out, struct
 {
     *out = NULL;
     const struct hm_backend_desc *d = find_desc(name);
+    if (!d && name && strcmp(name, "cuda") == 0)
+        return hm_error_set(err, HM_ERR_UNSUPPORTED,
+                            "this build has no CUDA backend (nvcc was not found when it was "
+                            "configured: install the CUDA toolkit and configure with "
+                            "-DHM_CUDA=ON)");
     if (!d)
         return hm_error_set(err, HM_ERR_INVALID, "unknown backend '%s' (known: %s)",
                             name ? name : "(null)", hm_backend_names());
@@ -109,23 +121,33 @@ static void close_shared(void)
     }
 }
 
-const struct hm_backend *hm_backend_get(const char *name)
+enum hm_status hm_backend_acquire(const char *name, const struct hm_backend **out,
+                                  struct hm_error *err)
 {
+    *out = NULL;
     const struct hm_backend_desc *d = find_desc(name);
-    if (!d)
-        return NULL;
+    if (!d) /* the open's message: unknown, or a backend this build lacks */
+        return hm_backend_open(name, (struct hm_backend **)out, err);
     int i = 0;
     while (i < g_n_registry && g_registry[i] != d)
         i++;
     if (!g_shared[i]) {
         static int registered;
-        struct hm_error e;
-        if (hm_backend_open(d->name, &g_shared[i], &e) != HM_OK)
-            return NULL;
+        enum hm_status st = hm_backend_open(d->name, &g_shared[i], err);
+        if (st != HM_OK)
+            return st;
         if (!registered++)
             atexit(close_shared);
     }
-    return g_shared[i];
+    *out = g_shared[i];
+    return HM_OK;
+}
+
+const struct hm_backend *hm_backend_get(const char *name)
+{
+    const struct hm_backend *be;
+    struct hm_error e;
+    return hm_backend_acquire(name, &be, &e) == HM_OK ? be : NULL;
 }
 
 static const char *const g_op_names[HM_OP_COUNT] = {

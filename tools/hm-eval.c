@@ -57,7 +57,9 @@ static const char usage[] =
     "  --tokenizer FILE     HuggingFace tokenizer.json for --mc\n"
     "  --bytes              byte-level vocabulary for --mc\n"
     "  --threads N          threads for OpenMP and BLAS (default: OpenMP's)\n"
-    "  --backend NAME       ref (plain loops, slow) or fast (default; cpu = fast)\n"
+    "  --backend NAME       ref (plain loops, slow), fast (default; cpu = fast),\n"
+    "                       checked or cuda\n"
+    "  --device cpu|cuda    cuda = --backend cuda (default cpu)\n"
     "  --unigram FILE       instead of a checkpoint: the baseline of add-one smoothed\n"
     "                       token frequencies counted in FILE (a training token file)\n"
     "  --json               print one JSON object on stdout: {\"version\": 1, \"seq_len\",\n"
@@ -72,12 +74,12 @@ static const char usage[] =
 
 enum {
     OPT_DATA = HM_OPT_FIRST_TOOL, OPT_SEQ_LEN, OPT_MAX_TOKENS, OPT_DUMP, OPT_MC, OPT_TOKENIZER,
-    OPT_BYTES, OPT_THREADS, OPT_BACKEND, OPT_UNIGRAM, OPT_BATCH,
+    OPT_BYTES, OPT_THREADS, OPT_BACKEND, OPT_UNIGRAM, OPT_BATCH, OPT_DEVICE,
 };
 
 struct opts {
     struct hm_cli_common common;
-    const char *ckpt, *data, *dump, *mc, *tokenizer, *backend, *unigram;
+    const char *ckpt, *data, *dump, *mc, *tokenizer, *backend, *device, *unigram;
     int64_t seq_len, max_tokens, threads, batch; /* batch 0: the default */
     int bytes, force;
 };
@@ -503,11 +505,12 @@ int main(int argc, char **argv)
         {"bytes", no_argument, NULL, OPT_BYTES},
         {"threads", required_argument, NULL, OPT_THREADS},
         {"backend", required_argument, NULL, OPT_BACKEND},
+        {"device", required_argument, NULL, OPT_DEVICE},
         {"unigram", required_argument, NULL, OPT_UNIGRAM},
         {"batch", required_argument, NULL, OPT_BATCH},
         {NULL, 0, NULL, 0},
     };
-    struct opts o = {.common = {.progress = -1}, .max_tokens = -1, .backend = "fast"};
+    struct opts o = {.common = {.progress = -1}, .max_tokens = -1};
     hm_cli_init("hm-eval", usage, argv);
     int c;
     while ((c = getopt_long(argc, argv, HM_CLI_COMMON_SHORTOPTS "f", longopts, NULL)) != -1) {
@@ -525,6 +528,7 @@ int main(int argc, char **argv)
         case OPT_BYTES: o.bytes = 1; break;
         case OPT_THREADS: o.threads = hm_parse_i64(optarg, "--threads", 1, 1024); break;
         case OPT_BACKEND: o.backend = optarg; break;
+        case OPT_DEVICE: o.device = optarg; break;
         case OPT_UNIGRAM: o.unigram = optarg; break;
         case OPT_BATCH: o.batch = hm_parse_i64(optarg, "--batch", 1, 1 << 16); break;
         }
@@ -553,9 +557,7 @@ int main(int argc, char **argv)
     if (o.dump && strcmp(o.dump, "-") != 0 &&
         (hm_same_file(o.dump, o.data) || hm_output_clobbers(o.dump, o.ckpt)))
         hm_usage_error("--dump-logits '%s' is an input", o.dump);
-    const struct hm_backend *be = hm_backend_get(o.backend);
-    if (!be)
-        hm_usage_error("unknown backend '%s' (expected %s)", o.backend, hm_backend_names());
+    const struct hm_backend *be = hm_cli_backend(o.device, o.backend);
     /* several processes under a launcher share the windows (--data);
      * --dump-logits and --mc run on process 0 */
     struct hm_run_comm comm;

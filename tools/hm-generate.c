@@ -130,6 +130,7 @@ static const char usage[] =
     "  --threads N          threads for OpenMP and BLAS (default: OpenMP's)\n"
     "  --backend NAME       ref, fast (cpu = fast) or checked (ref's ops on guarded\n"
     "                       memory: proves every tensor is placed; default fast)\n"
+    "  --device cpu|cuda    cuda = --backend cuda (default cpu)\n"
     "  -q, --quiet  -v, --verbose (timings on stderr)  -h, --help  --version\n"
     "\n"
     "Exit status: 0 success, 1 failure, 2 bad usage.\n";
@@ -138,14 +139,14 @@ enum {
     OPT_PROMPT = HM_OPT_FIRST_TOOL, OPT_PROMPT_IDS, OPT_TOKENIZER, OPT_BYTES, OPT_TEMP,
     OPT_TOPK, OPT_TOPP, OPT_SEED, OPT_MAXNEW, OPT_STOP, OPT_EOT, OPT_IGNORE_EOT, OPT_IDS,
     OPT_BENCH, OPT_CONTEXT, OPT_BATCH, OPT_DECODE, OPT_CHUNK, OPT_THREADS, OPT_BACKEND,
-    OPT_SAMPLES, OPT_SHARED_PROMPT,
+    OPT_SAMPLES, OPT_SHARED_PROMPT, OPT_DEVICE,
 };
 
 #define MAX_LIST HM_GEN_MAX_END /* --stop strings, --eot-id ids */
 
 struct opts {
     struct hm_cli_common common;
-    const char *model, *prompt, *prompt_ids, *tokenizer, *backend;
+    const char *model, *prompt, *prompt_ids, *tokenizer, *backend, *device;
     struct hm_sample_params sp;
     uint64_t seed;
     int64_t max_new, context, batch, decode_tokens, chunk, threads, samples, gen_batch;
@@ -433,11 +434,12 @@ int main(int argc, char **argv)
         {"prefill-chunk", required_argument, NULL, OPT_CHUNK},
         {"threads", required_argument, NULL, OPT_THREADS},
         {"backend", required_argument, NULL, OPT_BACKEND},
+        {"device", required_argument, NULL, OPT_DEVICE},
         {"samples", required_argument, NULL, OPT_SAMPLES},
         {"shared-prompt", no_argument, NULL, OPT_SHARED_PROMPT},
         {NULL, 0, NULL, 0},
     };
-    struct opts o = {.common = {.progress = -1}, .backend = "fast", .max_new = 256,
+    struct opts o = {.common = {.progress = -1}, .max_new = 256,
                      .sp = {.temperature = 1, .top_k = 0, .top_p = 1}, .decode_tokens = 64,
                      .context = -1, .batch = 0, .samples = 1};
     hm_cli_init("hm-generate", usage, argv);
@@ -479,6 +481,7 @@ int main(int argc, char **argv)
         case OPT_CHUNK: o.chunk = hm_parse_i64(optarg, "--prefill-chunk", 1, 1 << 20); break;
         case OPT_THREADS: o.threads = hm_parse_i64(optarg, "--threads", 1, 1024); break;
         case OPT_BACKEND: o.backend = optarg; break;
+        case OPT_DEVICE: o.device = optarg; break;
         case OPT_SHARED_PROMPT: o.shared_prompt = 1; break;
         case OPT_SAMPLES: o.samples = hm_parse_i64(optarg, "--samples", 1, (int64_t)1 << 30); break;
         }
@@ -511,9 +514,7 @@ int main(int argc, char **argv)
     if (o.shared_prompt && !o.bench)
         hm_usage_error("--shared-prompt needs --bench");
     o.gen_batch = o.batch ? o.batch : 16;
-    const struct hm_backend *be = hm_backend_get(o.backend);
-    if (!be)
-        hm_usage_error("unknown backend '%s' (expected %s)", o.backend, hm_backend_names());
+    const struct hm_backend *be = hm_cli_backend(o.device, o.backend);
     if (o.threads)
         hm_threads_set((int)o.threads);
 

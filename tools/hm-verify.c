@@ -57,7 +57,8 @@ static const char usage[] =
     "      --batch B            logits: windows per forward pass, as hm-eval --batch\n"
     "                           (default: hm-eval's default, so that a dump and its\n"
     "                           check batch the same windows and agree to the bit)\n"
-    "      --backend NAME       ref|fast|cpu|checked (default fast)\n"
+    "      --backend NAME       ref|fast|cpu|checked|cuda (default fast)\n"
+    "      --device cpu|cuda    cuda = --backend cuda (default cpu)\n"
     "      --threads N          CPU threads\n"
     "      --json               one JSON object: check, equivalent, tolerance,\n"
     "                           max_abs, max_rel, where, layers (bundle: check,\n"
@@ -68,7 +69,7 @@ static const char usage[] =
     "Exit status: 0 equivalent, 1 not equivalent, 2 could not check.\n";
 
 enum { OPT_DATA = HM_OPT_FIRST_TOOL, OPT_RANDOM, OPT_SEQ, OPT_MAXW, OPT_SEED, OPT_REF, OPT_TOL,
-       OPT_THREADS, OPT_BATCH, OPT_BACKEND };
+       OPT_THREADS, OPT_BATCH, OPT_BACKEND, OPT_DEVICE };
 
 struct opts {
     struct hm_cli_common common;
@@ -537,9 +538,11 @@ int main(int argc, char **argv)
         {"tolerance", required_argument, NULL, OPT_TOL},
         {"threads", required_argument, NULL, OPT_THREADS},
         {"backend", required_argument, NULL, OPT_BACKEND},
+        {"device", required_argument, NULL, OPT_DEVICE},
         {"batch", required_argument, NULL, OPT_BATCH},
         {NULL, 0, NULL, 0},
     };
+    const char *backend = NULL, *device = NULL;
     struct opts o = {.common = {.progress = -1}, .seq_len = 256, .max_windows = 4, .tol = -1,
                    .be = NULL};
     int c;
@@ -556,10 +559,8 @@ int main(int argc, char **argv)
         case OPT_REF: o.ref = optarg; break;
         case OPT_TOL: o.tol = hm_parse_f64(optarg, "--tolerance", 0, 1); break;
         case OPT_THREADS: hm_threads_set((int)hm_parse_i64(optarg, "--threads", 1, 4096)); break;
-        case OPT_BACKEND:
-            if (!(o.be = hm_backend_get(optarg)))
-                hm_usage_error("unknown backend '%s' (expected %s)", optarg, hm_backend_names());
-            break;
+        case OPT_BACKEND: backend = optarg; break;
+        case OPT_DEVICE: device = optarg; break;
         case OPT_BATCH: o.batch = hm_parse_i64(optarg, "--batch", 1, 65536); break;
         }
     }
@@ -587,8 +588,7 @@ int main(int argc, char **argv)
         hm_usage_error("logits needs --reference and --data");
     if (o.tol < 0)
         o.tol = strcmp(o.mode, "logits") == 0 ? 1e-4 : 1e-5;
-    if (!o.be)
-        o.be = hm_backend_get("fast");
+    o.be = hm_cli_backend(device, backend);
     int rc = strcmp(o.mode, "mapping") == 0 ? check_mapping(&o)
              : strcmp(o.mode, "recurrent") == 0 ? check_recurrent(&o)
                                                 : check_logits(&o);

@@ -56,6 +56,30 @@ void hm_cli_init(const char *prog, const char *usage, char **argv)
     }
 }
 
+const struct hm_backend *hm_cli_backend(const char *device, const char *backend)
+{
+    const char *name = backend ? backend : "fast";
+    if (device && strcmp(device, "cuda") == 0) {
+        if (backend && strcmp(backend, "cuda") != 0)
+            hm_usage_error("--device cuda and --backend %s disagree", backend);
+        name = "cuda";
+    } else if (device && strcmp(device, "cpu") == 0) {
+        if (backend && strcmp(backend, "cuda") == 0)
+            hm_usage_error("--device cpu and --backend cuda disagree");
+    } else if (device) {
+        hm_usage_error("--device must be cpu or cuda, got '%s'", device);
+    }
+    const struct hm_backend *be;
+    struct hm_error err;
+    hm_error_clear(&err);
+    enum hm_status st = hm_backend_acquire(name, &be, &err);
+    if (st == HM_ERR_INVALID)
+        hm_usage_error("%s", err.msg);
+    if (st != HM_OK)
+        hm_die("cannot use backend '%s': %s", name, err.msg);
+    return be;
+}
+
 int hm_cli_default_threads(void)
 {
     long cores = sysconf(_SC_NPROCESSORS_ONLN), local = 1;

@@ -82,6 +82,14 @@ const char *hm_prog(void);
 struct hm_run_comm;
 void hm_cli_dist_open(struct hm_run_comm *comm);
 
+/* The backend of --device cpu|cuda and --backend NAME (either NULL when
+ * not given): cuda → the CUDA backend; cpu → --backend or "fast". An
+ * unknown name, or a --device and a --backend that disagree, is a usage
+ * error (exit 2); a backend that cannot open (no GPU, no driver, a build
+ * without CUDA) exits 1 saying why. Borrowed (the shared instance). */
+struct hm_backend;
+const struct hm_backend *hm_cli_backend(const char *device, const char *backend);
+
 /* CPU threads when --threads is not given: the cores, shared among the
  * processes of a run on this machine (OMPI_COMM_WORLD_LOCAL_SIZE,
  * MPI_LOCALNRANKS), at least 1. */

@@ -90,8 +90,8 @@ enum {
     "                           FILE.state (train in chunks; continue with --resume)\n"   \
     "  -n, --dry-run            check inputs, print the plan and memory, train nothing\n"  \
     "      --threads N          CPU threads (default: all cores)\n"                        \
-    "      --device cpu|cuda    (default cpu)\n"                                           \
-    "      --backend ref|fast   CPU kernels (default fast)\n"                          \
+    "      --device cpu|cuda    (default cpu; cuda = --backend cuda)\n"                   \
+    "      --backend NAME       ref|fast|checked on the CPU (default fast), or cuda\n"                          \
     "Several processes (mpirun -np N; README \"Training on several machines\"):\n"   \
     "                           each takes --batch x --grad-accum windows a step; the\n" \
     "                           result equals one process with --grad-accum x N\n"   \
@@ -105,8 +105,9 @@ struct hm_train_cli {
     int warmup_set;
     int wd_set;
     int threads;
-    const char *device;
-    const struct hm_backend *backend;
+    const char *device;        /* --device, or NULL */
+    const char *backend_name;  /* --backend, or NULL */
+    const struct hm_backend *backend; /* from both, set by hm_train_cli_finish */
     struct hm_run_comm comm;   /* the run's processes (hm_cli_dist_open); size 1 alone */
     int dry_run;
     enum hm_dtype out_dtype;
