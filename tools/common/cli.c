@@ -3,6 +3,7 @@
 #include "model.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -24,8 +25,25 @@ static void on_signal(int sig)
     raise(sig);
 }
 
+/* A closed standard descriptor (`<&-`, `>&-`) would be taken by the next
+ * open: an output's temp file would become "stdin". Each closed one gets
+ * /dev/null opened the wrong way round (0 write-only, 1 and 2 read-only),
+ * so that reading stdin or writing stdout fails with EBADF, truthfully. */
+static void hold_std_fds(void)
+{
+    for (int fd = 0; fd <= 2; fd++)
+        if (fcntl(fd, F_GETFD) < 0 && errno == EBADF) {
+            int n = open("/dev/null", fd == 0 ? O_WRONLY : O_RDONLY);
+            if (n >= 0 && n != fd) {
+                dup2(n, fd);
+                close(n);
+            }
+        }
+}
+
 void hm_cli_init(const char *prog, const char *usage, char **argv)
 {
+    hold_std_fds();
     g_argv = argv;
     g_prog = prog;
     g_usage = usage;
