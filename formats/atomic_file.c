@@ -226,8 +226,11 @@ enum hm_status hm_afile_commit(struct hm_afile *af, struct hm_error *err)
 {
     enum hm_status st = HM_OK;
     if (af->is_stdout) {
-        if (fflush(stdout) != 0 || ferror(stdout))
-            st = hm_error_set_errno(err, HM_ERR_IO, errno, "cannot write to stdout");
+        errno = 0;
+        if (fflush(stdout) != 0)
+            st = hm_error_set_errno(err, HM_ERR_IO, errno ? errno : EIO, "cannot write to stdout");
+        else if (ferror(stdout)) /* an earlier write failed; its errno is gone */
+            st = hm_error_set(err, HM_ERR_IO, "cannot write to stdout: an earlier write failed");
         afile_free(af);
         return st;
     }

@@ -195,10 +195,44 @@ static int g_write_failure_code = HM_EXIT_FAIL;
 
 void hm_cli_set_write_failure_code(int code) { g_write_failure_code = code; }
 
+/* errno of the first failed flush of stdout, or 0. A later fflush that
+ * writes nothing succeeds, leaving ferror set and errno stale: the cause is
+ * kept from the call that failed. */
+static int g_stdout_errno;
+
+/* 1 if stdout cannot be written (flushing it now, or an earlier failure). */
+static int stdout_failed(void)
+{
+    errno = 0;
+    if (fflush(stdout) != 0) {
+        if (!g_stdout_errno)
+            g_stdout_errno = errno ? errno : EIO;
+        return 1;
+    }
+    return ferror(stdout) != 0;
+}
+
+static void report_stdout_failure(void)
+{
+    if (g_stdout_errno)
+        fprintf(stderr, "%s: error: cannot write '-': %s\n", g_prog, strerror(g_stdout_errno));
+    else
+        fprintf(stderr, "%s: error: cannot write '-': a write to stdout failed\n", g_prog);
+}
+
+void hm_cli_flush_stdout(void)
+{
+    if (stdout_failed()) {
+        report_stdout_failure();
+        hm_afile_cleanup_all();
+        exit(g_write_failure_code);
+    }
+}
+
 int hm_cli_finish(int code)
 {
-    if (fflush(stdout) != 0 || ferror(stdout)) {
-        fprintf(stderr, "%s: error: cannot write to stdout: %s\n", g_prog, strerror(errno));
+    if (stdout_failed()) {
+        report_stdout_failure();
         return g_write_failure_code;
     }
     return code;
