@@ -9,6 +9,14 @@
 #include "testutil.h"
 #include "tokfile.h"
 
+/* Frees j and every string of the NULL-terminated list. */
+static void release(cJSON *j, char **strs)
+{
+    cJSON_Delete(j);
+    for (; *strs; strs++)
+        free(*strs);
+}
+
 Test(eval_unigram, matches_independent_count)
 {
     char *dir = tu_mkdtemp("unigram");
@@ -39,12 +47,7 @@ Test(eval_unigram, matches_independent_count)
     cr_assert_float_eq(cJSON_GetObjectItem(j, "ppl")->valuedouble, exp(mean), 1e-6 * exp(mean));
     hm_tok_close(a);
     hm_tok_close(b);
-    cJSON_Delete(j);
-    free(out);
-    free(err);
-    free(pa);
-    free(pb);
-    free(dir);
+    release(j, (char *[]){out, err, pa, pb, dir, NULL});
 }
 
 /* A token file's declared vocabulary costs nothing: memory follows the ids
@@ -79,10 +82,5 @@ Test(eval_unigram, huge_declared_vocab_is_cheap)
         sum -= log((cnt[ids[t]] + 1) / denom);
     double mean = sum / 8;
     cr_assert_float_eq(cJSON_GetObjectItem(j, "mean_nll")->valuedouble, mean, 1e-6 * mean);
-    cJSON_Delete(j);
-    free(out);
-    free(err);
-    free(pa);
-    free(pb);
-    free(dir);
+    release(j, (char *[]){out, err, pa, pb, dir, NULL});
 }

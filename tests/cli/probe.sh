@@ -143,6 +143,13 @@ for member in config.json model.safetensors model.safetensors.index.json; do
         done
     done
 done
+rm -rf "$O/hfdev" && mkdir -p "$O/hfdev"
+cp "$I/teacher.st" "$O/hfdev/model.safetensors" && cp "$I/config.json" "$O/hfdev/config.json"
+ln -s /dev/zero "$O/hfdev/tokenizer.json"
+probe "$B/hm-inspect" "$O/hfdev"
+cat "$T/o" "$T/e" | grep -q "'$O/hfdev/tokenizer.json' is not a regular file" || fail "inspect, tokenizer.json -> /dev/zero: $(head -c 300 "$T/e")"
+probe "$B/hm-pack" "$O/hfdev" -o "$O/p.tar" -f
+grep -q "'$O/hfdev/tokenizer.json' is not a regular file" "$T/e" || fail "pack, tokenizer.json -> /dev/zero: $(head -c 300 "$T/e")"
 # hostile text inputs: concatenated tars, external compressions, NUL in jsonl
 (cd "$O" && tar cf a.tar -C "$I" text.txt && cat a.tar a.tar > aa.tar)
 probe "$B/hm-tokenize" --bytes "$O/aa.tar" -o "$O/t.tok" -f
