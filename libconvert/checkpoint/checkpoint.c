@@ -335,7 +335,9 @@ static enum hm_status load_config(struct hm_ckpt *ck, const char *dir, int prefe
     char *cfg_path = dir ? path_join(dir, "config.json") : NULL;
     int have_json = cfg_path ? hm_folder_file(cfg_path, err) : 0;
     enum hm_status st;
-    if (have_json < 0)
+    /* a config.json that is there but no regular file is an error where it
+     * would be read: a folder's, or beside a file without hm.config */
+    if (have_json < 0 && (!meta || prefer_json))
         st = err ? err->status : HM_ERR_INVALID;
     else if (meta && !(prefer_json && have_json)) {
         st = hm_config_parse(meta, strlen(meta), &ck->cfg, err);
