@@ -116,6 +116,8 @@ static char *read_raw(const char *path, size_t *len)
             b = nb;
         }
     }
+    if (ferror(fp) && fp == stdin && errno == EBADF) /* `<&-`: hm_cli_init holds fd 0 */
+        hm_die("cannot read '-': stdin is closed");
     if (ferror(fp))
         hm_die("cannot read '%s': %s", path, strerror(errno));
     if (fp != stdin)

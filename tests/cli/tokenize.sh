@@ -198,6 +198,9 @@ rc=$?
 [ $rc -eq 1 ] && grep -q "cannot read '-': stdin is closed" "$T/err" || fail "closed stdin: rc=$rc $(cat "$T/err")"
 [ ! -e "$T/e.tok" ] || fail "closed stdin: output written"
 grep -q "multibyte" "$T/err" && fail "stale errno: $(cat "$T/err")"
+"$B" --bytes --print-ids - <&- >"$T/out" 2>"$T/err"
+rc=$?
+[ $rc -eq 1 ] && grep -q "cannot read '-': stdin is closed" "$T/err" || fail "--print-ids, closed stdin: rc=$rc $(cat "$T/err")"
 
 # no temp files left anywhere
 left=$(find "$T" -name '*.tmp.*' | wc -l)
