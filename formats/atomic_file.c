@@ -222,47 +222,121 @@ static void afile_free(struct hm_afile *af)
     free(af);
 }
 
-enum hm_status hm_afile_commit(struct hm_afile *af, struct hm_error *err)
+/* Flushes, fsyncs and closes af's temp file (no rename). 0 or an errno. */
+static int afile_sync(struct hm_afile *af)
 {
-    enum hm_status st = HM_OK;
-    if (af->is_stdout) {
-        if (fflush(stdout) != 0 || ferror(stdout))
-            st = hm_error_set_errno(err, HM_ERR_IO, errno, "cannot write to stdout");
-        afile_free(af);
-        return st;
-    }
     int e = 0;
+    errno = 0;
     if (fflush(af->fp) != 0 || ferror(af->fp))
         e = errno ? errno : EIO;
     else if (fsync(fileno(af->fp)) != 0 && errno != EINVAL)
         e = errno;
+    errno = 0;
     if (fclose(af->fp) != 0 && !e)
         e = errno ? errno : EIO;
     af->fp = NULL;
-    int appeared = 0;
-    if (!e && (af->flags & HM_AFILE_FORCE)) {
-        if (rename(af->tmp, af->path) != 0)
-            e = errno;
-    } else if (!e) {
-        /* exclusive: two writers of one output cannot both win silently */
-        if (renameat2(AT_FDCWD, af->tmp, AT_FDCWD, af->path, RENAME_NOREPLACE) != 0) {
-            e = errno;
-            if (e == EINVAL || e == ENOSYS) { /* no RENAME_NOREPLACE here: link is exclusive */
-                e = link(af->tmp, af->path) == 0 ? 0 : errno;
-                unlink(af->tmp);
+    return e;
+}
+
+/* Renames af's temp file over its path. With HM_AFILE_FORCE an existing
+ * path is exchanged (*old = 1: its previous file now sits at af->tmp, so
+ * that the rename can be undone); else the rename is exclusive. 0 or an
+ * errno (EEXIST: the path appeared meanwhile). */
+static int afile_publish(struct hm_afile *af, int *old)
+{
+    *old = 0;
+    if (af->flags & HM_AFILE_FORCE) {
+        if (renameat2(AT_FDCWD, af->tmp, AT_FDCWD, af->path, RENAME_EXCHANGE) == 0) {
+            *old = 1;
+            return 0;
+        }
+        return rename(af->tmp, af->path) == 0 ? 0 : errno;
+    }
+    /* exclusive: two writers of one output cannot both win silently */
+    if (renameat2(AT_FDCWD, af->tmp, AT_FDCWD, af->path, RENAME_NOREPLACE) == 0)
+        return 0;
+    int e = errno;
+    if (e == EINVAL || e == ENOSYS) { /* no RENAME_NOREPLACE here: link is exclusive */
+        e = link(af->tmp, af->path) == 0 ? 0 : errno;
+        unlink(af->tmp);
+    }
+    return e;
+}
+
+/* Takes back afile_publish: the previous file (if any) returns to the path,
+ * else the path is removed. */
+static void afile_unpublish(struct hm_afile *af, int old)
+{
+    if (old)
+        renameat2(AT_FDCWD, af->tmp, AT_FDCWD, af->path, RENAME_EXCHANGE);
+    else
+        unlink(af->path);
+}
+
+enum hm_status hm_afile_commit_all(struct hm_afile **afs, int n, int *failed,
+                                   struct hm_error *err)
+{
+    enum hm_status st = HM_OK;
+    int e = 0, bad = -1, appeared = 0, published = 0;
+    int old[HM_AFILE_MAX_LIVE] = {0};
+    if (n > HM_AFILE_MAX_LIVE)
+        return hm_error_set(err, HM_ERR_INVALID, "too many outputs in one commit");
+    /* 1. every temp file complete on disk, then stdout flushed */
+    for (int pass = 0; pass < 2 && bad < 0; pass++)
+        for (int i = 0; i < n && bad < 0; i++) {
+            struct hm_afile *af = afs[i];
+            if (pass == 0 && !af->is_stdout) {
+                e = afile_sync(af);
+            } else if (pass == 1 && af->is_stdout) {
+                errno = 0;
+                if (fflush(stdout) != 0)
+                    e = errno ? errno : EIO;
+                else if (ferror(stdout)) /* an earlier write failed; its errno is gone */
+                    e = -1;
             }
-            appeared = e == EEXIST;
+            if (e)
+                bad = i;
+        }
+    /* 2. the renames; a failed one takes back those before it */
+    for (int i = 0; i < n && bad < 0; i++) {
+        if (afs[i]->is_stdout)
+            continue;
+        if ((e = afile_publish(afs[i], &old[i])) != 0) {
+            bad = i;
+            appeared = !(afs[i]->flags & HM_AFILE_FORCE) && e == EEXIST;
+        } else {
+            published = i + 1;
         }
     }
-    if (e) {
-        unlink(af->tmp);
+    if (bad >= 0)
+        for (int i = 0; i < published; i++)
+            if (!afs[i]->is_stdout)
+                afile_unpublish(afs[i], old[i]);
+    for (int i = 0; i < n; i++) {
+        struct hm_afile *af = afs[i];
+        if (!af->is_stdout && af->fp)
+            fclose(af->fp);
+        if (!af->is_stdout && (bad >= 0 || old[i]))
+            unlink(af->tmp); /* a temp file, or a replaced file's old content */
+    }
+    if (bad >= 0) {
+        const char *what = afs[bad]->is_stdout ? "cannot write to stdout" : "cannot write the output";
         st = appeared ? hm_error_set(err, HM_ERR_INVALID,
                                      "output appeared while this run was writing it "
                                      "(another writer?); left it alone (use -f to replace)")
-                      : hm_error_set_errno(err, HM_ERR_IO, e, "cannot write the output");
+             : e == -1 ? hm_error_set(err, HM_ERR_IO, "%s: an earlier write failed", what)
+                       : hm_error_set_errno(err, HM_ERR_IO, e, "%s", what);
+        if (failed)
+            *failed = bad;
     }
-    afile_free(af);
+    for (int i = 0; i < n; i++)
+        afile_free(afs[i]);
     return st;
+}
+
+enum hm_status hm_afile_commit(struct hm_afile *af, struct hm_error *err)
+{
+    return hm_afile_commit_all(&af, 1, NULL, err);
 }
 
 void hm_afile_abort(struct hm_afile *af)

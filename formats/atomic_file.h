@@ -37,6 +37,16 @@ const char *hm_afile_path(const struct hm_afile *af);
  * removed and the final path is untouched. */
 enum hm_status hm_afile_commit(struct hm_afile *af, struct hm_error *err);
 
+/* Commits afs: [n] together: every output appears, or none does. Temp
+ * files are completed first (flush, fsync), stdout flushed, then each is
+ * renamed in turn; when a rename fails, those done are taken back (a path
+ * that was new is removed, a replaced one gets its previous file back: -f
+ * exchanges, never overwrites). Frees every af in all cases; on failure
+ * *failed (if not NULL) is the index of the output that failed. Output to
+ * stdout cannot be taken back: put it last, or avoid mixing. */
+enum hm_status hm_afile_commit_all(struct hm_afile **afs, int n, int *failed,
+                                   struct hm_error *err);
+
 /* Remove the temp file and free af. Accepts NULL. */
 void hm_afile_abort(struct hm_afile *af);
 

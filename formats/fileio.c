@@ -19,6 +19,22 @@ int hm_is_file(const char *path)
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
+int hm_folder_file(const char *path, struct hm_error *err)
+{
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        if (errno == ENOENT)
+            return 0;
+        hm_error_set_errno(err, HM_ERR_IO, errno, "cannot stat '%s'", path);
+        return -1;
+    }
+    if (S_ISREG(st.st_mode))
+        return 1;
+    hm_error_set(err, HM_ERR_INVALID,
+                 "'%s' is not a regular file (a device, FIFO, socket or folder)", path);
+    return -1;
+}
+
 enum hm_status hm_read_fd(int fd, size_t max_bytes, char **out, size_t *len,
                           struct hm_error *err)
 {

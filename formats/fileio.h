@@ -28,6 +28,13 @@ enum hm_status hm_read_file(const char *path, size_t max_bytes, char **out, size
 enum hm_status hm_read_fd(int fd, size_t max_bytes, char **out, size_t *len,
                           struct hm_error *err);
 
+/* A file a folder input may hold (config.json, model.safetensors, ...):
+ * 1 if path is a regular file (symlinks followed), 0 if absent, -1 with
+ * err set ("'path' is not a regular file (a device, FIFO, socket or
+ * folder)") if something else is there: never read, never taken for
+ * absent. */
+int hm_folder_file(const char *path, struct hm_error *err);
+
 /* 1 if path is an existing directory / regular file. */
 int hm_is_dir(const char *path);
 int hm_is_file(const char *path);

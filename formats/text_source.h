@@ -1,6 +1,10 @@
 /* text_source.h — documents from an input path, one at a time.
  *
- * Inputs (read with libarchive, all filters and formats):
+ * Inputs (read with libarchive: its formats, and only the compressions it
+ * decodes in-process on this build: gzip, bzip2, compress, xz, lzma, lzip,
+ * zstd, lz4 as linked; a stream starting with the magic of one that would
+ * need an external program (lrzip, grzip, lzop, ...) is refused by name, and
+ * no program is ever run):
  *   - a plain text file, optionally compressed (.gz, .xz, ...): one document;
  *   - "-": stdin, the same rules;
  *   - NAME.jsonl (optionally compressed): each non-blank line is a JSON object
@@ -16,6 +20,10 @@
  * without archive detection (libarchive's mtree reader would otherwise take
  * jsonl lines for entries); other names get tar/zip/7z/cpio/... detection,
  * falling back to raw. An empty plain file yields no document.
+ * A tar followed by anything but zero padding (`cat a.tar b.tar`) is
+ * refused, at any level. A jsonl "text" holding \u0000 is returned whole
+ * (the NUL is a byte of the document). Empty input, a FIFO without a writer
+ * and a closed stdin are errors that say so.
  * Order is archive order. Memory is bounded: one member at a time (jsonl is
  * streamed line by line); a member over 1 GiB is refused with a message.
  */

@@ -370,27 +370,49 @@ enum hm_status hm_tok_writer_append(struct hm_tok_writer *w, const int32_t *ids,
 
 int64_t hm_tok_writer_count(const struct hm_tok_writer *w) { return w->count; }
 
-enum hm_status hm_tok_writer_commit(struct hm_tok_writer *w, struct hm_error *err)
+/* Writes w's final header (and, for stdout, the buffered tokens). */
+static enum hm_status writer_finish(struct hm_tok_writer *w, struct hm_error *err)
 {
     uint8_t h[HM_TOK_HEADER_SIZE];
     fill_header(h, w, XXH3_64bits_digest(w->hash));
-    enum hm_status st = HM_OK;
     if (w->to_stdout) {
         if (fwrite(h, 1, sizeof h, w->fp) != sizeof h ||
             (w->mem_len && fwrite(w->mem, 1, w->mem_len, w->fp) != w->mem_len))
-            st = hm_error_set_errno(err, HM_ERR_IO, errno, "cannot write to stdout");
+            return hm_error_set_errno(err, HM_ERR_IO, errno, "cannot write to stdout");
     } else if (fflush(w->fp) != 0 || fseek(w->fp, 0, SEEK_SET) != 0 ||
                fwrite(h, 1, sizeof h, w->fp) != sizeof h) {
-        st = hm_error_set_errno(err, HM_ERR_IO, errno, "cannot write the header");
+        return hm_error_set_errno(err, HM_ERR_IO, errno, "cannot write the header");
     }
-    if (st != HM_OK) {
-        hm_tok_writer_abort(w);
-        return st;
+    return HM_OK;
+}
+
+enum hm_status hm_tok_writer_commit_all(struct hm_tok_writer **ws, int n, int *failed,
+                                        struct hm_error *err)
+{
+    enum hm_status st = HM_OK;
+    struct hm_afile *afs[2];
+    if (n < 1 || n > 2)
+        st = hm_error_set(err, HM_ERR_INVALID, "commit of %d token files (1 or 2)", n);
+    /* file outputs first: a stdout output's bytes cannot be taken back */
+    for (int pass = 0; pass < 2 && st == HM_OK; pass++)
+        for (int i = 0; i < n && st == HM_OK; i++)
+            if (ws[i]->to_stdout == pass && (st = writer_finish(ws[i], err)) != HM_OK && failed)
+                *failed = i;
+    if (st == HM_OK) {
+        for (int i = 0; i < n; i++) {
+            afs[i] = ws[i]->af;
+            ws[i]->af = NULL;
+        }
+        st = hm_afile_commit_all(afs, n, failed, err);
     }
-    st = hm_afile_commit(w->af, err);
-    w->af = NULL;
-    hm_tok_writer_abort(w);
+    for (int i = 0; i < n; i++)
+        hm_tok_writer_abort(ws[i]);
     return st;
+}
+
+enum hm_status hm_tok_writer_commit(struct hm_tok_writer *w, struct hm_error *err)
+{
+    return hm_tok_writer_commit_all(&w, 1, NULL, err);
 }
 
 void hm_tok_writer_abort(struct hm_tok_writer *w)

@@ -87,6 +87,12 @@ int64_t hm_tok_writer_count(const struct hm_tok_writer *w);
 enum hm_status hm_tok_writer_commit(struct hm_tok_writer *w, struct hm_error *err);
 
 /* Drops the output and frees w. Accepts NULL. */
+/* Commits ws: [n] (1 or 2: a training and a validation file) together:
+ * both appear or neither does (hm_afile_commit_all). Releases every writer;
+ * on failure *failed (if not NULL) is the index of the one that failed. */
+enum hm_status hm_tok_writer_commit_all(struct hm_tok_writer **ws, int n, int *failed,
+                                        struct hm_error *err);
+
 void hm_tok_writer_abort(struct hm_tok_writer *w);
 
 #endif

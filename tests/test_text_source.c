@@ -230,3 +230,57 @@ Test(text_source, errors)
     }
     free(buf);
 }
+
+/* Reads src to its end; returns the last next() result (0 end, -1 error). */
+static int drain(struct hm_text_source *src, struct hm_error *err)
+{
+    const char *doc, *name;
+    size_t len;
+    int r;
+    while ((r = hm_text_source_next(src, &doc, &len, &name, err)) == 1)
+        ;
+    return r;
+}
+
+/* Round 3: data after a tar's end-of-archive marker is refused at every
+ * level (zero padding is fine); an external-only compression is refused by
+ * name; a jsonl "text" holding \u0000 comes back whole. */
+Test(text_source, round3_tails_compressions_nul)
+{
+    struct hm_text_source *src;
+    struct hm_error err;
+    for (int filter = 0; filter < 2; filter++) {
+        size_t n;
+        char *one = make_archive(ARCHIVE_FORMAT_TAR_USTAR, filter ? ARCHIVE_FILTER_GZIP : 0,
+                                 docs, NDOCS, &n);
+        char *two = malloc(2 * n + 4096);
+        memcpy(two, one, n);
+        memcpy(two + n, one, n); /* cat x.tar x.tar (or two gzip members) */
+        cr_assert_eq(hm_text_source_open_memory(two, 2 * n, "two.tar", &src, &err), HM_OK,
+                     "%s", err.msg);
+        cr_expect_eq(drain(src, &err), -1, "filter %d: concatenated tars accepted", filter);
+        cr_expect(strstr(err.msg, "end-of-archive") != NULL, "%s", err.msg);
+        hm_text_source_close(src);
+        if (!filter) {
+            memset(two + n, 0, 4096); /* zero padding after the marker */
+            cr_assert_eq(hm_text_source_open_memory(two, n + 4096, "pad.tar", &src, &err), HM_OK);
+            expect_docs(src, docs, NDOCS, "");
+            hm_text_source_close(src);
+        }
+        free(one);
+        free(two);
+    }
+    static const char lrz[] = "LRZI\0\6xxxxxxxxxxxxxxxxxx";
+    cr_assert_eq(hm_text_source_open_memory(lrz, sizeof lrz, "x.txt", &src, &err), HM_OK);
+    cr_expect_eq(drain(src, &err), -1);
+    cr_expect(strstr(err.msg, "lrzip") && strstr(err.msg, "external program"), "%s", err.msg);
+    hm_text_source_close(src);
+    const char *j = "{\"text\": \"a\\u0000b\\u00e9\", \"x\": \"\\u0000\"}\n";
+    cr_assert_eq(hm_text_source_open_memory(j, strlen(j), "n.jsonl", &src, &err), HM_OK);
+    const char *doc, *name;
+    size_t len;
+    cr_assert_eq(hm_text_source_next(src, &doc, &len, &name, &err), 1, "%s", err.msg);
+    cr_expect_eq(len, 5);
+    cr_expect(memcmp(doc, "a\0b\xc3\xa9", 5) == 0);
+    hm_text_source_close(src);
+}

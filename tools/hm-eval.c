@@ -101,29 +101,40 @@ struct ctx {
     int64_t batch;    /* windows per forward pass */
     int32_t *in, *tg; /* [batch, L] inputs and targets of a batch of windows (owned) */
     float *nll;       /* [batch, L] (owned) */
-    double *uni_nll;  /* [V] −log p(token) of the --unigram baseline, or NULL */
+    double *uni_nll;  /* [uni_seen] −log p(token) of the --unigram baseline, or NULL */
+    int64_t uni_seen; /* 1 + the largest id of the --unigram file */
+    double uni_unseen; /* −log p of every id from uni_seen to V − 1 */
     int64_t uni_vocab;
     const struct hm_run_comm *comm; /* the processes sharing the windows */
     double *win;      /* [chunks · batch, 2] each window's NLL sum and bytes (owned) */
 };
 
 /* The unigram baseline: add-one smoothed token frequencies of a training
- * token file; uni_nll[v] = −log((count[v] + 1) / (N + V)). */
+ * token file; uni_nll[v] = −log((count[v] + 1) / (N + V)). Memory follows
+ * the ids the file holds, not its declared V (a 270-byte file may declare
+ * 2^32): uni_nll has an entry per id up to the largest seen, and every
+ * larger id (never seen, count 0) shares uni_unseen. */
 static void load_unigram(struct ctx *c, const char *path)
 {
     struct hm_tok_file *tf;
     struct hm_error err;
     if (hm_tok_open(path, &tf, &err) != HM_OK)
         hm_die_err("cannot read", path, &err);
-    int64_t V = (int64_t)hm_tok_vocab(tf), n = hm_tok_count(tf);
-    double *cnt = calloc((size_t)V, sizeof(double));
+    int64_t V = (int64_t)hm_tok_vocab(tf), n = hm_tok_count(tf), top = 0;
+    for (int64_t i = 0; i < n; i++)
+        if ((int64_t)hm_tok_get(tf, i) + 1 > top)
+            top = (int64_t)hm_tok_get(tf, i) + 1;
+    double *cnt = calloc((size_t)(top ? top : 1), sizeof(double)); /* [top] */
     if (!cnt)
-        hm_die("out of memory");
+        hm_die("cannot read '%s': out of memory counting %lld ids", path, (long long)top);
     for (int64_t i = 0; i < n; i++)
         cnt[hm_tok_get(tf, i)] += 1;
-    for (int64_t v = 0; v < V; v++)
-        cnt[v] = -log((cnt[v] + 1) / ((double)n + (double)V));
+    const double denom = (double)n + (double)V;
+    for (int64_t v = 0; v < top; v++)
+        cnt[v] = -log((cnt[v] + 1) / denom);
     c->uni_nll = cnt;
+    c->uni_seen = top;
+    c->uni_unseen = -log(1 / denom);
     c->uni_vocab = V;
     hm_tok_close(tf);
 }
@@ -277,7 +288,8 @@ static void run_ppl(struct ctx *c)
                 continue;
             if (c->uni_nll && load_batch(c, w0, nb, &err) == HM_OK) {
                 for (int64_t t = 0; t < nb * L; t++)
-                    c->nll[t] = (float)c->uni_nll[c->tg[t]];
+                    c->nll[t] = (float)(c->tg[t] < c->uni_seen ? c->uni_nll[c->tg[t]]
+                                                               : c->uni_unseen);
             } else if (load_batch(c, w0, nb, &err) != HM_OK ||
                        hm_model_nll_batch(c->m, c->be, c->in, c->tg, nb, L, c->nll, &c->ws,
                                           &err) != HM_OK) {

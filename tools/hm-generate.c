@@ -51,8 +51,10 @@ static const char usage[] =
     "                       never generated.\n"
     "Sampling (in this order):\n"
     "  --temperature T      z = logits / T, softmax in double (default 1); 0 =\n"
-    "                       greedy: argmax, the lowest id on ties (no top-k/p)\n"
-    "  --top-k K            keep the K most probable tokens (default 0 = all)\n"
+    "                       greedy: argmax, the lowest id on ties (no top-k/p);\n"
+    "                       else T in [1e-30, 1e30]\n"
+    "  --top-k K            keep the K most probable tokens (default 0 = all;\n"
+    "                       K <= 2147483647)\n"
     "  --top-p P            then the smallest set of most probable tokens whose\n"
     "                       mass reaches P (default 1 = all); renormalize, draw\n"
     "  --seed S             seed of the generator (default 0): splitmix64 seeded\n"
@@ -65,7 +67,7 @@ static const char usage[] =
     "                       tokens bit for bit (libconvert/decode/sample.h has every\n"
     "                       step).\n"
     "Stopping:\n"
-    "  --max-new-tokens N   at most N new tokens (default 256)\n"
+    "  --max-new-tokens N   at most N new tokens (default 256; N in [0, 2^40])\n"
     "  --stop STRING        stop when STRING appears in the new text, which ends\n"
     "                       just before it (may repeat; needs a tokenizer)\n"
     "  --eot-id ID          end-of-text ids that stop generation (may repeat;\n"
@@ -271,7 +273,7 @@ static int next_token(struct run *r, struct sample *q, float *logits, int stream
         hm_die("out of memory");
     if (stream && r->stream_ids) {
         printf(q->ids.n > 1 ? " %d" : "%d", *tok);
-        fflush(stdout);
+        hm_cli_flush_stdout();
     }
     if (q->text) {
         const char *bytes;
@@ -280,7 +282,7 @@ static int next_token(struct run *r, struct sample *q, float *logits, int stream
             hm_die("cannot decode the generated ids with '%s': %s", tok_source(o), err.msg);
         if (stream && r->stream_text && n) {
             fwrite(bytes, 1, n, stdout);
-            fflush(stdout);
+            hm_cli_flush_stdout();
         }
         if (q->stop_hit >= 0) {
             q->reason = "stop_string";
@@ -318,7 +320,7 @@ static void finish_sample(struct run *r, struct sample *q, double pre, double de
         if (isatty(STDOUT_FILENO) && len)
             putchar('\n');
     }
-    fflush(stdout);
+    hm_cli_flush_stdout();
 }
 
 /* --samples N from one prompt, seeds seed, seed + 1, ...: the prompt is
@@ -451,9 +453,10 @@ int main(int argc, char **argv)
         case OPT_PROMPT_IDS: o.prompt_ids = optarg; break;
         case OPT_TOKENIZER: o.tokenizer = optarg; break;
         case OPT_BYTES: o.bytes = 1; break;
-        case OPT_TEMP: o.sp.temperature = hm_parse_f64(optarg, "--temperature", 0, 1e6); break;
-        case OPT_TOPK: o.sp.top_k = hm_parse_i64(optarg, "--top-k", 0, INT32_MAX); break;
-        case OPT_TOPP: o.sp.top_p = hm_parse_f64(optarg, "--top-p", 0, 1); break;
+        /* numbers here; their ranges below, in hm_sample_params_check */
+        case OPT_TEMP: o.sp.temperature = hm_parse_f64(optarg, "--temperature", -HUGE_VAL, HUGE_VAL); break;
+        case OPT_TOPK: o.sp.top_k = hm_parse_i64(optarg, "--top-k", INT64_MIN, INT64_MAX); break;
+        case OPT_TOPP: o.sp.top_p = hm_parse_f64(optarg, "--top-p", -HUGE_VAL, HUGE_VAL); break;
         case OPT_SEED: o.seed = (uint64_t)hm_parse_i64(optarg, "--seed", 0, INT64_MAX); break;
         case OPT_MAXNEW:
             o.max_new = hm_parse_i64(optarg, "--max-new-tokens", 0, (int64_t)1 << 40);
@@ -499,8 +502,9 @@ int main(int argc, char **argv)
         hm_usage_error("--ids and --json exclude each other");
     if (o.ignore_eot && o.n_eot)
         hm_usage_error("--ignore-eot and --eot-id exclude each other");
-    if (o.sp.top_p <= 0)
-        hm_usage_error("--top-p must be in (0, 1]");
+    struct hm_error perr;
+    if (hm_sample_params_check(&o.sp, &perr) != HM_OK)
+        hm_usage_error("%s", perr.msg);
     if (o.bench) {
         if (o.context < 0)
             hm_usage_error("--bench needs --context N");

@@ -132,11 +132,14 @@ static void check_tokenizer(const struct hm_ckpt *ck, const char *tok_path, int 
     const void *bytes = explicit_path ? NULL : hm_ckpt_bundle_tokenizer(ck, &blen);
     if (!tok_path && !bytes)
         return;
-    if (!bytes && !explicit_path && !hm_is_file(tok_path))
-        return;
-    struct hm_tokenizer *tok = NULL;
     struct hm_error err;
     hm_error_clear(&err);
+    int kind = bytes || explicit_path ? 1 : hm_folder_file(tok_path, &err);
+    if (kind < 0)
+        warn(r, "cannot read tokenizer: %s", err.msg);
+    if (kind <= 0)
+        return;
+    struct hm_tokenizer *tok = NULL;
     if (bytes)
         tok_path = "the bundle's tokenizer";
     if (bytes ? hm_tokenizer_load_memory(bytes, blen, &tok, &err) != HM_OK

@@ -142,7 +142,10 @@ static void find_tokenizer(const struct opts *o, const struct hm_ckpt *ck, struc
         size_t n = strlen(o->in) + 20;
         t->source_owned = malloc(n);
         snprintf(t->source_owned, n, "%s/tokenizer.json", o->in);
-        path = hm_is_file(t->source_owned) ? t->source_owned : NULL;
+        int kind = hm_folder_file(t->source_owned, &err);
+        if (kind < 0)
+            hm_die("cannot pack '%s': %s", o->in, err.msg);
+        path = kind ? t->source_owned : NULL;
     }
     if (!path)
         hm_die("cannot pack '%s': no tokenizer: the checkpoint's provenance names no tokenizer "

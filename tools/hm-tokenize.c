@@ -116,6 +116,8 @@ static char *read_raw(const char *path, size_t *len)
             b = nb;
         }
     }
+    if (ferror(fp) && fp == stdin && errno == EBADF) /* `<&-`: hm_cli_init holds fd 0 */
+        hm_die("cannot read '-': stdin is closed");
     if (ferror(fp))
         hm_die("cannot read '%s': %s", path, strerror(errno));
     if (fp != stdin)
@@ -395,10 +397,11 @@ static int run_encode(const struct opts *o, struct hm_tokenizer *tok)
         hm_text_source_close(src);
     }
     hm_ids_release(&ids);
-    if (hm_tok_writer_commit(w, &err) != HM_OK)
-        hm_die_err("cannot write", o->output, &err);
-    if (wv && hm_tok_writer_commit(wv, &err) != HM_OK)
-        hm_die_err("cannot write", val_path, &err);
+    /* both outputs or neither */
+    struct hm_tok_writer *ws[2] = {w, wv};
+    int failed = 0;
+    if (hm_tok_writer_commit_all(ws, wv ? 2 : 1, &failed, &err) != HM_OK)
+        hm_die_err("cannot write", failed ? val_path : o->output, &err);
     double dt = hm_now() - st.t0;
     double mbs = dt > 0 ? st.bytes / 1e6 / dt : 0.0;
     hm_progress_done(&prog, "%lld docs, %.1f MB, %lld tokens", (long long)st.docs,

@@ -333,9 +333,13 @@ static enum hm_status load_config(struct hm_ckpt *ck, const char *dir, int prefe
 {
     const char *meta = ck->nfiles ? hm_st_metadata_get(ck->files[0], "hm.config") : NULL;
     char *cfg_path = dir ? path_join(dir, "config.json") : NULL;
-    int have_json = cfg_path && hm_is_file(cfg_path);
+    int have_json = cfg_path ? hm_folder_file(cfg_path, err) : 0;
     enum hm_status st;
-    if (meta && !(prefer_json && have_json)) {
+    /* a config.json that is there but no regular file is an error where it
+     * would be read: a folder's, or beside a file without hm.config */
+    if (have_json < 0 && (!meta || prefer_json))
+        st = err ? err->status : HM_ERR_INVALID;
+    else if (meta && !(prefer_json && have_json)) {
         st = hm_config_parse(meta, strlen(meta), &ck->cfg, err);
         if (st != HM_OK)
             hm_error_prefix(err, "hm.config metadata of '%s': ", ck->paths[0]);
@@ -433,6 +437,7 @@ enum hm_status hm_ckpt_open(const char *path, struct hm_ckpt **out, struct hm_er
     }
     enum hm_status st;
     char *dir = NULL, *p = NULL;
+    int kind;
     if (strcmp(path, "-") == 0) {
         st = open_stdin(ck, err);
     } else if (hm_bundle_detect(path)) {
@@ -444,14 +449,16 @@ enum hm_status hm_ckpt_open(const char *path, struct hm_ckpt **out, struct hm_er
         p = path_join(path, "model.safetensors.index.json");
         if (!dir || !p) {
             st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
-        } else if (hm_is_file(p)) {
-            st = open_index(ck, p, err);
+        } else if ((kind = hm_folder_file(p, err)) != 0) {
+            st = kind > 0 ? open_index(ck, p, err) : err ? err->status : HM_ERR_INVALID;
         } else {
             free(p);
             p = path_join(path, "model.safetensors");
             if (!p)
                 st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
-            else if (!hm_is_file(p))
+            else if ((kind = hm_folder_file(p, err)) < 0)
+                st = err ? err->status : HM_ERR_INVALID;
+            else if (kind == 0)
                 st = hm_error_set(err, HM_ERR_INVALID,
                                   "folder has neither model.safetensors nor "
                                   "model.safetensors.index.json");

@@ -46,6 +46,21 @@ int32_t hm_sample_argmax(const float *x, int64_t n)
     return (int32_t)best;
 }
 
+enum hm_status hm_sample_params_check(const struct hm_sample_params *p, struct hm_error *err)
+{
+    if (!(p->temperature == 0 || (p->temperature >= HM_SAMPLE_TEMPERATURE_MIN &&
+                                  p->temperature <= HM_SAMPLE_TEMPERATURE_MAX)))
+        return hm_error_set(err, HM_ERR_INVALID,
+                            "temperature %g is out of range (0 = greedy, or %g .. %g)",
+                            p->temperature, HM_SAMPLE_TEMPERATURE_MIN, HM_SAMPLE_TEMPERATURE_MAX);
+    if (p->top_k < 0 || p->top_k > HM_SAMPLE_TOP_K_MAX)
+        return hm_error_set(err, HM_ERR_INVALID, "top-k %lld is out of range (0 = off, or 1 .. %d)",
+                            (long long)p->top_k, HM_SAMPLE_TOP_K_MAX);
+    if (!(p->top_p > 0 && p->top_p <= 1))
+        return hm_error_set(err, HM_ERR_INVALID, "top-p %g is outside (0, 1]", p->top_p);
+    return HM_OK;
+}
+
 enum hm_status hm_sampler_new(int64_t V, const struct hm_sample_params *p, uint64_t seed,
                               struct hm_sampler **out, struct hm_error *err)
 {
@@ -53,14 +68,9 @@ enum hm_status hm_sampler_new(int64_t V, const struct hm_sample_params *p, uint6
     if (V < 1 || V > INT32_MAX)
         return hm_error_set(err, HM_ERR_INVALID, "vocabulary size %lld is out of range",
                             (long long)V);
-    if (!(p->temperature == 0 || (p->temperature >= 1e-30 && p->temperature <= 1e30)))
-        return hm_error_set(err, HM_ERR_INVALID,
-                            "temperature %g is out of range (0 = greedy, or 1e-30 .. 1e30)",
-                            p->temperature);
-    if (p->top_k < 0)
-        return hm_error_set(err, HM_ERR_INVALID, "top-k %lld is negative", (long long)p->top_k);
-    if (!(p->top_p > 0 && p->top_p <= 1))
-        return hm_error_set(err, HM_ERR_INVALID, "top-p %g is outside (0, 1]", p->top_p);
+    enum hm_status st = hm_sample_params_check(p, err);
+    if (st != HM_OK)
+        return st;
     struct hm_sampler *s = calloc(1, sizeof *s);
     if (!s)
         return hm_error_set(err, HM_ERR_NOMEM, "out of memory");

@@ -53,6 +53,17 @@ struct hm_sample_params {
     double top_p;       /* 0 < P ≤ 1; 1 = off */
 };
 
+/* The accepted ranges, in one place: hm_sampler_new and hm-generate's
+ * option parsing (bad usage, exit 2) both check with
+ * hm_sample_params_check. */
+#define HM_SAMPLE_TEMPERATURE_MIN 1e-30 /* besides 0 = greedy */
+#define HM_SAMPLE_TEMPERATURE_MAX 1e30
+#define HM_SAMPLE_TOP_K_MAX INT32_MAX   /* 0 = off */
+/* top-p: (0, 1] */
+
+/* HM_OK, or HM_ERR_INVALID with a message naming the value and its range. */
+enum hm_status hm_sample_params_check(const struct hm_sample_params *p, struct hm_error *err);
+
 struct hm_sampler;
 
 /* A sampler over vocabularies of V tokens with parameters p (copied) and

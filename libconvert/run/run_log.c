@@ -53,9 +53,11 @@ enum hm_status run_log_line(FILE *fp, const char *path, const struct hm_run_mode
     }
     fputs("}\n", fp);
     errno = 0;
-    if (fflush(fp) != 0 || ferror(fp))
+    if (fflush(fp) != 0)
         return hm_error_set_errno(err, HM_ERR_IO, errno ? errno : EIO,
                                   "cannot write log '%s'", path);
+    if (ferror(fp)) /* an earlier write failed: its errno is gone */
+        return hm_error_set(err, HM_ERR_IO, "cannot write log '%s': a write failed", path);
     return HM_OK;
 }
 

@@ -126,5 +126,22 @@ else
     echo "SKIP: stories260K checks (no shared data at $HM_SHARED_DATA)"
 fi
 
+# ---- round 3: one set of sampling ranges (usage errors exit 2); a full stdout said truly ----
+for a in "--temperature 1e-300" "--temperature 1e-31" "--temperature 2e30" "--temperature -1" \
+    "--top-p 0" "--top-p 1.5" "--top-p -0.5" "--top-k -1" "--top-k 3000000000" \
+    "--max-new-tokens -1"; do
+    # shellcheck disable=SC2086
+    expect_usage "$T/teacher.st" --bytes --prompt hi $a
+done
+run "$B" "$T/teacher.st" --bytes --prompt hi --temperature 1e-30 --max-new-tokens 2
+[ $rc -eq 0 ] || fail "--temperature 1e-30 (the documented minimum): rc=$rc $err"
+for mode in "" --ids --json; do
+    # shellcheck disable=SC2086
+    "$B" "$T/teacher.st" --bytes --prompt hi --max-new-tokens 4 $mode > /dev/full 2>"$T/err"
+    rc=$?
+    [ $rc -eq 1 ] && grep -q "cannot write '-': No space left on device" "$T/err" ||
+        fail "> /dev/full $mode: rc=$rc $(cat "$T/err")"
+done
+
 [ $fails -eq 0 ] && echo "ok hm-generate" || echo "$fails failures"
 exit $((fails > 0))

@@ -124,6 +124,47 @@ probe "$B/hm-init" --preset no-such-preset -o "$O/u.st"
 probe "$B/hm-finetune" "$I/teacher.st" -o "$O/no/such/dir/x.st" "${TR[@]}"
 probe "$B/hm-finetune" "$I/teacher.st" -o "$O/x.st" -f --resume "${TR[@]}"
 
+# ---- round 3: text, eval and generate inputs ----
+# an HF folder whose config.json / model.safetensors / index is a device or
+# a FIFO: said as such (never read, never "no config.json")
+for member in config.json model.safetensors model.safetensors.index.json; do
+    for target in /dev/zero "$I/fifo"; do
+        rm -rf "$O/hfdev" && mkdir -p "$O/hfdev"
+        cp "$I/teacher.st" "$O/hfdev/model.safetensors"
+        cp "$I/config.json" "$O/hfdev/config.json"
+        rm -f "$O/hfdev/$member"
+        ln -s "$target" "$O/hfdev/$member"
+        for tool in hm-inspect hm-generate; do
+            args=("$O/hfdev")
+            [ $tool = hm-generate ] && args+=(--bytes --prompt a --max-new-tokens 1)
+            probe "$B/$tool" "${args[@]}"
+            grep -q "'$O/hfdev/$member' is not a regular file" "$T/e" ||
+                fail "$tool, $member -> $target: $(head -c 300 "$T/e")"
+        done
+    done
+done
+rm -rf "$O/hfdev" && mkdir -p "$O/hfdev"
+cp "$I/teacher.st" "$O/hfdev/model.safetensors" && cp "$I/config.json" "$O/hfdev/config.json"
+ln -s /dev/zero "$O/hfdev/tokenizer.json"
+probe "$B/hm-inspect" "$O/hfdev"
+cat "$T/o" "$T/e" | grep -q "'$O/hfdev/tokenizer.json' is not a regular file" || fail "inspect, tokenizer.json -> /dev/zero: $(head -c 300 "$T/e")"
+probe "$B/hm-pack" "$O/hfdev" -o "$O/p.tar" -f
+grep -q "'$O/hfdev/tokenizer.json' is not a regular file" "$T/e" || fail "pack, tokenizer.json -> /dev/zero: $(head -c 300 "$T/e")"
+# hostile text inputs: concatenated tars, external compressions, NUL in jsonl
+(cd "$O" && tar cf a.tar -C "$I" text.txt && cat a.tar a.tar > aa.tar)
+probe "$B/hm-tokenize" --bytes "$O/aa.tar" -o "$O/t.tok" -f
+grep -q "end-of-archive" "$T/e" || fail "concatenated tar: $(head -c 300 "$T/e")"
+printf 'LRZI\0\6xxxxxxxxxxxxxxxxxxxxxx' > "$O/l.txt"
+probe "$B/hm-tokenize" --bytes "$O/l.txt" -o "$O/t.tok" -f
+grep -q "external program" "$T/e" || fail "lrzip magic: $(head -c 300 "$T/e")"
+printf '{"text": "a\\u0000b"}\n' > "$O/n.jsonl"
+probe "$B/hm-tokenize" --bytes "$O/n.jsonl" -o "$O/t.tok" -f
+# a token file declaring 2^31 ids: the unigram baseline stays small
+echo "0 1 2 3 1 256" > "$O/ids.txt"
+probe "$B/hm-tokenize" --ids-in --vocab-size 2147483648 "$O/ids.txt" -o "$O/big.tok" -f
+probe "$B/hm-eval" --unigram "$O/big.tok" --data "$I/val.tok" --seq-len 16 --json
+grep -q '"ppl"' "$T/o" || fail "unigram with a declared vocabulary of 2^31: $(head -c 300 "$T/e")"
+probe "$B/hm-generate" "$I/teacher.st" --bytes --prompt a --temperature 1e-300
 now=$(snapshot)
 [ "$now" = "$before" ] || fail "inputs changed over the run"
 echo "probe.sh: $count hostile situations"

@@ -108,6 +108,100 @@ run "$B" --bytes "$T/hello.txt" -o "$T/hello.txt" -f
 run "$B" --bytes --decode "$T/stdout.tok"
 [ "$out" = "Hello world<|endoftext|>" ] || fail "-o - : '$out'"
 
+# ---- round 3: compressions, trailing tar data, jsonl U+0000, atomic pairs, true errnos ----
+# no input makes hm run a program: fake decompressors first in PATH leave a
+# marker when run; external-only compressions are refused by name, the
+# in-process ones decode
+mkdir -p "$T/fake"
+for p in grzip lrzip lzop lz4 zstd unzstd gzip gunzip bzip2 xz unxz lzma lzip uudecode compress; do
+    printf '#!/bin/sh\ntouch "%s/marker.%s"\ncat >/dev/null\n' "$T" "$p" > "$T/fake/$p"
+    chmod +x "$T/fake/$p"
+done
+printf 'LRZI\0\6xxxxxxxxxxxxxxxxxxxxxx' > "$T/lrz.txt"
+printf 'GRZipII\0\2\4:)xxxxxxxxxxxxxxx' > "$T/grz.txt"
+printf '\x89LZO\0\r\n\x1a\nxxxxxxxxxxxxxx' > "$T/lzo.txt"
+for f in lrz grz lzo; do
+    PATH="$T/fake:$PATH" run "$B" --bytes "$T/$f.txt" -o "$T/$f.tok"
+    [ $rc -eq 1 ] && echo "$err" | grep -q "external program" || fail "$f: rc=$rc $err"
+    tar cf "$T/$f.tar" -C "$T" "$f.txt"
+    gzip -c "$T/$f.txt" > "$T/$f.txt.gz"
+    PATH="$T/fake:$PATH" run "$B" --bytes "$T/$f.txt.gz" -o "$T/$f.tok"
+    [ $rc -eq 1 ] && echo "$err" | grep -q "external program" || fail "$f.gz: rc=$rc $err"
+done
+echo "hello compressed" > "$T/c.txt"
+gzip -k "$T/c.txt"; bzip2 -k "$T/c.txt"; xz -k "$T/c.txt"
+cp "$T/c.txt.gz" "$T/cgz.txt"
+for f in c.txt.gz c.txt.bz2 c.txt.xz cgz.txt; do
+    PATH="$T/fake:$PATH" run "$B" --bytes "$T/$f" -o "$T/c.tok" -f
+    [ $rc -eq 0 ] || fail "$f: rc=$rc $err"
+    run "$B" --bytes --decode "$T/c.tok"
+    [ "$out" = "hello compressed
+<|endoftext|>" ] || fail "$f decodes to '$out'"
+done
+if command -v zstd >/dev/null; then
+    zstd -q -c "$T/c.txt" > "$T/c.txt.zst"
+    PATH="$T/fake:$PATH" run "$B" --bytes "$T/c.txt.zst" -o "$T/c.tok" -f
+    [ $rc -eq 0 ] || fail "zstd (libarchive links libzstd): rc=$rc $err"
+fi
+ls "$T"/marker.* >/dev/null 2>&1 && fail "an external program ran: $(ls "$T"/marker.*)"
+
+# data after a tar's end-of-archive marker is refused, not dropped
+mkdir -p "$T/tars"
+for i in 1 2 3; do echo "doc a$i" > "$T/tars/a$i.txt"; done
+for i in 1 2 3 4 5; do echo "doc b$i" > "$T/tars/b$i.txt"; done
+(cd "$T/tars" && tar cf a.tar a?.txt && tar cf b.tar b?.txt && cat a.tar b.tar > ab.tar &&
+    gzip -k ab.tar && cp a.tar pad.tar && head -c 4096 /dev/zero >> pad.tar &&
+    tar cf outer.tar ab.tar.gz)
+run "$B" --bytes "$T/tars/a.tar" -o "$T/ta.tok" --json
+[ $rc -eq 0 ] && echo "$out" | grep -q '"documents": 3' || fail "a.tar: rc=$rc $out $err"
+run "$B" --bytes "$T/tars/pad.tar" -o "$T/tp.tok" --json
+[ $rc -eq 0 ] && echo "$out" | grep -q '"documents": 3' || fail "zero padding refused: rc=$rc $err"
+for f in ab.tar ab.tar.gz outer.tar; do
+    run "$B" --bytes "$T/tars/$f" -o "$T/tab.tok"
+    [ $rc -eq 1 ] && echo "$err" | grep -q "after the tar's end-of-archive" || fail "$f: rc=$rc $err"
+    [ ! -e "$T/tab.tok" ] || fail "$f: output left"
+done
+run "$B" --bytes - -o "$T/tab.tok" < "$T/tars/ab.tar"
+[ $rc -eq 1 ] && echo "$err" | grep -q "after the tar's end-of-archive" || fail "ab.tar on stdin: rc=$rc $err"
+cat "$T/tars/ab.tar" | "$B" --bytes - -o "$T/tab.tok" 2>"$T/err"
+[ $? -eq 1 ] && grep -q "after the tar's end-of-archive" "$T/err" || fail "ab.tar through a pipe: $(cat "$T/err")"
+
+# a jsonl "text" holding \u0000 is kept whole, NUL included (Python's json does)
+printf '{"meta": {"text": "x", "a": [1, "\\u0000"]}, "text": "ab\\u0000cd\\u00e9\\n"}\n{"text": "z"}\n' > "$T/nul.jsonl"
+run "$B" --bytes "$T/nul.jsonl" -o "$T/nul.tok" --json
+[ $rc -eq 0 ] && echo "$out" | grep -q '"bytes": 9,' || fail "jsonl NUL: rc=$rc $out $err"
+"$B" --bytes --decode "$T/nul.tok" >"$T/out" 2>"$T/err"
+printf 'ab\0cd\xc3\xa9\n<|endoftext|>z<|endoftext|>' | cmp -s - "$T/out" || fail "jsonl NUL decodes to: $(xxd "$T/out" | head -3)"
+
+# --val-fraction: both outputs or neither
+for i in $(seq 1 40); do echo "document $i" > "$T/tars/d$i.txt"; done
+(cd "$T/tars" && tar cf docs.tar d*.txt)
+rm -f "$T/tr.tok"
+"$B" --bytes "$T/tars/docs.tar" -o "$T/tr.tok" --val-fraction 0.5 --val-output - > /dev/full 2>"$T/err"
+rc=$?
+[ $rc -eq 1 ] && grep -q "No space left on device" "$T/err" || fail "val to /dev/full: rc=$rc $(cat "$T/err")"
+[ ! -e "$T/tr.tok" ] || fail "the training output was committed without its validation output"
+echo old > "$T/tr.tok"
+"$B" --bytes "$T/tars/docs.tar" -o "$T/tr.tok" -f --val-fraction 0.5 --val-output - > /dev/full 2>"$T/err"
+echo old | cmp -s - "$T/tr.tok" || fail "-f: the replaced training output was not restored"
+run "$B" --bytes "$T/tars/docs.tar" -o "$T/tr2.tok" --val-fraction 0.5
+[ $rc -eq 0 ] && [ -s "$T/tr2.tok" ] && [ -s "$T/tr2.val.tok" ] || fail "val pair: rc=$rc $err"
+
+# empty, writerless and closed stdin say what they are (no stale errno)
+run "$B" --bytes - -o "$T/e.tok" < /dev/null
+[ $rc -eq 1 ] && echo "$err" | grep -q "cannot read '-': empty input" || fail "empty stdin: $err"
+mkfifo "$T/nowriter.fifo"
+run "$B" --bytes "$T/nowriter.fifo" -o "$T/e.tok"
+[ $rc -eq 1 ] && echo "$err" | grep -q "empty input" || fail "FIFO without a writer: $err"
+"$B" --bytes - -o "$T/e.tok" <&- >"$T/out" 2>"$T/err"
+rc=$?
+[ $rc -eq 1 ] && grep -q "cannot read '-': stdin is closed" "$T/err" || fail "closed stdin: rc=$rc $(cat "$T/err")"
+[ ! -e "$T/e.tok" ] || fail "closed stdin: output written"
+grep -q "multibyte" "$T/err" && fail "stale errno: $(cat "$T/err")"
+"$B" --bytes --print-ids - <&- >"$T/out" 2>"$T/err"
+rc=$?
+[ $rc -eq 1 ] && grep -q "cannot read '-': stdin is closed" "$T/err" || fail "--print-ids, closed stdin: rc=$rc $(cat "$T/err")"
+
 # no temp files left anywhere
 left=$(find "$T" -name '*.tmp.*' | wc -l)
 [ "$left" = 0 ] || fail "temp files left: $(find "$T" -name '*.tmp.*')"

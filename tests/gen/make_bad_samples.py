@@ -380,7 +380,7 @@ def gen_ckpt():
            "model_type mistral", "model_type 'mistral' is not supported",
            config=dict(CONFIG, model_type="mistral"))
     folder("config_is_dir", {"model.safetensors": shard(["a"]), "config.json": None},
-           "INVALID", "config.json is a directory", "no model config", config=None)
+           "INVALID", "config.json is a directory", "config.json' is not a regular file", config=None)
     folder("folder_without_model", {"notes.txt": b"no safetensors here\n"}, "INVALID",
            "a folder with config.json but no model file", "folder has neither")
     folder("model_malformed", {"model.safetensors": st_bytes({"a": one(dtype="F8")}, bytes(8))},

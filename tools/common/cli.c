@@ -3,6 +3,7 @@
 #include "model.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -37,8 +38,25 @@ static void on_signal(int sig)
     raise(sig);
 }
 
+/* A closed standard descriptor (`<&-`, `>&-`) would be taken by the next
+ * open: an output's temp file would become "stdin". Each closed one gets
+ * /dev/null opened the wrong way round (0 write-only, 1 and 2 read-only),
+ * so that reading stdin or writing stdout fails with EBADF, truthfully. */
+static void hold_std_fds(void)
+{
+    for (int fd = 0; fd <= 2; fd++)
+        if (fcntl(fd, F_GETFD) < 0 && errno == EBADF) {
+            int n = open("/dev/null", fd == 0 ? O_WRONLY : O_RDONLY);
+            if (n >= 0 && n != fd) {
+                dup2(n, fd);
+                close(n);
+            }
+        }
+}
+
 void hm_cli_init(const char *prog, const char *usage, char **argv)
 {
+    hold_std_fds();
     g_argv = argv;
     g_prog = prog;
     g_usage = usage;
@@ -255,10 +273,44 @@ static int g_write_failure_code = HM_EXIT_FAIL;
 
 void hm_cli_set_write_failure_code(int code) { g_write_failure_code = code; }
 
+/* errno of the first failed flush of stdout, or 0. A later fflush that
+ * writes nothing succeeds, leaving ferror set and errno stale: the cause is
+ * kept from the call that failed. */
+static int g_stdout_errno;
+
+/* 1 if stdout cannot be written (flushing it now, or an earlier failure). */
+static int stdout_failed(void)
+{
+    errno = 0;
+    if (fflush(stdout) != 0) {
+        if (!g_stdout_errno)
+            g_stdout_errno = errno ? errno : EIO;
+        return 1;
+    }
+    return ferror(stdout) != 0;
+}
+
+static void report_stdout_failure(void)
+{
+    if (g_stdout_errno)
+        fprintf(stderr, "%s: error: cannot write '-': %s\n", g_prog, strerror(g_stdout_errno));
+    else
+        fprintf(stderr, "%s: error: cannot write '-': a write to stdout failed\n", g_prog);
+}
+
+void hm_cli_flush_stdout(void)
+{
+    if (stdout_failed()) {
+        report_stdout_failure();
+        hm_afile_cleanup_all();
+        exit(g_write_failure_code);
+    }
+}
+
 int hm_cli_finish(int code)
 {
-    if (fflush(stdout) != 0 || ferror(stdout)) {
-        fprintf(stderr, "%s: error: cannot write to stdout: %s\n", g_prog, strerror(errno));
+    if (stdout_failed()) {
+        report_stdout_failure();
         code = g_write_failure_code;
     }
     hm_dist_close(code);

@@ -123,6 +123,11 @@ double hm_parse_f64(const char *s, const char *opt, double min, double max);
  * could not be written. Use as `return hm_cli_finish(code);`. */
 int hm_cli_finish(int code);
 
+/* Flush stdout now (streamed output); if it cannot be written, say why
+ * ("cannot write '-': No space left on device") and exit with the write
+ * failure code. */
+void hm_cli_flush_stdout(void);
+
 /* The exit code hm_cli_finish gives when stdout cannot be written (default
  * 1; hm-verify sets 2: cmp(1) "could not check"). */
 void hm_cli_set_write_failure_code(int code);
