@@ -45,10 +45,8 @@ struct hm_backend_desc {
 extern const struct hm_backend_desc hm_backend_desc_ref;
 extern const struct hm_backend_desc hm_backend_desc_fast;
 extern const struct hm_backend_desc hm_backend_desc_checked;
-#ifdef HM_HAVE_CUDA
-/* The CUDA backend (kernels/cuda/, a separate library built where nvcc is). */
-extern const struct hm_backend_desc hm_backend_desc_cuda;
-#endif
+/* The CUDA backend (kernels/cuda/) is lib/libhm_cuda.so, built where nvcc
+ * is: its descriptor `hm_backend_desc_cuda` is loaded by name (dispatch.c). */
 
 /* Adds a backend library's descriptor (a device backend calls it before
  * the first hm_backend_open; at most 8). desc: borrowed for the program. */

@@ -25,19 +25,65 @@ struct hm_backend {
 };
 
 #define HM_BACKEND_MAX 8
-#ifdef HM_HAVE_CUDA
-static const struct hm_backend_desc *g_registry[HM_BACKEND_MAX] = {
-    &hm_backend_desc_ref, &hm_backend_desc_fast, &hm_backend_desc_checked,
-    &hm_backend_desc_cuda};
-static int g_n_registry = 4;
-#else
 static const struct hm_backend_desc *g_registry[HM_BACKEND_MAX] = {
     &hm_backend_desc_ref, &hm_backend_desc_fast, &hm_backend_desc_checked};
 static int g_n_registry = 3;
+
+/* The device libraries: loaded (once) when a device backend is named or the
+ * registry is enumerated past the CPU backends. g_device_why: why the CUDA
+ * backend is not there ("" once it is). */
+static char g_device_why[512];
+
+#ifdef HM_HAVE_CUDA
+#include <dlfcn.h>
+#include <unistd.h>
+
+/* lib/libhm_cuda.so beside the program's bin/ (or $HM_CUDA_LIBRARY). */
+static void load_device_libraries(void)
+{
+    static int tried;
+    if (tried++)
+        return;
+    char path[4096];
+    const char *env = getenv("HM_CUDA_LIBRARY");
+    if (env && *env) {
+        snprintf(path, sizeof path, "%s", env);
+    } else {
+        ssize_t n = readlink("/proc/self/exe", path, sizeof path - 64);
+        if (n <= 0) {
+            snprintf(g_device_why, sizeof g_device_why,
+                     "cannot find the CUDA backend's library: /proc/self/exe is unreadable");
+            return;
+        }
+        path[n] = '\0';
+        char *slash = strrchr(path, '/');
+        snprintf(slash ? slash : path, sizeof path - (size_t)(slash ? slash - path : 0),
+                 "/../lib/libhm_cuda.so");
+    }
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    const struct hm_backend_desc *d = h ? dlsym(h, "hm_backend_desc_cuda") : NULL;
+    if (!d) {
+        snprintf(g_device_why, sizeof g_device_why, "cannot load the CUDA backend '%s': %s",
+                 path, dlerror());
+        return;
+    }
+    hm_backend_register(d);
+    g_device_why[0] = '\0';
+}
+#else
+static void load_device_libraries(void)
+{
+    snprintf(g_device_why, sizeof g_device_why,
+             "this build has no CUDA backend (nvcc was not found when it was configured: "
+             "install the CUDA toolkit and configure with -DHM_CUDA=ON)");
+}
 #endif
+
+static void load_device_libraries(void);
 
 void hm_backend_register(const struct hm_backend_desc *desc)
 {
+    load_device_libraries(); /* the device libraries keep their place before later ones */
     for (int i = 0; i < g_n_registry; i++)
         if (g_registry[i] == desc)
             return;
@@ -51,6 +97,8 @@ static const struct hm_backend_desc *find_desc(const char *name)
         return NULL;
     if (strcmp(name, "cpu") == 0)
         name = "fast";
+    if (strcmp(name, "cuda") == 0)
+        load_device_libraries();
     for (int i = 0; i < g_n_registry; i++)
         if (strcmp(g_registry[i]->name, name) == 0)
             return g_registry[i];
@@ -63,6 +111,8 @@ const char *hm_backend_name(const struct hm_backend *be) { return be->name; }
 
 const char *hm_backend_name_at(int i)
 {
+    if (i >= g_n_registry)
+        load_device_libraries();
     return i >= 0 && i < g_n_registry ? g_registry[i]->name : NULL;
 }
 
@@ -71,10 +121,7 @@ enum hm_status hm_backend_open(const char *name, struct hm_backend **out, struct
     *out = NULL;
     const struct hm_backend_desc *d = find_desc(name);
     if (!d && name && strcmp(name, "cuda") == 0)
-        return hm_error_set(err, HM_ERR_UNSUPPORTED,
-                            "this build has no CUDA backend (nvcc was not found when it was "
-                            "configured: install the CUDA toolkit and configure with "
-                            "-DHM_CUDA=ON)");
+        return hm_error_set(err, HM_ERR_UNSUPPORTED, "%s", g_device_why);
     if (!d)
         return hm_error_set(err, HM_ERR_INVALID, "unknown backend '%s' (known: %s)",
                             name ? name : "(null)", hm_backend_names());
