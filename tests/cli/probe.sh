@@ -124,6 +124,64 @@ probe "$B/hm-init" --preset no-such-preset -o "$O/u.st"
 probe "$B/hm-finetune" "$I/teacher.st" -o "$O/no/such/dir/x.st" "${TR[@]}"
 probe "$B/hm-finetune" "$I/teacher.st" -o "$O/x.st" -f --resume "${TR[@]}"
 
+# ---- round 3: bundles and archives ----
+# inputs: a folder bundle holding a user's notes and a .git, one whose 80
+# symlinks fan out to 10^8 paths, a zip with 1 GiB of unlisted zeros, a tar
+# with bytes after its end, a checkpoint whose hm.provenance holds [[0]]
+"$B/hm-pack" "$I/teacher.st" -o "$I/bundle" --bytes 2>/dev/null
+"$B/hm-pack" "$I/teacher.st" -o "$I/bundle.zip" --bytes 2>/dev/null
+"$B/hm-pack" "$I/teacher.st" -o "$I/bundle.tar" --bytes 2>/dev/null
+for f in bundle bundle.zip bundle.tar; do [ -e "$I/$f" ] || { echo "setup failed: $f"; exit 1; }; done
+cp -r "$I/bundle" "$I/repo" && echo notes >"$I/repo/NOTES" && mkdir "$I/repo/.git" &&
+    echo ref >"$I/repo/.git/HEAD"
+cp -r "$I/bundle" "$I/fan"
+for l in 1 2 3 4 5 6 7 8; do mkdir "$I/lvl$l"; done
+for l in 0 1 2 3 4 5 6 7; do
+    d="$I/lvl$l"; [ $l -eq 0 ] && d="$I/fan"
+    for k in 0 1 2 3 4 5 6 7 8 9; do ln -s "$I/lvl$((l + 1))" "$d/l$k"; done
+done
+{ cat "$I/bundle.tar"; echo "appended"; } >"$I/trail.tar"
+python3 - "$I" <<'PY' || { echo "setup failed: python3"; exit 1; }
+import json, sys, zipfile
+i = sys.argv[1]
+src = zipfile.ZipFile(i + "/bundle.zip")
+with zipfile.ZipFile(i + "/bomb.zip", "w", zipfile.ZIP_DEFLATED, compresslevel=1) as z:
+    for m in src.infolist():
+        z.writestr(m.filename, src.read(m.filename))
+    with z.open("zeros.bin", "w", force_zip64=True) as f:
+        for _ in range(1024):
+            f.write(bytes(1 << 20))
+b = open(i + "/teacher.st", "rb").read()
+n = int.from_bytes(b[:8], "little")
+h = json.loads(b[8:8 + n])
+h["__metadata__"]["hm.provenance"] = "[[0]]"
+new = json.dumps(h, separators=(",", ":")).encode()
+open(i + "/badprov.st", "wb").write(b[:8] + new + b" " * (n - len(new)) + b[8 + n:])
+PY
+before=$(snapshot)
+for in in "$I/fan" "$I/bomb.zip" "$I/trail.tar" "$I/badprov.st"; do
+    probe "$B/hm-inspect" "$in"
+    probe "$B/hm-verify" bundle "$in"
+    probe "$B/hm-eval" "$in" --data "$I/val.tok" --seq-len 16
+    probe "$B/hm-eval" "$in" --mc "$I/mc.jsonl"
+    probe "$B/hm-generate" "$in" --prompt "a" --max-new-tokens 2
+    probe "$B/hm-pack" "$in" -o "$O/p.tar" -f --bytes
+    probe "$B/hm-finetune" "$in" -o "$O/f.st" -f "${TR[@]}"
+done
+probe "$B/hm-map-ssm" "$I/badprov.st" -o "$O/m.st" -f
+# outputs inside an input bundle folder, -f over a folder with foreign files
+probe "$B/hm-pack" "$I/bundle/" -o "$I/bundle/sub" --bytes
+probe "$B/hm-pack" "$I/bundle" -o "$I/bundle/x.tar" --bytes -f
+probe "$B/hm-eval" "$I/bundle" --data "$I/val.tok" --seq-len 16 --dump-logits "$I/bundle/l.st" -f
+probe "$B/hm-pack" "$I/teacher.st" -o "$I/repo" --bytes -f
+# a full disk at each stage of a folder bundle's weights (EFBIG, SIGXFSZ ignored)
+kb=$(($(stat -c %s "$I/teacher.st") / 1024))
+for lim in 8 $((kb / 2)) $((kb - 200)) $((kb - 60)); do
+    probe bash -c 'ulimit -f '"$lim"' && trap "" XFSZ && exec "$0" "$@"' \
+        "$B/hm-pack" "$I/teacher.st" -o "$O/full" --bytes -f
+    [ -z "$(ls -A "$O" | grep '^\.full\.tmp')" ] || fail "a full disk left $(ls -A "$O")"
+done
+
 now=$(snapshot)
 [ "$now" = "$before" ] || fail "inputs changed over the run"
 echo "probe.sh: $count hostile situations"
