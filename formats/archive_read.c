@@ -164,13 +164,14 @@ uint64_t hm_archive_default_max_total(void)
 }
 
 static enum hm_status read_data(struct archive *ar, struct entry *en, uint64_t *total,
-                                uint64_t max_total, uint64_t max_size, la_int64_t declared,
-                                struct hm_error *err)
+                                uint64_t max_total, const struct hm_archive_vet *vet,
+                                la_int64_t declared, struct hm_error *err)
 {
+    const uint64_t max_size = vet->max_size;
+    const char *bound = vet->bound ? vet->bound : "allowed for it";
     if (declared > 0 && (uint64_t)declared > max_size)
-        return hm_error_set(err, HM_ERR_INVALID,
-                            "entry '%s' declares %llu bytes, more than the %llu allowed for it",
-                            en->name, (unsigned long long)declared,
+        return hm_error_set(err, HM_ERR_INVALID, "entry '%s' declares %llu bytes, more than %s (%llu)",
+                            en->name, (unsigned long long)declared, bound,
                             (unsigned long long)max_size);
     size_t cap = declared > 0 ? (size_t)(declared < (64 << 20) ? declared : (64 << 20)) : 4096;
     char *buf = malloc(cap);
@@ -201,9 +202,8 @@ static enum hm_status read_data(struct archive *ar, struct entry *en, uint64_t *
         *total += (uint64_t)r;
         if (n > max_size) {
             free(buf);
-            return hm_error_set(err, HM_ERR_INVALID,
-                                "entry '%s' holds more than the %llu bytes allowed for it",
-                                en->name, (unsigned long long)max_size);
+            return hm_error_set(err, HM_ERR_INVALID, "entry '%s' holds more bytes than %s (%llu)",
+                                en->name, bound, (unsigned long long)max_size);
         }
         if (*total > max_total) {
             free(buf);
@@ -317,7 +317,7 @@ static enum hm_status read_all(struct archive *ar, const struct hm_archive_limit
             a->cap = nc;
         }
         la_int64_t declared = archive_entry_size_is_set(e) ? archive_entry_size(e) : -1;
-        struct hm_archive_vet vet = {0, max_total};
+        struct hm_archive_vet vet = {0, max_total, NULL};
         if (!is_dir && lim && lim->member &&
             (st = lim->member(lim->ctx, name, declared, &vet, err)) != HM_OK) {
             free(name);
@@ -330,7 +330,7 @@ static enum hm_status read_all(struct archive *ar, const struct hm_archive_limit
         struct entry *en = &a->e[a->n++];
         *en = (struct entry){name, NULL, 0, is_dir};
         if (!is_dir) {
-            if ((st = read_data(ar, en, &total, max_total, vet.max_size, declared, err)) != HM_OK)
+            if ((st = read_data(ar, en, &total, max_total, &vet, declared, err)) != HM_OK)
                 return st;
             if (lim && lim->kept && (st = lim->kept(lim->ctx, en->name, en->data ? en->data : "",
                                                     en->size, err)) != HM_OK)
@@ -375,13 +375,19 @@ static la_ssize_t pipe_read(struct archive *tar, void *ctx, const void **buf)
     return (la_ssize_t)n;
 }
 
-/* After tar's end: drains the stream; trailing bytes are HM_ERR_INVALID. */
+/* After tar's end: drains the stream (zero padding up to
+ * HM_ARCHIVE_MAX_PADDING, so that a small compressed input cannot make it
+ * inflate without end); trailing bytes are HM_ERR_INVALID. */
 static enum hm_status check_trailing(struct archive *tar, struct pipe *p, struct hm_error *err)
 {
     const void *buf;
     la_ssize_t r;
+    const uint64_t end0 = (uint64_t)archive_filter_bytes(tar, 0);
     while ((r = pipe_read(tar, p, &buf)) > 0)
-        ;
+        if (p->handed - end0 > HM_ARCHIVE_MAX_PADDING)
+            return hm_error_set_at(err, HM_ERR_INVALID, (int64_t)end0,
+                                   "more than %d bytes follow the end of the tar archive",
+                                   HM_ARCHIVE_MAX_PADDING);
     if (r < 0) {
         const char *m = archive_error_string(tar);
         return hm_error_set(err, HM_ERR_FORMAT, "not a readable archive: %s",

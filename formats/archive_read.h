@@ -17,7 +17,9 @@
  *
  * A tar ends at its end-of-archive blocks: anything but zero padding after
  * them in the (decompressed) stream is HM_ERR_INVALID, so that no bytes
- * ride along unchecked.
+ * ride along unchecked, and so is padding longer than HM_ARCHIVE_MAX_PADDING
+ * (tar pads to its record size, 10240 bytes by default); after a gzip
+ * stream, bytes that are no gzip member are HM_ERR_INVALID too.
  *
  * Limits (struct hm_archive_limits; zero fields take the defaults below):
  * members are held in memory, so the sum of their sizes is capped (by
@@ -41,6 +43,7 @@
 #define HM_ARCHIVE_MAX_TOTAL (64ull << 30) /* bytes of all members together: 64 GiB */
 #define HM_ARCHIVE_MAX_ENTRIES 10000
 #define HM_ARCHIVE_MAX_NAME 4096
+#define HM_ARCHIVE_MAX_PADDING (1 << 20) /* zero bytes after a tar's end */
 
 /* What limits.member decides for a file entry, before its data is read. */
 struct hm_archive_vet {
@@ -48,6 +51,8 @@ struct hm_archive_vet {
     uint64_t max_size; /* the most bytes it may hold (preset: max_total); more is
                           HM_ERR_INVALID naming it, found while inflating when
                           the entry declares no size or too small a one */
+    const char *bound; /* what sets max_size, for the message ("MANIFEST.json
+                          lists"); NULL: "allowed for it". Static storage. */
 };
 
 struct hm_archive_limits {

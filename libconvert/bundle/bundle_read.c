@@ -257,8 +257,10 @@ static enum hm_status vet_member(void *ctx, const char *name, int64_t declared,
     if (!e)
         return not_listed(name, err);
     if (hm_bundle_json_u64(cJSON_GetObjectItemCaseSensitive(e, "bytes"), &bytes) == 0 &&
-        bytes < vet->max_size)
+        bytes < vet->max_size) {
         vet->max_size = bytes;
+        vet->bound = HM_BUNDLE_MANIFEST " lists";
+    }
     return HM_OK;
 }
 

@@ -209,7 +209,7 @@ rc = subprocess.call(sys.argv[2:], stdout=open(t + "/out", "w"), stderr=open(t +
 print(rc, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)' "$T" "$@"
 }
 for c in "bomb-extra.zip:entry 'zeros.bin' is not listed in MANIFEST.json" \
-         "bomb-listed.zip:entry 'README.md' declares 1073741824 bytes, more than the"; do
+         "bomb-listed.zip:entry 'README.md' declares 1073741824 bytes, more than MANIFEST.json lists"; do
     z=${c%%:*} frag=${c#*:}
     for tool in "hm-verify bundle" hm-inspect; do
         read -r rc rss < <(peak_rss $B/$tool "$T/$z")
