@@ -114,26 +114,11 @@ refused() {
     [ $rc -eq "$want" ] && grep -qF -- "$frag" "$T/out" "$T/err" ||
         fail "exit $rc (want $want, '$frag'): $* :: $(head -c 300 "$T/err")"
 }
-# badprov CHAIN IN OUT: IN with its hm.provenance text replaced by CHAIN
-# (padded with spaces to the same length, so the header keeps its size)
-badprov() {
-    python3 - "$@" <<'PY'
-import json, sys
-chain, src, dst = sys.argv[1:4]
-b = open(src, "rb").read()
-n = int.from_bytes(b[:8], "little")
-h = json.loads(b[8:8 + n])
-old = h["__metadata__"]["hm.provenance"]
-h["__metadata__"]["hm.provenance"] = chain
-new = json.dumps(h, separators=(",", ":")).encode()
-assert len(new) <= n and len(chain) <= len(old), "chain too long"
-open(dst, "wb").write(b[:8] + new + b" " * (n - len(new)) + b[8 + n:])
-PY
-}
+. "$(dirname "$0")/../support/hostile_bundles.sh"
 # 1. hm.provenance is input: a chain of the wrong shape is refused by every
 #    reader, naming the file (hm-pack crashed on [[0]] in its model card)
 for chain in '[[0]]' '[1]' '{"a": 1}' '[{"tool": 5}]' '[{"args": [1]}]' '[{"inputs": [7]}]' 'nope'; do
-    badprov "$chain" "$T/neox.st" "$T/bp.st" && badprov "$chain" "$T/neox-hedgehog.st" "$T/bph.st" ||
+    hm_badprov "$chain" "$T/neox.st" "$T/bp.st" && hm_badprov "$chain" "$T/neox-hedgehog.st" "$T/bph.st" ||
         { fail "badprov $chain"; continue; }
     refused 1 "'$T/bp.st'" "$B/hm-pack" "$T/bp.st" -o "$T/bp.tar" --bytes
     grep -q "hm.provenance" "$T/err" || fail "provenance $chain: $(cat "$T/err")"
@@ -146,7 +131,7 @@ for chain in '[[0]]' '[1]' '{"a": 1}' '[{"tool": 5}]' '[{"args": [1]}]' '[{"inpu
 done
 # ...and in a bundle's weights, hm-verify bundle names it
 cp -r "$T/neox.bundle.dir" "$T/bpb"
-badprov '[[0]]' "$T/neox.bundle.dir/model.safetensors" "$T/bpb/model.safetensors"
+hm_badprov '[[0]]' "$T/neox.bundle.dir/model.safetensors" "$T/bpb/model.safetensors"
 refused 1 "hm.provenance entry 1 is not a JSON object" "$B/hm-verify" bundle "$T/bpb"
 refused 1 "hm.provenance" "$B/hm-inspect" "$T/bpb"
 
@@ -172,11 +157,7 @@ done
 # 3. symlink fan-out: 10 links per level to the next level's folder, 8
 #    levels (10^8 paths, no cycle): refused at once as a folder reached twice
 cp -r "$T/neox.bundle.dir" "$T/fan"
-for l in 1 2 3 4 5 6 7 8; do mkdir "$T/lvl$l"; done
-for l in 0 1 2 3 4 5 6 7; do
-    d="$T/lvl$l"; [ $l -eq 0 ] && d="$T/fan"
-    for k in 0 1 2 3 4 5 6 7 8 9; do ln -s "$T/lvl$((l + 1))" "$d/l$k"; done
-done
+hm_fanout "$T/fan" "$T/lvl"
 refused 1 "reached twice" "$B/hm-verify" bundle "$T/fan"
 refused 1 "reached twice" "$B/hm-inspect" "$T/fan"
 refused 1 "reached twice" "$B/hm-eval" "$T/fan" --data "$T/train.tok" --seq-len 8
@@ -188,19 +169,8 @@ refused 1 "more than 10000 files and folders" "$B/hm-verify" bundle "$T/many"
 # 4. zip bombs: a member MANIFEST.json does not list is refused before it
 #    is inflated, and a listed one is read no further than its listed bytes
 #    (1 GiB of zeros each; every tool inflated them into memory first)
-python3 - "$T/neox.bundle.zip" "$T" <<'PY' || fail "cannot build the zip bombs"
-import sys, zipfile
-src, t = zipfile.ZipFile(sys.argv[1]), sys.argv[2]
-zeros = bytes(1 << 20)
-for name, extra in (("bomb-extra.zip", "zeros.bin"), ("bomb-listed.zip", "README.md")):
-    with zipfile.ZipFile(t + "/" + name, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as z:
-        for i in src.infolist():
-            if i.filename != extra:
-                z.writestr(i.filename, src.read(i.filename))
-        with z.open(extra, "w", force_zip64=True) as f:
-            for _ in range(1024):
-                f.write(zeros)
-PY
+hm_zip_bomb "$T/neox.bundle.zip" "$T/bomb-extra.zip" zeros.bin &&
+    hm_zip_bomb "$T/neox.bundle.zip" "$T/bomb-listed.zip" README.md || fail "cannot build the zip bombs"
 # peak_rss CMD...: runs CMD (stdout/stderr to $T/out, $T/err), prints "RC MAXRSS_KB"
 peak_rss() {
     python3 -c 'import resource, subprocess, sys

@@ -134,30 +134,11 @@ probe "$B/hm-finetune" "$I/teacher.st" -o "$O/x.st" -f --resume "${TR[@]}"
 for f in bundle bundle.zip bundle.tar; do [ -e "$I/$f" ] || { echo "setup failed: $f"; exit 1; }; done
 cp -r "$I/bundle" "$I/repo" && echo notes >"$I/repo/NOTES" && mkdir "$I/repo/.git" &&
     echo ref >"$I/repo/.git/HEAD"
-cp -r "$I/bundle" "$I/fan"
-for l in 1 2 3 4 5 6 7 8; do mkdir "$I/lvl$l"; done
-for l in 0 1 2 3 4 5 6 7; do
-    d="$I/lvl$l"; [ $l -eq 0 ] && d="$I/fan"
-    for k in 0 1 2 3 4 5 6 7 8 9; do ln -s "$I/lvl$((l + 1))" "$d/l$k"; done
-done
+. "$(dirname "$0")/../support/hostile_bundles.sh"
+cp -r "$I/bundle" "$I/fan" && hm_fanout "$I/fan" "$I/lvl"
 { cat "$I/bundle.tar"; echo "appended"; } >"$I/trail.tar"
-python3 - "$I" <<'PY' || { echo "setup failed: python3"; exit 1; }
-import json, sys, zipfile
-i = sys.argv[1]
-src = zipfile.ZipFile(i + "/bundle.zip")
-with zipfile.ZipFile(i + "/bomb.zip", "w", zipfile.ZIP_DEFLATED, compresslevel=1) as z:
-    for m in src.infolist():
-        z.writestr(m.filename, src.read(m.filename))
-    with z.open("zeros.bin", "w", force_zip64=True) as f:
-        for _ in range(1024):
-            f.write(bytes(1 << 20))
-b = open(i + "/teacher.st", "rb").read()
-n = int.from_bytes(b[:8], "little")
-h = json.loads(b[8:8 + n])
-h["__metadata__"]["hm.provenance"] = "[[0]]"
-new = json.dumps(h, separators=(",", ":")).encode()
-open(i + "/badprov.st", "wb").write(b[:8] + new + b" " * (n - len(new)) + b[8 + n:])
-PY
+hm_zip_bomb "$I/bundle.zip" "$I/bomb.zip" zeros.bin && hm_badprov '[[0]]' "$I/teacher.st" "$I/badprov.st" ||
+    { echo "setup failed: python3"; exit 1; }
 before=$(snapshot)
 for in in "$I/fan" "$I/bomb.zip" "$I/trail.tar" "$I/badprov.st"; do
     probe "$B/hm-inspect" "$in"
