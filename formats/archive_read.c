@@ -163,6 +163,14 @@ uint64_t hm_archive_default_max_total(void)
     return half < HM_ARCHIVE_MAX_TOTAL ? half : HM_ARCHIVE_MAX_TOTAL;
 }
 
+static enum hm_status total_error(const struct entry *en, uint64_t max_total,
+                                  struct hm_error *err)
+{
+    return hm_error_set(err, HM_ERR_UNSUPPORTED,
+                        "members exceed %llu bytes, the most read into memory (at entry '%s')",
+                        (unsigned long long)max_total, en->name);
+}
+
 static enum hm_status read_data(struct archive *ar, struct entry *en, uint64_t *total,
                                 uint64_t max_total, const struct hm_archive_vet *vet,
                                 la_int64_t declared, struct hm_error *err)
@@ -173,6 +181,8 @@ static enum hm_status read_data(struct archive *ar, struct entry *en, uint64_t *
         return hm_error_set(err, HM_ERR_INVALID, "entry '%s' declares %llu bytes, more than %s (%llu)",
                             en->name, (unsigned long long)declared, bound,
                             (unsigned long long)max_size);
+    if (declared > 0 && (uint64_t)declared > max_total - *total)
+        return total_error(en, max_total, err);
     size_t cap = declared > 0 ? (size_t)(declared < (64 << 20) ? declared : (64 << 20)) : 4096;
     char *buf = malloc(cap);
     if (!buf)
@@ -207,9 +217,7 @@ static enum hm_status read_data(struct archive *ar, struct entry *en, uint64_t *
         }
         if (*total > max_total) {
             free(buf);
-            return hm_error_set(err, HM_ERR_UNSUPPORTED,
-                                "members exceed %llu bytes, the most read into memory (at entry '%s')",
-                                (unsigned long long)max_total, en->name);
+            return total_error(en, max_total, err);
         }
     }
     en->data = buf;
@@ -317,7 +325,7 @@ static enum hm_status read_all(struct archive *ar, const struct hm_archive_limit
             a->cap = nc;
         }
         la_int64_t declared = archive_entry_size_is_set(e) ? archive_entry_size(e) : -1;
-        struct hm_archive_vet vet = {0, max_total, NULL};
+        struct hm_archive_vet vet = {0, UINT64_MAX, NULL};
         if (!is_dir && lim && lim->member &&
             (st = lim->member(lim->ctx, name, declared, &vet, err)) != HM_OK) {
             free(name);

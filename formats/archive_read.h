@@ -48,7 +48,8 @@
 /* What limits.member decides for a file entry, before its data is read. */
 struct hm_archive_vet {
     int skip;          /* 1: leave the member out, its data never inflated */
-    uint64_t max_size; /* the most bytes it may hold (preset: max_total); more is
+    uint64_t max_size; /* the most bytes it may hold (preset: no bound but the
+                          total cap, which a declared size is held to too); more is
                           HM_ERR_INVALID naming it, found while inflating when
                           the entry declares no size or too small a one */
     const char *bound; /* what sets max_size, for the message ("MANIFEST.json
