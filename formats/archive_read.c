@@ -444,6 +444,47 @@ static int is_zip(const char *path, const void *buf, size_t len)
     return len >= 4 && p[0] == 'P' && p[1] == 'K' && hm_archive_sniff(buf, len);
 }
 
+/* A zip ends with its end-of-central-directory record (22 bytes and a
+ * comment of the length it gives): bytes after that are HM_ERR_INVALID.
+ * tail: [n] the last bytes of the file (up to 22 + 65535), of total len. */
+static enum hm_status check_zip_end(const unsigned char *tail, size_t n, uint64_t len,
+                                    struct hm_error *err)
+{
+    for (size_t i = n >= 22 ? n - 22 + 1 : 0; i-- > 0;) {
+        if (memcmp(tail + i, "PK\5\6", 4) != 0)
+            continue;
+        size_t end = i + 22 + (size_t)(tail[i + 20] | tail[i + 21] << 8);
+        if (end == n)
+            return HM_OK;
+        if (end < n) /* a record whose comment ends early: what follows is extra */
+            return hm_error_set_at(err, HM_ERR_INVALID, (int64_t)(len - n + end),
+                                   "other data follows the end of the zip archive");
+    }
+    return HM_OK; /* no record: the zip reader says what is wrong */
+}
+
+static enum hm_status zip_end(const char *path, const void *buf, size_t len, struct hm_error *err)
+{
+    enum { TAIL = 22 + 65535 };
+    if (!path) {
+        size_t n = len < TAIL ? len : TAIL;
+        return check_zip_end((const unsigned char *)buf + len - n, n, len, err);
+    }
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat sb;
+    unsigned char *tail = malloc(TAIL);
+    enum hm_status st = HM_OK;
+    if (fd >= 0 && tail && fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode)) {
+        size_t n = (uint64_t)sb.st_size < TAIL ? (size_t)sb.st_size : TAIL;
+        if (pread(fd, tail, n, sb.st_size - (off_t)n) == (ssize_t)n)
+            st = check_zip_end(tail, n, (uint64_t)sb.st_size, err);
+    }
+    free(tail);
+    if (fd >= 0)
+        close(fd);
+    return st;
+}
+
 static enum hm_status read_zip(const char *path, const void *buf, size_t len,
                                const struct hm_archive_limits *lim, struct hm_archive *a,
                                struct hm_error *err)
@@ -454,6 +495,8 @@ static enum hm_status read_zip(const char *path, const void *buf, size_t len,
     archive_read_support_format_zip(ar);
     enum hm_status st = open_source(ar, path, buf, len) != ARCHIVE_OK ? open_error(ar, path, err)
                                                                        : read_all(ar, lim, a, err);
+    if (st == HM_OK)
+        st = zip_end(path, buf, len, err);
     a->format = HM_ARCHIVE_ZIP;
     archive_read_free(ar);
     return st;

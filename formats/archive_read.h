@@ -19,7 +19,8 @@
  * them in the (decompressed) stream is HM_ERR_INVALID, so that no bytes
  * ride along unchecked, and so is padding longer than HM_ARCHIVE_MAX_PADDING
  * (tar pads to its record size, 10240 bytes by default); after a gzip
- * stream, bytes that are no gzip member are HM_ERR_INVALID too.
+ * stream, bytes that are no gzip member are HM_ERR_INVALID too, as are
+ * bytes after a zip's end-of-central-directory record.
  *
  * Limits (struct hm_archive_limits; zero fields take the defaults below):
  * members are held in memory, so the sum of their sizes is capped (by

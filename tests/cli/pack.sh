@@ -188,9 +188,10 @@ for c in "bomb-extra.zip:entry 'zeros.bin' is not listed in MANIFEST.json" \
     done
 done
 
-# 5. bytes after a tar's end: refused by hm-verify bundle and every reader;
-#    zero padding stays fine
-for f in tar tar.gz; do
+# 5. bytes after a tar's end (or a gzip stream's, or a zip's central
+#    directory): refused by hm-verify bundle and every reader; a tar's zero
+#    padding stays fine
+for f in tar tar.gz zip; do
     { cat "$T/neox.bundle.$f"; echo "appended"; } >"$T/trail.$f"
     refused 1 "other data follows the end of the" "$B/hm-verify" bundle "$T/trail.$f"
     refused 1 "other data follows the end of the" "$B/hm-inspect" "$T/trail.$f"
