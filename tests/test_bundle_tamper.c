@@ -281,6 +281,9 @@ Test(tamper, unsafe_entries, .init = setup, .fini = teardown)
         {"block device", HM_ARCHIVE_TAR, {"disk", NULL, 0, 'b', NULL}, NULL, "block device"},
         {"fifo", HM_ARCHIVE_TAR_ZST, {"pipe", NULL, 0, 'p', NULL}, NULL, "FIFO"},
         {"duplicate", HM_ARCHIVE_TAR, {"config.json", "{}", 2, 0, NULL}, NULL, "twice"},
+        /* a second MANIFEST.json (fuzz_bundle found the first one's parse leaked;
+         * fuzz/corpus/fuzz_bundle/regress_manifest_twice replays it) */
+        {"manifest twice", HM_ARCHIVE_TAR_GZ, {"MANIFEST.json", "{}", 2, 0, NULL}, NULL, "twice"},
         /* (refused as unlisted before the reader's own "inside the file";
          * that check: archive_vet_trailing_housekeeping) */
         {"inside a file", HM_ARCHIVE_TAR, {"README.md/x", "x", 1, 0, NULL}, NULL,

@@ -268,9 +268,10 @@ static enum hm_status vet_kept(void *ctx, const char *name, const void *data, si
                                struct hm_error *err)
 {
     struct vet *v = ctx;
-    (void)err;
     if (strcmp(name, HM_BUNDLE_MANIFEST) != 0)
         return HM_OK;
+    if (v->manifest) /* (found by fuzz_bundle: the first one leaked) */
+        return hm_error_set(err, HM_ERR_INVALID, "entry '%s' appears twice", name);
     v->manifest = cJSON_ParseWithLength(data, size);
     const cJSON *f = cJSON_GetObjectItemCaseSensitive(v->manifest, "files");
     v->files = cJSON_IsObject(v->manifest) && cJSON_IsObject(f) ? f : NULL;
