@@ -15,12 +15,22 @@
  * Directory entries are checked the same way, then skipped (members are
  * files only; a file "a/b" implies folder "a").
  *
+ * A tar ends at its end-of-archive blocks: anything but zero padding after
+ * them in the (decompressed) stream is HM_ERR_INVALID, so that no bytes
+ * ride along unchecked, and so is padding longer than HM_ARCHIVE_MAX_PADDING
+ * (tar pads to its record size, 10240 bytes by default); after a gzip
+ * stream, bytes that are no gzip member are HM_ERR_INVALID too, as are
+ * bytes after a zip's end-of-central-directory record.
+ *
  * Limits (struct hm_archive_limits; zero fields take the defaults below):
- * members are held in memory, so the sum of their sizes is capped, as are
- * the number of entries and the length of a name. Passing a limit is
- * HM_ERR_UNSUPPORTED. Bytes that do not decode (a corrupt compressed
- * stream, a bad header checksum, truncation) are HM_ERR_FORMAT; I/O errors
- * HM_ERR_IO.
+ * members are held in memory, so the sum of their sizes is capped (by
+ * default at hm_archive_default_max_total(): half the machine's physical
+ * memory, at most HM_ARCHIVE_MAX_TOTAL), as are the number of entries and
+ * the length of a name. Passing a limit is HM_ERR_UNSUPPORTED. The caller
+ * may also vet each member before its data is inflated (limits.member): a
+ * size bound of its own, or skip it unread, or refuse the archive. Bytes
+ * that do not decode (a corrupt compressed stream, a bad header checksum,
+ * truncation) are HM_ERR_FORMAT; I/O errors HM_ERR_IO.
  */
 #ifndef HM_ARCHIVE_READ_H
 #define HM_ARCHIVE_READ_H
@@ -34,11 +44,38 @@
 #define HM_ARCHIVE_MAX_TOTAL (64ull << 30) /* bytes of all members together: 64 GiB */
 #define HM_ARCHIVE_MAX_ENTRIES 10000
 #define HM_ARCHIVE_MAX_NAME 4096
+#define HM_ARCHIVE_MAX_PADDING (1 << 20) /* zero bytes after a tar's end */
+
+/* What limits.member decides for a file entry, before its data is read. */
+struct hm_archive_vet {
+    int skip;          /* 1: leave the member out, its data never inflated */
+    uint64_t max_size; /* the most bytes it may hold (preset: no bound but the
+                          total cap, which a declared size is held to too); more is
+                          HM_ERR_INVALID naming it, found while inflating when
+                          the entry declares no size or too small a one */
+    const char *bound; /* what sets max_size, for the message ("MANIFEST.json
+                          lists"); NULL: "allowed for it". Static storage. */
+};
 
 struct hm_archive_limits {
-    uint64_t max_total;  /* 0: HM_ARCHIVE_MAX_TOTAL */
+    uint64_t max_total;  /* 0: hm_archive_default_max_total() */
     int64_t max_entries; /* 0: HM_ARCHIVE_MAX_ENTRIES */
+    /* (optional) asked for every file entry before its data is read: its
+     * name (cleaned) and the size its header declares (-1: none). Fills
+     * *vet, or returns an error (with err set) that refuses the archive. */
+    enum hm_status (*member)(void *ctx, const char *name, int64_t declared,
+                             struct hm_archive_vet *vet, struct hm_error *err);
+    /* (optional) told every member kept, once its data is read (borrowed
+     * for the call); an error refuses the archive. */
+    enum hm_status (*kept)(void *ctx, const char *name, const void *data, size_t size,
+                           struct hm_error *err);
+    void *ctx;
 };
+
+/* The default cap on the bytes of all members: half the physical memory
+ * (sysconf), at most HM_ARCHIVE_MAX_TOTAL; HM_ARCHIVE_MAX_TOTAL when the
+ * memory size is unknown. */
+uint64_t hm_archive_default_max_total(void);
 
 /* One member. Borrowed from its archive (valid until hm_archive_free). */
 struct hm_archive_member {

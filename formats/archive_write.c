@@ -60,6 +60,10 @@ int hm_archive_format_from_path(const char *path)
 static enum hm_status la_error(struct archive *a, struct hm_error *err, const char *doing)
 {
     const char *m = archive_error_string(a);
+    int e = archive_errno(a);
+    /* libarchive says only "Write error" when the output fails: add errno's reason */
+    if (e > 0 && m && strcmp(m, "Write error") == 0)
+        return hm_error_set_errno(err, HM_ERR_IO, e, "%s", doing);
     return hm_error_set(err, HM_ERR_IO, "%s: %s", doing, m ? m : "libarchive error");
 }
 

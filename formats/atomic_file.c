@@ -97,6 +97,45 @@ out:
     free(dir);
 }
 
+int hm_path_inside(const char *path, const char *dir)
+{
+    char *rd = realpath(dir, NULL), *p = strdup(path), *rp = NULL;
+    /* the deepest folder above path that exists, resolved */
+    while (rd && p && !rp) {
+        size_t n = strlen(p);
+        while (n > 1 && p[n - 1] == '/')
+            p[--n] = '\0';
+        char *slash = strrchr(p, '/');
+        if (!slash) {
+            rp = realpath(".", NULL);
+            break;
+        }
+        slash[slash == p ? 1 : 0] = '\0';
+        rp = realpath(p, NULL);
+        if (!rp && strcmp(p, "/") == 0)
+            break;
+    }
+    size_t n = rd ? strlen(rd) : 0;
+    int in = rp && rd && strncmp(rp, rd, n) == 0 &&
+             (rp[n] == '\0' || rp[n] == '/' || (n == 1 && rd[0] == '/'));
+    free(rd);
+    free(p);
+    free(rp);
+    return in;
+}
+
+/* 1 when dir holds a MANIFEST.json (an hm bundle folder). */
+static int is_bundle_dir(const char *dir)
+{
+    size_t n = strlen(dir) + sizeof "/MANIFEST.json";
+    char *m = malloc(n);
+    struct stat sb;
+    int r = m && (snprintf(m, n, "%s/MANIFEST.json", dir), stat(m, &sb) == 0) &&
+            S_ISREG(sb.st_mode);
+    free(m);
+    return r;
+}
+
 int hm_output_clobbers(const char *out, const char *in)
 {
     if (!out || !in || strcmp(out, "-") == 0 || strcmp(in, "-") == 0)
@@ -106,6 +145,10 @@ int hm_output_clobbers(const char *out, const char *in)
     struct stat si;
     if (stat(in, &si) != 0 || !S_ISDIR(si.st_mode))
         return 0;
+    /* a bundle folder: MANIFEST.json covers every file, so any new one
+     * anywhere inside breaks its verification */
+    if (is_bundle_dir(in) && hm_path_inside(out, in))
+        return 1;
     /* in is a folder: out may not be a file its loader reads (a shard, the
      * index, the config), existing or new (it would change what the folder is) */
     char *dir = strdup(out);

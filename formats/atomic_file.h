@@ -53,14 +53,19 @@ void hm_afile_abort(struct hm_afile *af);
 /* Unlink every live temp file (signal-safe). */
 void hm_afile_cleanup_all(void);
 
-/* 1 if a and b name the same existing file (same device and inode). */
 /* 1 when writing `out` would overwrite the input `in`: the same file (also
- * through links), or — when in is a folder (an HF model folder, a bundle) —
- * a file inside it with a name the folder's loader reads, existing or not:
+ * through links); when in is a bundle folder (it holds MANIFEST.json), any
+ * path inside it at any depth (a new file there is one its manifest does
+ * not cover); when in is another folder (an HF model folder), a file in it
+ * with a name the folder's loader reads, existing or not:
  * model*.safetensors (model.safetensors and its shards), the index
  * model.safetensors.index.json, config.json, MANIFEST.json. Other new files
- * in the folder (e.g. dumped logits) are not inputs. */
+ * in such a folder (e.g. dumped logits) are not inputs. */
 int hm_output_clobbers(const char *out, const char *in);
+/* 1 if a and b name the same existing file (same device and inode). */
 int hm_same_file(const char *a, const char *b);
+/* 1 when path (existing or not: its deepest existing folder is resolved)
+ * lies inside the folder dir or is dir itself, symlinks resolved. */
+int hm_path_inside(const char *path, const char *dir);
 
 #endif

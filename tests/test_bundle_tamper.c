@@ -6,7 +6,8 @@
  * devices, FIFOs, duplicates, a file holding another entry, a manifest
  * listing an absent file) refused with nothing written anywhere; the
  * memory caps; HF-cache-style symlinked folders (followed); inputs that are
- * not bundles (exit 2). */
+ * not bundles (exit 2); members vetted before they are inflated (unlisted,
+ * longer than listed), bytes after a tar's end, housekeeping entries. */
 #include <criterion/criterion.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -280,8 +281,13 @@ Test(tamper, unsafe_entries, .init = setup, .fini = teardown)
         {"block device", HM_ARCHIVE_TAR, {"disk", NULL, 0, 'b', NULL}, NULL, "block device"},
         {"fifo", HM_ARCHIVE_TAR_ZST, {"pipe", NULL, 0, 'p', NULL}, NULL, "FIFO"},
         {"duplicate", HM_ARCHIVE_TAR, {"config.json", "{}", 2, 0, NULL}, NULL, "twice"},
+        /* a second MANIFEST.json (fuzz_bundle found the first one's parse leaked;
+         * fuzz/corpus/fuzz_bundle/regress_manifest_twice replays it) */
+        {"manifest twice", HM_ARCHIVE_TAR_GZ, {"MANIFEST.json", "{}", 2, 0, NULL}, NULL, "twice"},
+        /* (refused as unlisted before the reader's own "inside the file";
+         * that check: archive_vet_trailing_housekeeping) */
         {"inside a file", HM_ARCHIVE_TAR, {"README.md/x", "x", 1, 0, NULL}, NULL,
-         "inside the file"},
+         "'README.md/x'"},
         {"backslash", HM_ARCHIVE_TAR, {"..\\evil", "x", 1, 0, NULL}, NULL, "backslash"},
         {"zip dot-dot", HM_ARCHIVE_ZIP, {"../evil", "x", 1, 0, NULL}, NULL, "'../evil'"},
         {"zip absolute", HM_ARCHIVE_ZIP, {"/tmp/hm-bundle-abs-evil", "x", 1, 0, NULL}, NULL,
@@ -412,4 +418,135 @@ Test(tamper, hf_snapshot_symlinks_and_fifos, .init = setup, .fini = teardown)
     free(out);
     unsigned char head[16] = {0x10, 0, 0, 0, 0, 0, 0, 0, '{'};
     cr_assert_eq(hm_bundle_sniff(head, sizeof head), 0, "a safetensors head is not an archive");
+}
+
+/* vet_ctx: what the member callback saw */
+struct seen {
+    int asked, kept;
+    int64_t declared_extra;
+};
+
+static enum hm_status refuse_extra(void *ctx, const char *name, int64_t declared,
+                                   struct hm_archive_vet *vet, struct hm_error *err)
+{
+    struct seen *s = ctx;
+    s->asked++;
+    (void)vet;
+    if (strcmp(name, "extra.bin") != 0)
+        return HM_OK;
+    s->declared_extra = declared;
+    return hm_error_set(err, HM_ERR_INVALID, "no '%s'", name);
+}
+
+static enum hm_status count_kept(void *ctx, const char *name, const void *data, size_t size,
+                                 struct hm_error *err)
+{
+    (void)data, (void)size, (void)err;
+    cr_assert_str_neq(name, "extra.bin", "extra.bin was read");
+    ((struct seen *)ctx)->kept++;
+    return HM_OK;
+}
+
+/* path: the bundle's entries (less drop) plus extra [n_extra], as format. */
+static void write_variant(const char *path, int format, const char *drop,
+                          const struct tu_entry *extra, int n_extra)
+{
+    int n;
+    struct tu_entry *e = tu_read_dir_entries(g_bundle, &n), all[24];
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (!drop || strcmp(drop, e[i].name) != 0)
+            all[k++] = e[i];
+    for (int i = 0; i < n_extra; i++)
+        all[k++] = extra[i];
+    tu_write_archive(path, format, all, k);
+    tu_free_entries(e, n);
+}
+
+static void expect_open_refused(const char *path, const char *frag)
+{
+    struct hm_bundle *b = NULL;
+    struct hm_error err;
+    cr_assert_eq(hm_bundle_open(path, &b, &err), HM_ERR_INVALID, "%s opened", path);
+    cr_assert(strstr(err.msg, frag), "%s: '%s' lacks '%s'", path, err.msg, frag);
+    char *out;
+    cr_assert_eq(run(&out, "%s/hm-verify bundle %s", HM_BIN_DIR, path), 1, "%s", out);
+    cr_assert(strstr(out, frag), "hm-verify: %s", out);
+    free(out);
+}
+
+Test(tamper, archive_vet_trailing_housekeeping, .init = setup, .fini = teardown)
+{
+    char path[4400];
+    size_t len;
+    struct hm_error err;
+    struct hm_archive *a = NULL;
+    /* the member callback sees every file before its data, with its size */
+    static char big[100000];
+    struct tu_entry extra = {"extra.bin", big, sizeof big, 0, NULL};
+    snprintf(path, sizeof path, "%s/extra.zip", g_dir);
+    write_variant(path, HM_ARCHIVE_ZIP, NULL, &extra, 1);
+    char *buf = tu_read_file(path, &len);
+    struct seen s = {0, 0, -2};
+    struct hm_archive_limits lim = {.member = refuse_extra, .kept = count_kept, .ctx = &s};
+    cr_assert_eq(hm_archive_read_memory(buf, len, &lim, &a, &err), HM_ERR_INVALID);
+    cr_assert_str_eq(err.msg, "no 'extra.bin'");
+    cr_assert_eq(s.asked, 6);
+    cr_assert_eq(s.kept, 5);
+    cr_assert_eq(s.declared_extra, (int64_t)sizeof big);
+    free(buf);
+    /* a bundle member MANIFEST.json does not list: refused, also when it
+     * comes before the manifest ('A' sorts before 'M') */
+    expect_open_refused(path, "entry 'extra.bin' is not listed in MANIFEST.json");
+    extra.name = "AAA.bin";
+    snprintf(path, sizeof path, "%s/early.tar", g_dir);
+    write_variant(path, HM_ARCHIVE_TAR, NULL, &extra, 1);
+    expect_open_refused(path, "entry 'AAA.bin' is not listed in MANIFEST.json");
+    /* a listed member longer than listed: refused by its declared size */
+    struct tu_entry readme = {"README.md", big, sizeof big, 0, NULL};
+    snprintf(path, sizeof path, "%s/long.tar.gz", g_dir);
+    write_variant(path, HM_ARCHIVE_TAR_GZ, "README.md", &readme, 1);
+    expect_open_refused(path, "entry 'README.md' declares 100000 bytes, more than MANIFEST.json lists");
+    /* the generic reader still refuses a file holding another entry */
+    struct tu_entry inside = {"README.md/x", "x", 1, 0, NULL};
+    snprintf(path, sizeof path, "%s/inside.tar", g_dir);
+    write_variant(path, HM_ARCHIVE_TAR, NULL, &inside, 1);
+    cr_assert_eq(hm_archive_read_path(path, NULL, &a, &err), HM_ERR_INVALID);
+    cr_assert(strstr(err.msg, "inside the file"), "%s", err.msg);
+    /* bytes after a tar's end: refused; zero padding is fine */
+    snprintf(path, sizeof path, "%s/plain.tar", g_dir);
+    write_variant(path, HM_ARCHIVE_TAR, NULL, NULL, 0);
+    buf = tu_read_file(path, &len);
+    char *more = calloc(1, len + 20480);
+    memcpy(more, buf, len);
+    cr_assert_eq(hm_archive_read_memory(more, len + 20480, NULL, &a, &err), HM_OK, "%s", err.msg);
+    hm_archive_free(a);
+    memcpy(more + len + 20000, "appended", 8);
+    cr_assert_eq(hm_archive_read_memory(more, len + 20480, NULL, &a, &err), HM_ERR_INVALID);
+    cr_assert(strstr(err.msg, "other data follows the end of the tar archive"), "%s", err.msg);
+    snprintf(path, sizeof path, "%s/trail.tar", g_dir);
+    tu_write_file(path, more, len + 20480);
+    expect_open_refused(path, "other data follows the end of the tar archive");
+    free(more);
+    free(buf);
+    /* housekeeping entries: skipped unread by the archive reader and the
+     * folder walk alike; hm-verify bundle passes */
+    struct tu_entry hk[] = {{".gitattributes", "*.safetensors filter=lfs\n", 25, 0, NULL},
+                            {".git/config", "[core]\n", 7, 0, NULL},
+                            {".cache/huggingface/download/x.metadata", "x", 1, 0, NULL}};
+    snprintf(path, sizeof path, "%s/hk.tar.zst", g_dir);
+    write_variant(path, HM_ARCHIVE_TAR_ZST, NULL, hk, 3);
+    char *out;
+    cr_assert_eq(run(&out, "%s/hm-verify bundle %s && cp -r %s %s/hkdir && cd %s/hkdir && "
+                           "mkdir -p .git .cache/huggingface && echo x > .gitattributes && "
+                           "echo y > .git/HEAD && echo z > .cache/huggingface/lock && "
+                           "%s/hm-verify bundle .",
+                     HM_BIN_DIR, path, g_bundle, g_dir, g_dir, HM_BIN_DIR), 0, "%s", out);
+    free(out);
+    struct hm_bundle *b;
+    cr_assert_eq(hm_bundle_open(path, &b, &err), HM_OK, "%s", err.msg);
+    cr_assert_eq(hm_bundle_n_files(b), 5);
+    hm_bundle_close(b);
+    cr_assert(hm_bundle_is_housekeeping(".git/objects/ab"));
+    cr_assert(!hm_bundle_is_housekeeping(".gitx") && !hm_bundle_is_housekeeping("a/.git"));
 }

@@ -294,7 +294,14 @@ Test(eval, errors)
     cr_expect(strstr(err, "/nope'") != NULL, "%s", err);
     free(out), free(err);
 
-    const char *usage_errs[] = {"--data x", "--seq-len 4", "--mc x", "--data x --seq-len 0",
+    /* --mc without a tokenizer takes a bundle's own; dir is no bundle */
+    snprintf(cmd, sizeof cmd, "%s %s --mc x", EVAL, dir);
+    cr_expect_eq(tu_run(cmd, &out, &err), 1);
+    cr_expect(strstr(err, "holds no tokenizer; give --tokenizer FILE or --bytes"), "%s", err);
+    free(out), free(err);
+
+    const char *usage_errs[] = {"--data x", "--seq-len 4", "--mc x --tokenizer x --bytes",
+                                "--data x --seq-len 0",
                                 "--data x --seq-len 4 --backend gpu"};
     for (size_t k = 0; k < sizeof usage_errs / sizeof usage_errs[0]; k++) {
         snprintf(cmd, sizeof cmd, "%s %s %s", EVAL, dir, usage_errs[k]);

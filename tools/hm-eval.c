@@ -11,6 +11,7 @@
 #include "checkpoint.h"
 #include "cli.h"
 #include "fileio.h"
+#include "gen_prompt.h"
 #include "model.h"
 #include "model_forward.h"
 #include "run.h"
@@ -21,7 +22,7 @@
 
 static const char usage[] =
     "usage: hm-eval [OPTIONS] CKPT --data TOKENS --seq-len L\n"
-    "       hm-eval [OPTIONS] CKPT --mc FILE (--tokenizer FILE | --bytes)\n"
+    "       hm-eval [OPTIONS] CKPT --mc FILE [--tokenizer FILE | --bytes]\n"
     "       hm-eval [OPTIONS] --unigram TRAIN_TOKENS --data TOKENS --seq-len L\n"
     "\n"
     "Evaluates a checkpoint of any family and mixer (safetensors file, HuggingFace\n"
@@ -54,7 +55,8 @@ static const char usage[] =
     "                       (holds the whole tensor in memory while writing)\n"
     "  -f, --force          replace an existing --dump-logits file\n"
     "  --mc FILE            multiple-choice jsonl\n"
-    "  --tokenizer FILE     HuggingFace tokenizer.json for --mc\n"
+    "  --tokenizer FILE     HuggingFace tokenizer.json for --mc (default: the\n"
+    "                       bundle's own when CKPT is a bundle, as hm-generate)\n"
     "  --bytes              byte-level vocabulary for --mc\n"
     "  --threads N          threads for OpenMP and BLAS (default: OpenMP's)\n"
     "  --backend NAME       ref (plain loops, slow), fast (default; cpu = fast),\n"
@@ -382,14 +384,11 @@ static double score_choice(struct ctx *c, const struct hm_ids *ctx_ids, const st
     return ll;
 }
 
-static void run_mc(struct ctx *c, struct mc *res)
+/* tok: the tokenizer (owned: freed here). */
+static void run_mc(struct ctx *c, struct hm_tokenizer *tok, struct mc *res)
 {
     const struct opts *o = c->o;
     struct hm_error err;
-    struct hm_tokenizer *tok = NULL;
-    if (o->bytes ? hm_tokenizer_bytes(&tok, &err) != HM_OK
-                 : hm_tokenizer_load(o->tokenizer, &tok, &err) != HM_OK)
-        hm_die_err("cannot read", o->bytes ? "bytes" : o->tokenizer, &err);
     int32_t eot = hm_tokenizer_eot_id(tok);
     char *text = NULL;
     size_t len = 0;
@@ -562,8 +561,8 @@ int main(int argc, char **argv)
         hm_usage_error("--data needs --seq-len");
     if (!o.data && (o.seq_len || o.max_tokens >= 0 || o.dump || o.batch))
         hm_usage_error("--seq-len, --max-tokens, --dump-logits and --batch need --data");
-    if (o.mc && !o.tokenizer == !o.bytes)
-        hm_usage_error("--mc needs exactly one of --tokenizer and --bytes");
+    if (o.mc && o.tokenizer && o.bytes)
+        hm_usage_error("--tokenizer and --bytes cannot be combined");
     if (!o.mc && (o.tokenizer || o.bytes))
         hm_usage_error("--tokenizer and --bytes need --mc");
     if (o.dump && strcmp(o.dump, "-") != 0 &&
@@ -581,11 +580,16 @@ int main(int argc, char **argv)
     struct hm_ckpt *ck = NULL;
     struct hm_model *m = NULL;
     struct ctx cx = {.o = &o, .be = be, .comm = &comm};
+    struct hm_tokenizer *mc_tok = NULL;
     if (o.unigram) {
         load_unigram(&cx, o.unigram);
     } else {
         if (hm_ckpt_open(o.ckpt, &ck, &err) != HM_OK || hm_model_load(ck, &m, &err) != HM_OK)
             hm_die_err("cannot read", o.ckpt, &err);
+        /* --mc: the tokenizer given, else the bundle's own (hm-generate's rule) */
+        if (o.mc && !(mc_tok = hm_gen_load_tokenizer(ck, o.ckpt, o.tokenizer, o.bytes)))
+            hm_die("cannot evaluate '%s' on '%s': it holds no tokenizer; give --tokenizer FILE "
+                   "or --bytes", o.ckpt, o.mc);
         hm_ckpt_close(ck);
         hm_warn_nonfinite(o.ckpt, m);
         if (hm_model_place(m, be, &err) != HM_OK)
@@ -597,7 +601,7 @@ int main(int argc, char **argv)
     if (o.data && (primary || !o.dump))
         run_ppl(&cx);
     if (o.mc && primary)
-        run_mc(&cx, &mc);
+        run_mc(&cx, mc_tok, &mc);
     if (primary)
         report(&o, &cx.r, &mc);
     hm_model_ws_release(&cx.ws);

@@ -85,17 +85,6 @@ static const char *kind_name(int kind)
     return kind == HM_BUNDLE_DIR ? "dir" : hm_archive_format_name((enum hm_archive_format)kind);
 }
 
-/* 1 when path lies inside the folder dir (which replacing dir would delete). */
-static int is_inside(const char *path, const char *dir)
-{
-    char *rp = realpath(path, NULL), *rd = realpath(dir, NULL);
-    size_t n = rd ? strlen(rd) : 0;
-    int in = rp && rd && strncmp(rp, rd, n) == 0 && (rp[n] == '/' || (n == 1 && rd[0] == '/'));
-    free(rp);
-    free(rd);
-    return in;
-}
-
 static int64_t source_date_epoch(void)
 {
     const char *s = getenv("SOURCE_DATE_EPOCH");
@@ -277,10 +266,13 @@ int main(int argc, char **argv)
     parse(argc, argv, &o);
     const int to_stdout = strcmp(o.out, "-") == 0;
     if (!to_stdout) {
-        if (hm_output_clobbers(o.out, o.in) || (hm_is_dir(o.out) && is_inside(o.in, o.out)))
+        if (hm_is_dir(o.in) && !hm_same_file(o.out, o.in) && hm_path_inside(o.out, o.in))
+            hm_die("output '%s' is inside the input folder '%s' (a file there that its "
+                   "manifest does not list breaks it): refusing", o.out, o.in);
+        if (hm_output_clobbers(o.out, o.in) || (hm_is_dir(o.out) && hm_path_inside(o.in, o.out)))
             hm_die("output '%s' would overwrite the input '%s': refusing", o.out, o.in);
         if (o.tokenizer && (hm_output_clobbers(o.out, o.tokenizer) ||
-                            (hm_is_dir(o.out) && is_inside(o.tokenizer, o.out))))
+                            (hm_is_dir(o.out) && hm_path_inside(o.tokenizer, o.out))))
             hm_die("output '%s' would overwrite the tokenizer '%s': refusing", o.out,
                    o.tokenizer);
         if (!o.force && !o.dry_run && (hm_is_file(o.out) || hm_is_dir(o.out)))

@@ -39,6 +39,18 @@
 #define HM_BUNDLE_MAX_SMALL_FILE (512u << 20)
 /* a directory bundle's folders are followed this deep */
 #define HM_BUNDLE_MAX_DEPTH 8
+/* a directory bundle's walk sees at most this many files and folders
+ * (symlinks followed), and reaches no folder twice: a folder that two
+ * symlinks lead to is refused, so 10 links per level cannot fan out to
+ * 10^depth paths */
+#define HM_BUNDLE_MAX_ENTRIES 10000
+/* Housekeeping entries at a bundle's root that are not part of the bundle:
+ * a git clone's (.git, .gitattributes, .gitignore, .gitmodules) and the
+ * HuggingFace hub's local-download metadata (.cache, .huggingface). Every
+ * reader skips them (folders and archives alike), so hm-verify bundle does
+ * not ask MANIFEST.json to cover them. */
+#define HM_BUNDLE_HOUSEKEEPING \
+    ".git", ".gitattributes", ".gitignore", ".gitmodules", ".cache", ".huggingface"
 
 /* Output kinds of hm_bundle_pack: a directory, or an enum hm_archive_format. */
 #define HM_BUNDLE_DIR (-1)
@@ -55,6 +67,10 @@ int hm_bundle_detect(const char *path);
  * 0 for anything else (a safetensors file's u64 length + '{' is never taken
  * for an archive). */
 int hm_bundle_sniff(const unsigned char *head, size_t n);
+
+/* 1 when the path name inside a bundle is, or lies under, a
+ * HM_BUNDLE_HOUSEKEEPING entry. */
+int hm_bundle_is_housekeeping(const char *name);
 
 /* Opens the container: lists a directory's files (symlinks followed; a
  * file that is not regular, e.g. a FIFO, is HM_ERR_INVALID) or reads an

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "bundle.h"
+#include "provenance.h"
 
 static const char *const known_keys[] = {"tool", "version", "args", "inputs", "start", "end",
                                          "tokens", "final_loss"};
@@ -234,10 +235,14 @@ char *hm_bundle_card(const struct hm_config *cfg, int64_t n_params, const char *
     FILE *f = open_memstream(&buf, &len);
     if (!f)
         return NULL;
-    cJSON *chain = provenance ? cJSON_Parse(provenance) : NULL;
-    if (!cJSON_IsArray(chain)) {
-        cJSON_Delete(chain);
-        chain = cJSON_CreateArray();
+    /* a chain that is not valid (hm_provenance_parse) is shown as none;
+     * hm_bundle_pack refuses one before it gets here */
+    cJSON *chain;
+    struct hm_error err;
+    if (hm_provenance_parse(provenance, &chain, &err) != HM_OK && !(chain = cJSON_CreateArray())) {
+        fclose(f);
+        free(buf);
+        return NULL;
     }
     fprintf(f, "# %s model (%s family)\n\n", hm_arch_name(cfg), hm_family_name(cfg->family));
     describe(f, cfg);

@@ -178,17 +178,19 @@ static enum hm_status fill(void *ctx, int64_t index, void *dst, size_t nbytes,
 
 /* ---- the hashing/forwarding stream ---------------------------------------------- */
 
+/* fopencookie(3): a write function returns the bytes taken, 0 on error,
+ * never a negative value (glibc takes -1 for a huge count and overruns). */
 static ssize_t tee_write(void *cookie, const char *buf, size_t n)
 {
     struct tee *t = cookie;
     if (t->failed)
-        return -1;
-    XXH3_64bits_update(t->h, buf, n);
-    t->n += n;
+        return 0;
     if (t->s && hm_bundle_sink_write(t->s, buf, n, t->err) != 0) {
         t->failed = 1;
-        return -1;
+        return 0;
     }
+    XXH3_64bits_update(t->h, buf, n);
+    t->n += n;
     return (ssize_t)n;
 }
 
@@ -196,7 +198,9 @@ static ssize_t tee_write(void *cookie, const char *buf, size_t n)
 static enum hm_status stream_weights(struct hm_st_writer *w, struct hm_bundle_sink *s, uint64_t *h,
                                      uint64_t *n, struct hm_error *err)
 {
-    struct tee t = {XXH3_createState(), 0, s, err, 0};
+    struct hm_error sink_err;
+    hm_error_clear(&sink_err);
+    struct tee t = {XXH3_createState(), 0, s, &sink_err, 0};
     if (!t.h)
         return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
     XXH3_64bits_reset(t.h);
@@ -208,10 +212,12 @@ static enum hm_status stream_weights(struct hm_st_writer *w, struct hm_bundle_si
         setvbuf(fp, NULL, _IOFBF, 1 << 20);
         st = hm_st_writer_write_stream(w, fp, err);
         if (fclose(fp) != 0 && st == HM_OK)
-            st = t.failed ? err->status : hm_error_set(err, HM_ERR_IO, "write failed");
+            st = hm_error_set(err, HM_ERR_IO, "write failed");
     }
-    if (st == HM_OK && t.failed)
+    if (t.failed) { /* the sink's own reason (e.g. "No space left on device") */
+        *err = sink_err;
         st = err->status;
+    }
     if (st != HM_OK)
         hm_error_prefix(err, "%s: ", HM_BUNDLE_WEIGHTS);
     *h = XXH3_64bits_digest(t.h);
@@ -283,10 +289,11 @@ static char *manifest_json(const struct pack *p, const struct pfile *f, int nf,
         cJSON_AddStringToObject(e, "xxh3", hex);
         cJSON_AddItemToObject(ts, p->t[i].name, e);
     }
-    cJSON *prov = provenance ? cJSON_Parse(provenance) : NULL;
-    cJSON_AddItemToObject(m, "provenance", cJSON_IsArray(prov) ? prov : cJSON_CreateArray());
-    if (prov && !cJSON_IsArray(prov))
-        cJSON_Delete(prov);
+    cJSON *prov;
+    struct hm_error err;
+    if (hm_provenance_parse(provenance, &prov, &err) != HM_OK)
+        prov = cJSON_CreateArray(); /* hm_bundle_pack refused it before */
+    cJSON_AddItemToObject(m, "provenance", prov);
     char *s = cJSON_Print(m);
     cJSON_Delete(m);
     return s;
@@ -333,8 +340,8 @@ enum hm_status hm_bundle_pack(const struct hm_ckpt *ck, const char *out_path,
         strcmp(o->tokenizer_name, "tokenizer.bin") != 0)
         return hm_error_set(err, HM_ERR_INVALID, "the tokenizer is stored as tokenizer.json or "
                             "tokenizer.bin, not '%s'", o->tokenizer_name);
-    if (o->provenance && hm_provenance_count(o->provenance) < 0)
-        return hm_error_set(err, HM_ERR_FORMAT, "the provenance is not a JSON array");
+    if (o->provenance && hm_provenance_check(o->provenance, err) != HM_OK)
+        return err->status;
     const struct hm_config *cfg = hm_ckpt_config(ck);
     struct pack p = {0};
     struct hm_st_writer *w = hm_st_writer_new();

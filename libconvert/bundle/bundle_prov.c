@@ -14,11 +14,10 @@ enum hm_status hm_bundle_provenance(const char *prev, const char *const *args, i
                                     char **out, struct hm_error *err)
 {
     *out = NULL;
-    cJSON *arr = prev && prev[0] ? cJSON_Parse(prev) : cJSON_CreateArray();
-    if (!cJSON_IsArray(arr)) {
-        cJSON_Delete(arr);
-        return hm_error_set(err, HM_ERR_FORMAT, "hm.provenance is not a JSON array");
-    }
+    cJSON *arr;
+    enum hm_status st = hm_provenance_parse(prev, &arr, err);
+    if (st != HM_OK)
+        return st;
     cJSON *o = cJSON_CreateObject();
     cJSON_AddItemToArray(arr, o);
     cJSON_AddStringToObject(o, "tool", "hm-pack");
@@ -73,12 +72,10 @@ enum hm_status hm_bundle_tokenizer_from_provenance(const char *chain, char **out
     *out = NULL;
     if (!chain)
         return HM_OK;
-    cJSON *arr = cJSON_Parse(chain);
-    if (!cJSON_IsArray(arr)) {
-        cJSON_Delete(arr);
-        return hm_error_set(err, HM_ERR_FORMAT, "hm.provenance is not a JSON array");
-    }
-    enum hm_status st = HM_OK;
+    cJSON *arr;
+    enum hm_status st = hm_provenance_parse(chain, &arr, err);
+    if (st != HM_OK)
+        return st;
     for (int i = cJSON_GetArraySize(arr) - 1; i >= 0 && !*out; i--) {
         const char *p = entry_tokenizer(cJSON_GetArrayItem(arr, i));
         if (p && !(*out = strdup(p)))

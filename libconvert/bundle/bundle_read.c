@@ -108,9 +108,48 @@ static enum hm_status add(struct hm_bundle *b, const char *name, uint64_t size, 
     return HM_OK;
 }
 
+int hm_bundle_is_housekeeping(const char *name)
+{
+    static const char *const names[] = {HM_BUNDLE_HOUSEKEEPING};
+    size_t k = strcspn(name, "/");
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (strlen(names[i]) == k && strncmp(name, names[i], k) == 0)
+            return 1;
+    return 0;
+}
+
+/* The folders walked so far (each once) and the entries seen. */
+struct walk_state {
+    struct stat *dirs; /* [n] only st_dev, st_ino used */
+    int64_t n, cap;
+    int64_t entries;
+};
+
+/* Records folder sb; an error when it was reached before (a symlink to a
+ * folder already listed: fan-out or a cycle). */
+static enum hm_status visit_dir(struct walk_state *w, const struct stat *sb, const char *name,
+                                struct hm_error *err)
+{
+    for (int64_t i = 0; i < w->n; i++)
+        if (w->dirs[i].st_dev == sb->st_dev && w->dirs[i].st_ino == sb->st_ino)
+            return hm_error_set(err, HM_ERR_INVALID,
+                                "'%s' is a folder reached twice (through symlinks): refused",
+                                name);
+    if (w->n == w->cap) {
+        int64_t nc = w->cap ? w->cap * 2 : 16;
+        struct stat *nd = realloc(w->dirs, sizeof *nd * (size_t)nc);
+        if (!nd)
+            return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+        w->dirs = nd;
+        w->cap = nc;
+    }
+    w->dirs[w->n++] = *sb;
+    return HM_OK;
+}
+
 /* Lists dir/rel (rel "" for the root) into b, following symlinks. */
-static enum hm_status walk(struct hm_bundle *b, const char *root, const char *rel, int depth,
-                           struct hm_error *err)
+static enum hm_status walk(struct hm_bundle *b, struct walk_state *w, const char *root,
+                           const char *rel, int depth, struct hm_error *err)
 {
     size_t rl = strlen(root), ll = strlen(rel);
     char *dir = malloc(rl + ll + 2);
@@ -126,8 +165,14 @@ static enum hm_status walk(struct hm_bundle *b, const char *root, const char *re
     }
     struct dirent *de;
     while (st == HM_OK && (de = readdir(d))) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||
+            (!ll && hm_bundle_is_housekeeping(de->d_name)))
             continue;
+        if (++w->entries > HM_BUNDLE_MAX_ENTRIES) {
+            st = hm_error_set(err, HM_ERR_INVALID, "more than %d files and folders: refused",
+                              HM_BUNDLE_MAX_ENTRIES);
+            break;
+        }
         size_t nl = strlen(de->d_name);
         char *name = malloc(ll + nl + 2), *disk = malloc(strlen(dir) + nl + 2);
         if (!name || !disk) {
@@ -144,9 +189,10 @@ static enum hm_status walk(struct hm_bundle *b, const char *root, const char *re
         else if (S_ISDIR(sb.st_mode) && depth >= HM_BUNDLE_MAX_DEPTH)
             st = hm_error_set(err, HM_ERR_INVALID, "'%s' is nested deeper than %d folders", name,
                               HM_BUNDLE_MAX_DEPTH);
-        else if (S_ISDIR(sb.st_mode))
-            st = walk(b, root, name, depth + 1, err);
-        else if (!S_ISREG(sb.st_mode))
+        else if (S_ISDIR(sb.st_mode)) {
+            if ((st = visit_dir(w, &sb, name, err)) == HM_OK)
+                st = walk(b, w, root, name, depth + 1, err);
+        } else if (!S_ISREG(sb.st_mode))
             st = hm_error_set(err, HM_ERR_INVALID, "'%s' is not a regular file", name);
         else
             st = add(b, name, (uint64_t)sb.st_size, NULL, disk, err);
@@ -158,22 +204,103 @@ static enum hm_status walk(struct hm_bundle *b, const char *root, const char *re
     return st;
 }
 
+/* Lists the folder bundle at root into b. */
+static enum hm_status walk_root(struct hm_bundle *b, const char *root, struct hm_error *err)
+{
+    struct walk_state w = {0};
+    struct stat sb;
+    enum hm_status st = stat(root, &sb) == 0 ? visit_dir(&w, &sb, ".", err)
+                        : hm_error_set_errno(err, HM_ERR_IO, errno, "cannot list '.'");
+    if (st == HM_OK)
+        st = walk(b, &w, root, "", 0, err);
+    free(w.dirs);
+    return st;
+}
+
 static int cmp_file(const void *x, const void *y)
 {
     return strcmp(((const struct bundle_file *)x)->name, ((const struct bundle_file *)y)->name);
 }
 
-static enum hm_status from_archive(struct hm_bundle *b, struct hm_error *err)
+/* An archive's members are vetted against MANIFEST.json as they come
+ * (hm-pack writes it first): once it is read, a member it does not list is
+ * refused before its data is inflated, and a listed one is read up to the
+ * bytes listed, no further. Housekeeping entries are skipped unread. */
+struct vet {
+    cJSON *manifest;
+    const cJSON *files; /* its "files" object, NULL until read (or if it has none) */
+};
+
+static enum hm_status not_listed(const char *name, struct hm_error *err)
 {
-    for (int64_t i = 0; i < hm_archive_n_members(b->ar); i++) {
-        const struct hm_archive_member *m = hm_archive_member_at(b->ar, i);
-        enum hm_status st = add(b, m->name, m->size, m->data, NULL, err);
-        if (st != HM_OK)
-            return st;
+    return hm_error_set(err, HM_ERR_INVALID, "entry '%s' is not listed in %s: refused", name,
+                        HM_BUNDLE_MANIFEST);
+}
+
+static enum hm_status vet_member(void *ctx, const char *name, int64_t declared,
+                                 struct hm_archive_vet *vet, struct hm_error *err)
+{
+    struct vet *v = ctx;
+    uint64_t bytes;
+    (void)declared; /* the reader refuses a declared size above vet->max_size */
+    if (hm_bundle_is_housekeeping(name)) {
+        vet->skip = 1;
+        return HM_OK;
     }
-    int f = hm_archive_format_of(b->ar);
-    b->kind = f >= 0 ? f : -2;
+    if (strcmp(name, HM_BUNDLE_MANIFEST) == 0) {
+        vet->max_size = HM_BUNDLE_MAX_SMALL_FILE;
+        return HM_OK;
+    }
+    if (!v->files)
+        return HM_OK; /* before the manifest: only the total cap */
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(v->files, name);
+    if (!e)
+        return not_listed(name, err);
+    if (hm_bundle_json_u64(cJSON_GetObjectItemCaseSensitive(e, "bytes"), &bytes) == 0 &&
+        bytes < vet->max_size) {
+        vet->max_size = bytes;
+        vet->bound = HM_BUNDLE_MANIFEST " lists";
+    }
     return HM_OK;
+}
+
+static enum hm_status vet_kept(void *ctx, const char *name, const void *data, size_t size,
+                               struct hm_error *err)
+{
+    struct vet *v = ctx;
+    if (strcmp(name, HM_BUNDLE_MANIFEST) != 0)
+        return HM_OK;
+    if (v->manifest) /* (found by fuzz_bundle: the first one leaked) */
+        return hm_error_set(err, HM_ERR_INVALID, "entry '%s' appears twice", name);
+    v->manifest = cJSON_ParseWithLength(data, size);
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(v->manifest, "files");
+    v->files = cJSON_IsObject(v->manifest) && cJSON_IsObject(f) ? f : NULL;
+    return HM_OK; /* a manifest that does not parse is hm_bundle_check's to report */
+}
+
+/* Reads the archive at path (or buf: [len] when path is NULL) into b. */
+static enum hm_status from_archive(struct hm_bundle *b, const char *path, const void *buf,
+                                   size_t len, struct hm_error *err)
+{
+    struct vet v = {NULL, NULL};
+    struct hm_archive_limits lim = {.member = vet_member, .kept = vet_kept, .ctx = &v};
+    enum hm_status st = path ? hm_archive_read_path(path, &lim, &b->ar, err)
+                             : hm_archive_read_memory(buf, len, &lim, &b->ar, err);
+    for (int64_t i = 0; st == HM_OK && i < hm_archive_n_members(b->ar); i++) {
+        const struct hm_archive_member *m = hm_archive_member_at(b->ar, i);
+        /* members that came before the manifest are held to it now */
+        if (v.files && strcmp(m->name, HM_BUNDLE_MANIFEST) != 0 &&
+            !cJSON_GetObjectItemCaseSensitive(v.files, m->name))
+            st = not_listed(m->name, err);
+        else
+            st = add(b, m->name, m->size, m->data, NULL, err);
+    }
+    cJSON_Delete(v.manifest);
+    if (st == HM_OK) {
+        int f = hm_archive_format_of(b->ar);
+        b->kind = f >= 0 ? f : -2;
+    }
+    return st;
 }
 
 static enum hm_status finish_open(struct hm_bundle *b, enum hm_status st, struct hm_bundle **out,
@@ -204,7 +331,7 @@ enum hm_status hm_bundle_open(const char *path, struct hm_bundle **out, struct h
         char *buf;
         size_t len;
         hm_bundle_close(b);
-        if ((st = hm_read_fd(0, HM_ARCHIVE_MAX_TOTAL, &buf, &len, err)) != HM_OK)
+        if ((st = hm_read_fd(0, hm_archive_default_max_total(), &buf, &len, err)) != HM_OK)
             return st;
         st = hm_bundle_open_memory(buf, len, "-", out, err);
         free(buf);
@@ -213,13 +340,11 @@ enum hm_status hm_bundle_open(const char *path, struct hm_bundle **out, struct h
     if (hm_is_dir(path)) {
         b->kind = HM_BUNDLE_DIR;
         /* a folder without a manifest is no bundle, whatever else it holds */
-        st = hm_bundle_detect(path) ? walk(b, path, "", 0, err)
+        st = hm_bundle_detect(path) ? walk_root(b, path, err)
                                     : hm_error_set(err, HM_ERR_UNSUPPORTED, "not a bundle: no %s",
                                                    HM_BUNDLE_MANIFEST);
     } else {
-        st = hm_archive_read_path(path, NULL, &b->ar, err);
-        if (st == HM_OK)
-            st = from_archive(b, err);
+        st = from_archive(b, path, NULL, 0, err);
     }
     return finish_open(b, st, out, err);
 }
@@ -233,9 +358,7 @@ enum hm_status hm_bundle_open_memory(const void *buf, size_t len, const char *na
         free(b);
         return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
     }
-    enum hm_status st = hm_archive_read_memory(buf, len, NULL, &b->ar, err);
-    if (st == HM_OK)
-        st = from_archive(b, err);
+    enum hm_status st = from_archive(b, NULL, buf, len, err);
     return finish_open(b, st, out, err);
 }
 

@@ -1,6 +1,7 @@
 /* bundle_sink.c — where a bundle's bytes go (bundle_internal.h): an archive
  * through an atomic output file, or a folder built beside its final path
  * as ".NAME.tmp.PID.XXXXXX" and renamed (or exchanged) into place. */
+#include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -65,7 +66,61 @@ static void remove_dead_leftovers(const char *dir, const char *base)
     free(prefix);
 }
 
-/* May an existing out be replaced by a folder bundle? */
+/* 1 when some file files lists lies under the folder rel. */
+static int lists_under(const cJSON *files, const char *rel)
+{
+    size_t n = strlen(rel);
+    const cJSON *e;
+    cJSON_ArrayForEach(e, files) if (strncmp(e->string, rel, n) == 0 && e->string[n] == '/')
+        return 1;
+    return 0;
+}
+
+/* The first entry of the folder root/rel (symlinks not followed) that is
+ * not the bundle's own: neither MANIFEST.json, nor a file it lists, nor a
+ * folder holding one. *found: owned, NULL when every entry is the bundle's. */
+static enum hm_status find_foreign(const char *root, const char *rel, const cJSON *files,
+                                   char **found, struct hm_error *err)
+{
+    char *dir = *rel ? join(root, rel) : strdup(root);
+    DIR *d = dir ? opendir(dir) : NULL;
+    enum hm_status st = HM_OK;
+    if (!d) {
+        st = dir ? hm_error_set_errno(err, HM_ERR_IO, errno, "cannot list '%s'", dir)
+                 : hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+        free(dir);
+        return st;
+    }
+    struct dirent *de;
+    while (st == HM_OK && !*found && (de = readdir(d))) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        char *name = *rel ? join(rel, de->d_name) : strdup(de->d_name);
+        char *disk = join(dir, de->d_name);
+        struct stat sb;
+        if (!name || !disk)
+            st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+        else if (lstat(disk, &sb) != 0)
+            st = hm_error_set_errno(err, HM_ERR_IO, errno, "cannot read '%s'", disk);
+        else if (S_ISDIR(sb.st_mode) && lists_under(files, name))
+            st = find_foreign(root, name, files, found, err);
+        else if ((S_ISDIR(sb.st_mode) || strcmp(name, HM_BUNDLE_MANIFEST) != 0) &&
+                 (S_ISDIR(sb.st_mode) || !cJSON_GetObjectItemCaseSensitive(files, name))) {
+            *found = name;
+            name = NULL;
+        }
+        free(name);
+        free(disk);
+    }
+    closedir(d);
+    free(dir);
+    return st;
+}
+
+/* May an existing out be replaced by a folder bundle? A file, an empty
+ * folder, or a bundle folder that holds nothing but the bundle's own files
+ * (what its MANIFEST.json lists): anything else in it, a .git folder or
+ * notes, would be deleted with it, so it is refused, never lost. */
 static enum hm_status check_replace(const char *out, const struct stat *sb, int force,
                                     struct hm_error *err)
 {
@@ -76,18 +131,29 @@ static enum hm_status check_replace(const char *out, const struct stat *sb, int 
                             "is not a regular file or folder: refusing to replace it");
     if (!S_ISDIR(sb->st_mode))
         return HM_OK;
-    char *m = join(out, HM_BUNDLE_MANIFEST);
-    int bundle = m && hm_is_file(m), empty = 1;
+    char *m = join(out, HM_BUNDLE_MANIFEST), *text = NULL, *found = NULL;
+    size_t len;
+    struct hm_error ignored;
+    cJSON *man = NULL;
+    if (m && hm_is_file(m) &&
+        hm_read_file(m, HM_BUNDLE_MAX_SMALL_FILE, &text, &len, &ignored) == HM_OK)
+        man = cJSON_ParseWithLength(text, len);
     free(m);
-    DIR *d = opendir(out);
-    struct dirent *de;
-    while (d && (de = readdir(d)))
-        empty &= strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0;
-    if (d)
-        closedir(d);
-    return bundle || empty ? HM_OK
-                           : hm_error_set(err, HM_ERR_INVALID,
-                                          "is a folder that is not a bundle: refusing to replace it");
+    free(text);
+    const cJSON *files = cJSON_GetObjectItemCaseSensitive(man, "files");
+    cJSON *none = cJSON_IsObject(files) ? NULL : cJSON_CreateObject();
+    enum hm_status st = find_foreign(out, "", none ? none : files, &found, err);
+    if (st == HM_OK && found)
+        st = man ? hm_error_set(err, HM_ERR_INVALID,
+                                "is a bundle folder that also holds '%s', which is not part of "
+                                "the bundle (not in its %s): refusing to replace it (move "
+                                "that away first)", found, HM_BUNDLE_MANIFEST)
+                 : hm_error_set(err, HM_ERR_INVALID,
+                                "is a folder that is not a bundle: refusing to replace it");
+    free(found);
+    cJSON_Delete(none);
+    cJSON_Delete(man);
+    return st;
 }
 
 enum hm_status hm_bundle_sink_open(struct hm_bundle_sink *s, const char *out, int kind,

@@ -11,6 +11,7 @@
 #include "config.h"
 #include "fileio.h"
 #include "hash.h"
+#include "provenance.h"
 
 struct vctx {
     hm_bundle_finding_fn fn;
@@ -187,9 +188,11 @@ static void check_metadata(struct vctx *v, const struct hm_st_file *st, const cJ
     else if (hm_config_parse(cfg_text, strlen(cfg_text), &cfg, &err) != HM_OK)
         finding(v, W, NULL, "hm.config metadata: %s", err.msg);
     const char *ptext = hm_st_metadata_get(st, "hm.provenance");
-    cJSON *p = ptext ? cJSON_Parse(ptext) : NULL;
-    if (!cJSON_IsArray(p))
+    cJSON *p = NULL;
+    if (!ptext)
         finding(v, W, NULL, "has no hm.provenance array in its metadata");
+    else if (hm_provenance_parse(ptext, &p, &err) != HM_OK)
+        finding(v, W, NULL, "%s", err.msg);
     else if (!cJSON_IsArray(prov))
         finding(v, HM_BUNDLE_MANIFEST, NULL, "'provenance' is not an array");
     else if (!cJSON_Compare(p, prov, 1))

@@ -13,6 +13,7 @@
 #include "bundle.h"
 #include "dtype.h"
 #include "fileio.h"
+#include "provenance.h"
 
 #define HM_MAX_JSON (100u << 20)
 
@@ -480,6 +481,12 @@ enum hm_status hm_ckpt_open(const char *path, struct hm_ckpt **out, struct hm_er
     }
     if (st == HM_OK)
         st = gather(ck, err);
+    /* hm.provenance is input like the rest: its shape is checked here, for
+     * every tool that copies it forward or shows it */
+    if (st == HM_OK && (st = hm_provenance_check(hm_ckpt_metadata_get(ck, "hm.provenance"),
+                                                 err)) != HM_OK)
+        if (ck->nfiles && strcmp(ck->paths[0], path) != 0)
+            hm_error_prefix(err, "'%s': ", ck->paths[0]);
     free(dir);
     free(p);
     if (st != HM_OK) {

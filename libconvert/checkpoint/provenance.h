@@ -28,12 +28,24 @@ struct hm_prov_entry {
     double final_loss;                 /* NaN: omitted */
 };
 
+struct cJSON;
+
+/* The chain as read from a file, checked: a JSON array of objects whose
+ * known fields have their types (tool, version, start, end, tokenizer:
+ * strings; args: strings; inputs: {path, xxh3} objects; tokens,
+ * final_loss: numbers). NULL or "" is the empty chain. Every reader of a
+ * chain goes through this (hm_ckpt_open checks hm.provenance with it).
+ * *out: owned, free with cJSON_Delete(). */
+enum hm_status hm_provenance_parse(const char *chain, struct cJSON **out, struct hm_error *err);
+/* Same, only the verdict. */
+enum hm_status hm_provenance_check(const char *chain, struct hm_error *err);
+
 /* Append e to the chain `prev` (JSON array text, or NULL/"" for none).
  * *out: owned, free with free(). A malformed prev is an error. */
 enum hm_status hm_provenance_append(const char *prev, const struct hm_prov_entry *e,
                                     char **out, struct hm_error *err);
 
-/* Number of entries of a chain, or -1 if it is not a JSON array. */
+/* Number of entries of a chain, or -1 if it is not a valid chain (hm_provenance_parse). */
 int hm_provenance_count(const char *chain);
 
 #endif

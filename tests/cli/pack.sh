@@ -104,5 +104,134 @@ rc=$?
 [ $? -eq 1 ] && grep -q -- "--tokenizer" "$T/out" || fail "no tokenizer: $(cat "$T/out")"
 [ ! -e "$T/x.tar" ] || fail "a failed pack left its output"
 
+# ---- hostile bundles, inputs and outputs ----
+# refused WANT_RC FRAGMENT CMD...: exits WANT_RC within 60 s, no crash, FRAGMENT on stderr
+refused() {
+    local want=$1 frag=$2
+    shift 2
+    timeout 60 "$@" >"$T/out" 2>"$T/err"
+    local rc=$?
+    [ $rc -eq "$want" ] && grep -qF -- "$frag" "$T/out" "$T/err" ||
+        fail "exit $rc (want $want, '$frag'): $* :: $(head -c 300 "$T/err")"
+}
+. "$(dirname "$0")/../support/hostile_bundles.sh"
+# 1. hm.provenance is input: a chain of the wrong shape is refused by every
+#    reader, naming the file (hm-pack crashed on [[0]] in its model card)
+for chain in '[[0]]' '[1]' '{"a": 1}' '[{"tool": 5}]' '[{"args": [1]}]' '[{"inputs": [7]}]' 'nope'; do
+    hm_badprov "$chain" "$T/neox.st" "$T/bp.st" && hm_badprov "$chain" "$T/neox-hedgehog.st" "$T/bph.st" ||
+        { fail "badprov $chain"; continue; }
+    refused 1 "'$T/bp.st'" "$B/hm-pack" "$T/bp.st" -o "$T/bp.tar" --bytes
+    grep -q "hm.provenance" "$T/err" || fail "provenance $chain: $(cat "$T/err")"
+    refused 1 "'$T/bp.st'" "$B/hm-inspect" "$T/bp.st"
+    refused 1 "'$T/bp.st'" "$B/hm-finetune" "$T/bp.st" -o "$T/bpf.st" --data "$T/train.tok" \
+        --steps 1 --batch 1 --seq-len 8 -q
+    refused 1 "'$T/bph.st'" "$B/hm-map-ssm" "$T/bph.st" -o "$T/bpm.st"
+    [ ! -e "$T/bp.tar" ] && [ ! -e "$T/bpf.st" ] && [ ! -e "$T/bpm.st" ] ||
+        fail "provenance $chain: an output was written"
+done
+# ...and in a bundle's weights, hm-verify bundle names it
+cp -r "$T/neox.bundle.dir" "$T/bpb"
+hm_badprov '[[0]]' "$T/neox.bundle.dir/model.safetensors" "$T/bpb/model.safetensors"
+refused 1 "hm.provenance entry 1 is not a JSON object" "$B/hm-verify" bundle "$T/bpb"
+refused 1 "hm.provenance" "$B/hm-inspect" "$T/bpb"
+
+# 2. a full disk (writes failing with EFBIG under ulimit -f, SIGXFSZ
+#    ignored) at every stage of the weights: exit 1 with the reason, no
+#    temporary file or folder left (the fopencookie tee returned -1: SIGSEGV)
+kb=$(($(stat -c %s "$T/neox.st") / 1024))
+mkdir "$T/full"
+for fmt in dir tar zip; do
+    lims="4 64 $((kb / 2))"
+    # (zip deflates: only the stages a plain copy surely reaches)
+    [ $fmt = zip ] || lims="$lims $((kb - 400)) $((kb - 300)) $((kb - 200)) $((kb - 100)) $((kb - 20))"
+    for lim in $lims; do
+        (ulimit -f "$lim" && trap '' XFSZ && exec timeout 60 "$B/hm-pack" "$T/neox.st" \
+            -o "$T/full/b" --format "$fmt" --bytes) >"$T/out" 2>"$T/err"
+        rc=$?
+        [ $rc -eq 1 ] && grep -q "cannot pack .*File too large" "$T/err" ||
+            fail "full disk ($fmt, $lim KB): exit $rc :: $(head -c 300 "$T/err")"
+        [ -z "$(ls -A "$T/full")" ] || { fail "full disk ($fmt, $lim KB) left: $(ls -A "$T/full")"; rm -rf "$T/full"/* "$T/full"/.[!.]*; }
+    done
+done
+
+# 3. symlink fan-out: 10 links per level to the next level's folder, 8
+#    levels (10^8 paths, no cycle): refused at once as a folder reached twice
+cp -r "$T/neox.bundle.dir" "$T/fan"
+hm_fanout "$T/fan" "$T/lvl"
+refused 1 "reached twice" "$B/hm-verify" bundle "$T/fan"
+refused 1 "reached twice" "$B/hm-inspect" "$T/fan"
+refused 1 "reached twice" "$B/hm-eval" "$T/fan" --data "$T/train.tok" --seq-len 8
+# ...and more than 10000 entries in all
+cp -r "$T/neox.bundle.dir" "$T/many" && mkdir "$T/many/x"
+(cd "$T/many/x" && seq 1 10001 | xargs touch)
+refused 1 "more than 10000 files and folders" "$B/hm-verify" bundle "$T/many"
+
+# 4. zip bombs: a member MANIFEST.json does not list is refused before it
+#    is inflated, and a listed one is read no further than its listed bytes
+#    (1 GiB of zeros each; every tool inflated them into memory first)
+hm_zip_bomb "$T/neox.bundle.zip" "$T/bomb-extra.zip" zeros.bin &&
+    hm_zip_bomb "$T/neox.bundle.zip" "$T/bomb-listed.zip" README.md || fail "cannot build the zip bombs"
+# peak_rss CMD...: runs CMD (stdout/stderr to $T/out, $T/err), prints "RC MAXRSS_KB"
+peak_rss() {
+    python3 -c 'import resource, subprocess, sys
+t = sys.argv[1]
+rc = subprocess.call(sys.argv[2:], stdout=open(t + "/out", "w"), stderr=open(t + "/err", "w"), timeout=60)
+print(rc, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)' "$T" "$@"
+}
+for c in "bomb-extra.zip:entry 'zeros.bin' is not listed in MANIFEST.json" \
+         "bomb-listed.zip:entry 'README.md' declares 1073741824 bytes, more than MANIFEST.json lists"; do
+    z=${c%%:*} frag=${c#*:}
+    for tool in "hm-verify bundle" hm-inspect; do
+        read -r rc rss < <(peak_rss $B/$tool "$T/$z")
+        [ "$rc" -eq 1 ] && grep -qF "$frag" "$T/out" "$T/err" && [ "$rss" -lt 262144 ] ||
+            fail "$tool $z: exit $rc, peak RSS $rss KB :: $(cat "$T/out" "$T/err" | head -c 300)"
+    done
+done
+
+# 5. bytes after a tar's end (or a gzip stream's, or a zip's central
+#    directory): refused by hm-verify bundle and every reader; a tar's zero
+#    padding stays fine
+for f in tar tar.gz zip; do
+    { cat "$T/neox.bundle.$f"; echo "appended"; } >"$T/trail.$f"
+    refused 1 "other data follows the end of the" "$B/hm-verify" bundle "$T/trail.$f"
+    refused 1 "other data follows the end of the" "$B/hm-inspect" "$T/trail.$f"
+    refused 1 "other data follows the end of the" "$B/hm-eval" "$T/trail.$f" --data "$T/train.tok" --seq-len 8
+done
+{ cat "$T/neox.bundle.tar"; head -c 10240 /dev/zero; } >"$T/padded.tar"
+ok "$B/hm-verify" bundle "$T/padded.tar"
+
+# 6. -f never deletes what is not the bundle's; no output inside an input bundle
+cp -r "$T/neox.bundle.dir" "$T/repo" && mkdir "$T/repo/.git" && echo notes >"$T/repo/NOTES"
+echo ref >"$T/repo/.git/HEAD"
+refused 1 "which is not part of the bundle" "$B/hm-pack" "$T/llama.st" -o "$T/repo" --bytes -f
+[ -f "$T/repo/NOTES" ] && [ -f "$T/repo/.git/HEAD" ] && grep -q neox "$T/repo/config.json" ||
+    fail "-f on a bundle folder with foreign files changed it"
+rm -rf "$T/repo/.git" "$T/repo/NOTES"
+ok "$B/hm-pack" "$T/llama.st" -o "$T/repo" --bytes -f
+grep -q llama "$T/repo/config.json" || fail "-f did not replace a clean bundle folder"
+for out in "$T/repo/sub" "$T/repo/sub.tar" "$T/repo/onnx/x.zip"; do
+    refused 1 "is inside the input folder" "$B/hm-pack" "$T/repo/" -o "$out" --bytes
+    [ ! -e "$out" ] || fail "$out was written inside the input bundle"
+done
+refused 2 "is an input" "$B/hm-eval" "$T/repo" --data "$T/train.tok" --seq-len 8 --dump-logits "$T/repo/l.st"
+ok "$B/hm-verify" bundle "$T/repo"
+
+# 7. VCS and HuggingFace housekeeping in a bundle folder: ignored alike by
+#    hm-verify bundle and the readers
+echo "*.safetensors filter=lfs" >"$T/repo/.gitattributes"
+mkdir -p "$T/repo/.cache/huggingface/download" "$T/repo/.git"
+echo x >"$T/repo/.cache/huggingface/download/model.safetensors.metadata"
+echo x >"$T/repo/.git/HEAD"
+ok "$B/hm-verify" bundle "$T/repo" || cat "$T/out"
+ok "$B/hm-inspect" "$T/repo" && grep -q "^bundle:      dir, 5 files" "$T/out" ||
+    fail "hm-inspect on a bundle with housekeeping: $(head -5 "$T/out")"
+
+# 8. hm-eval --mc on a bundle takes its own tokenizer (as hm-generate does)
+printf '{"context": "line 3: the", "choices": [" quick", " lazy dog"], "label": 0}\n' >"$T/mc.jsonl"
+ok "$B/hm-eval" "$T/neox.st" --mc "$T/mc.jsonl" --bytes --json && want=$(cat "$T/out")
+ok "$B/hm-eval" "$T/neox.bundle.tar" --mc "$T/mc.jsonl" --json &&
+    [ "$(cat "$T/out")" = "$want" ] || fail "--mc with the bundle's tokenizer: '$(cat "$T/out")' != '$want'"
+refused 1 "holds no tokenizer" "$B/hm-eval" "$T/neox.st" --mc "$T/mc.jsonl"
+
 [ $fails -eq 0 ] || { echo "pack.sh: $fails failure(s)"; exit 1; }
 echo "pack.sh: ok"

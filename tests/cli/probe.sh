@@ -165,6 +165,46 @@ probe "$B/hm-tokenize" --ids-in --vocab-size 2147483648 "$O/ids.txt" -o "$O/big.
 probe "$B/hm-eval" --unigram "$O/big.tok" --data "$I/val.tok" --seq-len 16 --json
 grep -q '"ppl"' "$T/o" || fail "unigram with a declared vocabulary of 2^31: $(head -c 300 "$T/e")"
 probe "$B/hm-generate" "$I/teacher.st" --bytes --prompt a --temperature 1e-300
+
+# ---- round 3: bundles and archives ----
+# inputs: a folder bundle holding a user's notes and a .git, one whose 80
+# symlinks fan out to 10^8 paths, a zip with 1 GiB of unlisted zeros, a tar
+# with bytes after its end, a checkpoint whose hm.provenance holds [[0]]
+"$B/hm-pack" "$I/teacher.st" -o "$I/bundle" --bytes 2>/dev/null
+"$B/hm-pack" "$I/teacher.st" -o "$I/bundle.zip" --bytes 2>/dev/null
+"$B/hm-pack" "$I/teacher.st" -o "$I/bundle.tar" --bytes 2>/dev/null
+for f in bundle bundle.zip bundle.tar; do [ -e "$I/$f" ] || { echo "setup failed: $f"; exit 1; }; done
+cp -r "$I/bundle" "$I/repo" && echo notes >"$I/repo/NOTES" && mkdir "$I/repo/.git" &&
+    echo ref >"$I/repo/.git/HEAD"
+. "$(dirname "$0")/../support/hostile_bundles.sh"
+cp -r "$I/bundle" "$I/fan" && hm_fanout "$I/fan" "$I/lvl"
+{ cat "$I/bundle.tar"; echo "appended"; } >"$I/trail.tar"
+hm_zip_bomb "$I/bundle.zip" "$I/bomb.zip" zeros.bin && hm_badprov '[[0]]' "$I/teacher.st" "$I/badprov.st" ||
+    { echo "setup failed: python3"; exit 1; }
+before=$(snapshot)
+for in in "$I/fan" "$I/bomb.zip" "$I/trail.tar" "$I/badprov.st"; do
+    probe "$B/hm-inspect" "$in"
+    probe "$B/hm-verify" bundle "$in"
+    probe "$B/hm-eval" "$in" --data "$I/val.tok" --seq-len 16
+    probe "$B/hm-eval" "$in" --mc "$I/mc.jsonl"
+    probe "$B/hm-generate" "$in" --prompt "a" --max-new-tokens 2
+    probe "$B/hm-pack" "$in" -o "$O/p.tar" -f --bytes
+    probe "$B/hm-finetune" "$in" -o "$O/f.st" -f "${TR[@]}"
+done
+probe "$B/hm-map-ssm" "$I/badprov.st" -o "$O/m.st" -f
+# outputs inside an input bundle folder, -f over a folder with foreign files
+probe "$B/hm-pack" "$I/bundle/" -o "$I/bundle/sub" --bytes
+probe "$B/hm-pack" "$I/bundle" -o "$I/bundle/x.tar" --bytes -f
+probe "$B/hm-eval" "$I/bundle" --data "$I/val.tok" --seq-len 16 --dump-logits "$I/bundle/l.st" -f
+probe "$B/hm-pack" "$I/teacher.st" -o "$I/repo" --bytes -f
+# a full disk at each stage of a folder bundle's weights (EFBIG, SIGXFSZ ignored)
+kb=$(($(stat -c %s "$I/teacher.st") / 1024))
+for lim in 8 $((kb / 2)) $((kb - 200)) $((kb - 60)); do
+    probe bash -c 'ulimit -f '"$lim"' && trap "" XFSZ && exec "$0" "$@"' \
+        "$B/hm-pack" "$I/teacher.st" -o "$O/full" --bytes -f
+    [ -z "$(ls -A "$O" | grep '^\.full\.tmp')" ] || fail "a full disk left $(ls -A "$O")"
+done
+
 now=$(snapshot)
 [ "$now" = "$before" ] || fail "inputs changed over the run"
 echo "probe.sh: $count hostile situations"
