@@ -529,6 +529,7 @@ int main(int argc, char **argv)
     if (o.dump && strcmp(o.dump, "-") != 0 &&
         (hm_same_file(o.dump, o.data) || hm_output_clobbers(o.dump, o.ckpt)))
         hm_usage_error("--dump-logits '%s' is an input", o.dump);
+    hm_cli_hold_output(o.dump);
     const struct hm_backend *be = hm_backend_get(o.backend);
     if (!be)
         hm_usage_error("unknown backend '%s' (expected %s)", o.backend, hm_backend_names());

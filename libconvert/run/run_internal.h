@@ -23,6 +23,8 @@ struct run {
     uint64_t base_hash;  /* the input checkpoint's bytes (0: a stream, unknown) */
     char *state_path;
     int primary;     /* hm_run_is_primary(o->comm): this process writes */
+    int saved;       /* this run has written its state and output once (later
+                        saves replace its own files) */
 };
 
 /* ---- run_state.c: state files, resume checks, checkpoint saves ---- */
@@ -30,6 +32,9 @@ struct run {
 /* xxh3 of the input checkpoint: the file, or a folder's *.safetensors and
  * *.json files in name order (each file's hash, hashed again). 0 for '-'. */
 uint64_t run_base_checkpoint_hash(const char *path);
+
+/* HM_AFILE_FORCE once this run has saved (or with -f / --resume), else 0. */
+int run_save_flags(const struct run *r);
 
 /* Writes r->state_path (atomically) from the backend's weights and moments.
  * Primary only. */

@@ -203,7 +203,7 @@ enum hm_status run_save_state(struct run *r, struct hm_error *err)
     if (st == HM_OK)
         st = hm_st_writer_set_metadata(w, "hm.config", cfg, err);
     if (st == HM_OK)
-        st = hm_st_writer_write_path(w, r->state_path, HM_AFILE_FORCE, err);
+        st = hm_st_writer_write_path(w, r->state_path, run_save_flags(r), err);
     if (st != HM_OK)
         hm_error_prefix(err, "cannot write state '%s': ", r->state_path);
 out:
@@ -328,6 +328,14 @@ out:
 
 /* ---- checkpoint saves --------------------------------------------------- */
 
+/* The first save of a run without -f or --resume is exclusive (an output or
+ * state that appeared while it trained is left alone, and the run fails);
+ * later saves replace the run's own files. */
+int run_save_flags(const struct run *r)
+{
+    return r->o->force || r->o->resume || r->saved ? HM_AFILE_FORCE : 0;
+}
+
 enum hm_status run_save_all(struct run *r, double final_loss, time_t t0, struct hm_error *err)
 {
     const struct hm_run_opts *o = r->o;
@@ -344,7 +352,8 @@ enum hm_status run_save_all(struct run *r, double final_loss, time_t t0, struct 
     char *prov = NULL;
     if ((st = hm_provenance_append(o->prev_provenance, &e, &prov, err)) != HM_OK)
         return st;
-    st = r->model->save(r->model->ctx, o->out_path, HM_AFILE_FORCE, prov, err);
+    st = r->model->save(r->model->ctx, o->out_path, run_save_flags(r), prov, err);
     free(prov);
+    r->saved |= st == HM_OK;
     return st;
 }

@@ -138,6 +138,84 @@ grep -q "appeared while this run was writing" "$T/race.err" || fail "no race mes
 [ "$(cat "$T/race.tok")" = "the other writer" ] || fail "the other writer's output was replaced"
 ls -a "$T" | grep -q '^\.race\.tok\.tmp\.' && fail "the temporary file was left behind"
 
+# one output, two runs (issue: two writers both win): a run holds its output
+# for its whole life (a lock beside it), so a second run of the same output
+# fails at once naming it, with -f too, while the first — held up here
+# reading its input from a FIFO — still finishes and wins. Every tool that
+# writes an output, folder bundles included.
+# race OUT FEED CMD...: CMD reads FEED from stdin ("-") and writes OUT
+race() {
+    local out="$1" feed="$2"; shift 2
+    rm -f "$T/race.fifo" && mkfifo "$T/race.fifo"
+    "$@" < "$T/race.fifo" > "$T/r1.out" 2> "$T/r1.err" &
+    local pid=$!
+    exec 4> "$T/race.fifo"
+    for i in $(seq 1 400); do [ -e "$out.lock" ] && break; sleep 0.05; done
+    [ -e "$out.lock" ] || fail "the first writer holds no lock on '$out': $*"
+    for f in "" -f; do
+        "$@" $f < /dev/null > "$T/r2.out" 2> "$T/r2.err"
+        local rc=$?
+        [ $rc -eq 1 ] || fail "a second writer of '$out' ($f): exit $rc (want 1): $*"
+        grep -q "cannot write '$out': another run (pid $pid) is writing it" "$T/r2.err" ||
+            fail "the second writer's message: $(cat "$T/r2.err")"
+    done
+    cat "$feed" >&4
+    exec 4>&-
+    wait $pid
+    local rc1=$?
+    [ $rc1 -eq 0 ] || fail "the first writer of '$out': exit $rc1: $(cat "$T/r1.err")"
+    [ -e "$out" ] || fail "the first writer wrote no '$out'"
+    [ -e "$out.lock" ] && fail "'$out.lock' left behind by a finished run"
+    return 0
+}
+ok "$B/hm-linearize" "$T/m.st" -o "$T/hh0.st" --data "$T/train.tok" --steps 0 -q
+race "$T/w-init.st" "$T/cfg.json" "$B/hm-init" --config - -o "$T/w-init.st" -q
+race "$T/w-map.st" "$T/hh0.st" "$B/hm-map-ssm" - -o "$T/w-map.st" -q
+race "$T/w-tok.tok" "$T/text.txt" "$B/hm-tokenize" --bytes - -o "$T/w-tok.tok" -q
+race "$T/w-dump.st" "$T/m.st" "$B/hm-eval" - --data "$T/val.tok" --seq-len 16 --max-tokens 32 \
+    --dump-logits "$T/w-dump.st"
+race "$T/w-pack" "$T/m.st" "$B/hm-pack" - --bytes -o "$T/w-pack" -q
+race "$T/w-pack.tar" "$T/m.st" "$B/hm-pack" - --bytes -o "$T/w-pack.tar" -q
+# hm-import reads its file by offset (no stream): a lock held by another
+# process stands for a running writer; killed (-9), its lock file stays but
+# holds no lock, and the next run reuses it
+printf 'x' > "$T/fake.bin"
+(exec 9> "$T/w-imp.st.lock"; flock -n 9 && exec sleep 60) &
+holder=$!
+for i in $(seq 1 100); do flock -n "$T/w-imp.st.lock" true || break; sleep 0.05; done
+refused "cannot write '$T/w-imp.st': another run" "$B/hm-import" llama2c "$T/fake.bin" \
+    -o "$T/w-imp.st" -f
+kill -9 $holder
+wait $holder 2>/dev/null
+[ $? -eq 137 ] || fail "the lock holder was not killed"
+[ -e "$T/w-imp.st.lock" ] || fail "no stale lock file to test with"
+refused "cannot read" "$B/hm-import" llama2c "$T/fake.bin" -o "$T/w-imp.st" -f
+grep -q "another run" "$T/err" && fail "a killed holder's lock blocked: $(cat "$T/err")"
+[ -e "$T/w-imp.st.lock" ] && fail "the stale lock file was not cleared by the next run"
+
+# output names up to NAME_MAX (255 bytes) work: the temporary and lock names
+# beside them are shortened to fit; a file where a folder should be is named
+long=$(printf 'n%.0s' $(seq 1 252)).st   # 255 bytes
+base=$(printf 'b%.0s' $(seq 1 236))        # + suffixes: 239-241 bytes
+ok "$B/hm-init" --preset tiny -o "$T/$long" -q
+ok "$B/hm-init" --preset tiny -o "$T/$long" -q -f
+ok "$B/hm-map-ssm" "$T/hh0.st" -o "$T/$long" -q -f
+ok "$B/hm-pack" "$T/hh0.st" --bytes -o "$T/$base.tar" -q
+ok "$B/hm-pack" "$T/hh0.st" --bytes -o "$T/$base.d" -q
+ok "$B/hm-pack" "$T/hh0.st" --bytes -o "$T/$base.d" -q -f
+ok "$B/hm-tokenize" --bytes "$T/text.txt" -o "$T/$base.tok" -q
+ok "$B/hm-finetune" "$T/m.st" -o "$T/$base.st" "${RUN[@]}"
+ok "$B/hm-eval" "$T/m.st" --data "$T/val.tok" --seq-len 16 --max-tokens 32 --dump-logits "$T/$long" -f
+[ -s "$T/$base.st.state" ] || fail "no state beside a long output name"
+ls -a "$T" | grep -q '\.lock$\|\.tmp\.' && fail "temporary or lock files left: $(ls -a "$T" | grep '\.lock$\|\.tmp\.')"
+for tool in "hm-init --preset tiny" "hm-map-ssm $T/hh0.st" "hm-pack $T/hh0.st --bytes"; do
+    refused "cannot write '$T/m.st/x': '$T/m.st' is not a directory" $B/$tool -o "$T/m.st/x"
+    refused "'$T/m.st' is not a directory" $B/$tool -o "$T/m.st/deeper/x"
+done
+refused "cannot write '$T/m.st/x.st': '$T/m.st' is not a directory" "$B/hm-finetune" "$T/m.st" \
+    -o "$T/m.st/x.st" "${RUN[@]}"
+refused "'$T/m.st' is not a directory" "$B/hm-tokenize" --bytes "$T/text.txt" -o "$T/m.st/x.tok"
+
 # leftovers of killed runs are removed by the next run of the same output
 # (a dead pid's), never a live run's
 touch "$T/.x.st.tmp.999999999.AbCdEf" "$T/.x.st.tmp.$$.AbCdEf"

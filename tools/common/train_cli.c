@@ -1,6 +1,7 @@
 #include "train_cli.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,22 +20,13 @@
 static void check_output_path(const char *path)
 {
     struct stat sb;
+    struct hm_error err;
     if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
         hm_die("output '%s' is not a regular file (a device, FIFO, socket or directory): "
                "refusing to replace it", path);
-    char *dir = strdup(path);
-    if (!dir)
-        hm_die("out of memory");
-    char *slash = strrchr(dir, '/');
-    const char *d = slash ? (slash == dir ? "/" : (*slash = '\0', dir)) : ".";
-    if (stat(d, &sb) != 0 || !S_ISDIR(sb.st_mode))
-        hm_die("cannot write '%s': directory '%s' does not exist", path, d);
-    if (access(d, W_OK) != 0)
-        hm_die("cannot write '%s': directory '%s' is not writable: %s", path, d,
-               strerror(errno));
-    free(dir);
+    if (hm_output_dir_check(path, &err) != HM_OK)
+        hm_die_err("cannot write", path, &err);
 }
-
 void hm_train_cli_defaults(struct hm_train_cli *t, const char *tool, double default_wd)
 {
     memset(t, 0, sizeof *t);
@@ -155,6 +147,10 @@ void hm_train_cli_finish(struct hm_train_cli *t, int argc, char **argv, const ch
             hm_die("output '%s' is the input or a file of the input folder: refusing to overwrite it",
                    r->out_path);
         check_output_path(r->out_path);
+        const char *base = strrchr(r->out_path, '/') ? strrchr(r->out_path, '/') + 1 : r->out_path;
+        if (strlen(base) + strlen(".state") > NAME_MAX)
+            hm_die("cannot write '%s': its state file '%s.state' would be a name longer than "
+                   "%d bytes", r->out_path, base, NAME_MAX);
         if (!t->dry_run && !r->resume && !r->force && hm_is_file(r->out_path))
             hm_die("output '%s' exists (use -f/--force to replace it, or --resume)",
                    r->out_path);
@@ -175,6 +171,11 @@ void hm_train_cli_finish(struct hm_train_cli *t, int argc, char **argv, const ch
         check_output_path(r->log_path);
         if (r->out_path && hm_same_file(r->log_path, r->out_path))
             hm_die("--log '%s' is the output", r->log_path);
+    }
+    /* the run owns its output (and state) and log until it ends */
+    if (!t->dry_run) {
+        hm_cli_hold_output(r->out_path);
+        hm_cli_hold_output(r->log_path);
     }
     int n = t->threads > 0 ? t->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     hm_threads_set(n > 0 ? n : 1);
