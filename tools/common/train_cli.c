@@ -68,7 +68,7 @@ int hm_train_cli_opt(int c, const char *arg, struct hm_train_cli *t)
             hm_usage_error("--optimizer must be adamw or sgd, got '%s'", arg);
         return 1;
     case HM_TOPT_WD: r->optim.weight_decay = hm_parse_f64(arg, "--weight-decay", 0, 1e3); t->wd_set = 1; return 1;
-    case HM_TOPT_CLIP: r->optim.clip = hm_parse_f64(arg, "--clip", 0, 1e9); return 1;
+    case HM_TOPT_CLIP: r->optim.clip = hm_parse_f64(arg, "--clip", 0, 1e9); t->clip_set = 1; return 1;
     case HM_TOPT_ORDER:
         if (strcmp(arg, "shuffle") == 0)
             r->order = HM_ORDER_SHUFFLE;
@@ -136,8 +136,8 @@ void hm_train_cli_finish(struct hm_train_cli *t, int argc, char **argv, const ch
     if (r->out_path && strcmp(r->out_path, "-") == 0 &&
         (r->save_every || r->resume || r->stop_after))
         hm_usage_error("-o - cannot be combined with --save-every, --stop-after or --resume");
-    if (r->optim.kind == HM_OPTIM_SGD)
-        r->optim.clip = 0; /* contract §4: plain SGD, no clipping */
+    if (r->optim.kind == HM_OPTIM_SGD && !t->clip_set)
+        r->optim.clip = 0; /* contract §4: plain SGD, no clipping unless --clip asks */
     if (strcmp(t->device, "cuda") == 0)
         hm_die("--device cuda: training on CUDA is not available in this build (CPU only)");
     if (json && r->out_path && strcmp(r->out_path, "-") == 0)
