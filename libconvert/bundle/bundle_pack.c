@@ -18,6 +18,7 @@
 #include "checkpoint.h"
 #include "dtype.h"
 #include "hash.h"
+#include "model.h"
 #include "params.h"
 #include "provenance.h"
 
@@ -335,6 +336,8 @@ enum hm_status hm_bundle_pack(const struct hm_ckpt *ck, const char *out_path,
                             "tokenizer.bin, not '%s'", o->tokenizer_name);
     if (o->provenance && hm_provenance_count(o->provenance) < 0)
         return hm_error_set(err, HM_ERR_FORMAT, "the provenance is not a JSON array");
+    if (hm_model_check_tensors(ck, err) != HM_OK)
+        return err->status;
     const struct hm_config *cfg = hm_ckpt_config(ck);
     struct pack p = {0};
     struct hm_st_writer *w = hm_st_writer_new();

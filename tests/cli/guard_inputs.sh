@@ -40,10 +40,10 @@ refused "is the input checkpoint" "$B/hm-finetune" "$T/m.st" -o "$T/x.st" -f --l
 refused "is the input checkpoint" "$B/hm-linearize" "$T/m.st" -o "$T/x.st" -f --log "$T/m.st" \
     "${RUN[@]}"
 cp "$T/m.st" "$T/teacher.st"
-refused "kd-teacher" "$B/hm-finetune" "$T/m.st" -o "$T/teacher.st" -f --kd-teacher "$T/teacher.st" \
+refused "kd-teacher" "$B/hm-finetune" "$T/m.st" -o "$T/teacher.st" -f --kd-teacher "$T/teacher.st" --kd-weight 1 \
     "${RUN[@]}"
 refused "kd-teacher" "$B/hm-finetune" "$T/m.st" -o "$T/x.st" -f --log "$T/teacher.st" \
-    --kd-teacher "$T/teacher.st" "${RUN[@]}"
+    --kd-teacher "$T/teacher.st" --kd-weight 1 "${RUN[@]}"
 ok "$B/hm-init" --preset tiny -n --json
 cp "$T/out" "$T/cfg.json"
 refused "is the --config" "$B/hm-init" --config "$T/cfg.json" -o "$T/cfg.json" -f
@@ -215,6 +215,56 @@ done
 refused "cannot write '$T/m.st/x.st': '$T/m.st' is not a directory" "$B/hm-finetune" "$T/m.st" \
     -o "$T/m.st/x.st" "${RUN[@]}"
 refused "'$T/m.st' is not a directory" "$B/hm-tokenize" --bytes "$T/text.txt" -o "$T/m.st/x.tok"
+
+# a checkpoint's tensors must be the ones its config describes: a hedgemamba
+# file whose hm.config says gpt_neox is refused by every loader, naming a
+# tensor (it used to train as a teacher, dropping 48 tensors without a word)
+ok "$B/hm-map-ssm" "$T/hh0.st" -o "$T/hm0.st" -q
+python3 - "$T/hm0.st" "$T/liar.st" <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], 'rb').read()
+n = struct.unpack('<Q', b[:8])[0]
+h = json.loads(b[8:8 + n])
+c = json.loads(h['__metadata__']['hm.config'])
+c['arch'] = 'gpt_neox'
+for k in ('components', 'conv_width', 'feature_dim'):
+    c.pop(k, None)
+h['__metadata__']['hm.config'] = json.dumps(c)
+hdr = json.dumps(h).encode()
+hdr += b' ' * (-len(hdr) % 8)
+open(sys.argv[2], 'wb').write(struct.pack('<Q', len(hdr)) + hdr + b[8 + n:])
+PY
+L="$T/liar.st"
+refused "not part of a gpt_neox model" "$B/hm-finetune" "$L" -o "$T/x.st" "${RUN[@]}"
+refused "not part of a gpt_neox model" "$B/hm-finetune" "$T/m.st" -o "$T/x.st" "${RUN[@]}" \
+    --kd-teacher "$L" --kd-weight 1
+refused "not part of a gpt_neox model" "$B/hm-linearize" "$L" -o "$T/x.st" "${RUN[@]}"
+refused "not part of a gpt_neox model" "$B/hm-map-ssm" "$L" -o "$T/x.st"
+refused "not part of a gpt_neox model" "$B/hm-pack" "$L" --bytes -o "$T/x.tar"
+refused "not part of a gpt_neox model" "$B/hm-eval" "$L" --data "$T/val.tok" --seq-len 16
+refused "not part of a gpt_neox model" "$B/hm-generate" "$L" --prompt-ids 1,2 --max-new-tokens 2
+grep -q "conv1d\|dt_proj\|gate_proj\|'.*\.A'\|\.D'" "$T/err" || fail "no tensor named: $(cat "$T/err")"
+[ ! -e "$T/x.st" ] && [ ! -e "$T/x.tar" ] || fail "a refused load wrote an output"
+
+# hm-verify mapping of a thing against itself proves nothing: exit 2 (could
+# not check) with the reason — the same file, a copy, or not a stage-1 →
+# stage-2 pair (two teachers, two hedgehogs); the real pair is equivalent
+verify2() {
+    local want="$1"; shift
+    "$B/hm-verify" mapping "$@" --random-tokens 8 >"$T/out" 2>"$T/err"
+    local rc=$?
+    [ $rc -eq 2 ] || fail "hm-verify mapping $*: exit $rc (want 2)"
+    grep -q -- "$want" "$T/err" || fail "hm-verify mapping $*: stderr lacks '$want': $(cat "$T/err")"
+}
+cp "$T/hh0.st" "$T/hh0-copy.st"
+ln -sf "$T/hh0.st" "$T/hh0-link.st"
+ok "$B/hm-init" --preset tiny -o "$T/m2.st" --seed 4
+verify2 "same file" "$T/hh0.st" "$T/hh0.st"
+verify2 "same file" "$T/hh0.st" "$T/hh0-link.st"
+verify2 "same bytes" "$T/hh0.st" "$T/hh0-copy.st"
+verify2 "not a stage-1" "$T/m.st" "$T/m2.st"
+verify2 "not a stage-1" "$T/hm0.st" "$T/hh0.st"
+ok "$B/hm-verify" mapping "$T/hh0.st" "$T/hm0.st" --random-tokens 8
 
 # leftovers of killed runs are removed by the next run of the same output
 # (a dead pid's), never a live run's

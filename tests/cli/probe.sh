@@ -68,7 +68,7 @@ for tool in hm-finetune hm-linearize; do
     probe "$B/$tool" "$I/teacher.st" -o "$O/x.st" -f --val-data "$I/val.tok" --log "$I/val.tok" "${TR[@]}"
     probe "$B/$tool" "$I/hf" -o "$I/hf/model.safetensors" -f "${TR[@]}"
 done
-probe "$B/hm-finetune" "$I/hedgemamba.st" -o "$I/teacher.st" -f --kd-teacher "$I/teacher.st" "${TR[@]}"
+probe "$B/hm-finetune" "$I/hedgemamba.st" -o "$I/teacher.st" -f --kd-teacher "$I/teacher.st" --kd-weight 1 "${TR[@]}"
 probe "$B/hm-map-ssm" "$I/hedgehog.st" -o "$I/hedgehog.st" -f
 probe "$B/hm-map-ssm" "$I/hf" -o "$I/hf/model.safetensors" -f
 probe "$B/hm-map-ssm" "$I/hf" -o "$I/hf/config.json" -f
