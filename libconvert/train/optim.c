@@ -11,7 +11,7 @@ void hm_optim_cfg_defaults(struct hm_optim_cfg *c, enum hm_optim_kind kind, doub
     c->beta2 = 0.95;
     c->eps = 1e-8;
     c->weight_decay = wd;
-    c->clip = 1.0;
+    c->clip = kind == HM_OPTIM_SGD ? 0.0 : 1.0; /* contract §4: plain SGD does not clip */
 }
 
 void hm_optim_release(struct hm_optim *o)

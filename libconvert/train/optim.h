@@ -26,7 +26,7 @@ struct hm_optim_cfg {
     double clip;          /* global-norm clip; 0 = off (both optimizers) */
 };
 
-/* β1 0.9, β2 0.95, ε 1e-8, clip 1.0, the given decay. */
+/* β1 0.9, β2 0.95, ε 1e-8, the given decay; clip 1.0 for AdamW, 0 for SGD. */
 void hm_optim_cfg_defaults(struct hm_optim_cfg *c, enum hm_optim_kind kind, double wd);
 
 /* One trainable tensor. The engine owns w and g; the optimizer owns m, v. */
