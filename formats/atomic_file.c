@@ -208,6 +208,9 @@ out:
 /* ---- holding an output for a run's life -------------------------------------- */
 
 #define HM_HELD_MAX 16
+/* Static storage: the release runs in signal handlers and at exit, where
+ * nothing may be allocated or freed. */
+static char held_buf[HM_HELD_MAX][PATH_MAX];
 static char *volatile held_path[HM_HELD_MAX];
 static int held_fd[HM_HELD_MAX];
 
@@ -298,7 +301,9 @@ enum hm_status hm_output_hold(const char *path, struct hm_error *err)
             /* the pid is for messages only; the lock is held */
         }
         held_fd[slot] = fd;
-        held_path[slot] = lock;
+        snprintf(held_buf[slot], sizeof held_buf[slot], "%s", lock); /* open() took it: fits */
+        held_path[slot] = held_buf[slot];
+        free(lock);
         return HM_OK;
     }
     if (st == HM_OK)
