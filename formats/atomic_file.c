@@ -236,8 +236,8 @@ enum hm_status hm_output_hold(const char *path, struct hm_error *err)
     struct stat sb;
     if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode) && !S_ISDIR(sb.st_mode))
         return hm_error_set(err, HM_ERR_INVALID,
-                            "output is not a regular file (a device, FIFO or socket): "
-                            "refusing to replace it, even with -f");
+                            "output is not a regular file or folder (a device, FIFO or "
+                            "socket): refusing to replace it, even with -f");
     enum hm_status st = hm_output_dir_check(path, err);
     if (st != HM_OK)
         return st;
