@@ -1,6 +1,10 @@
 #include "atomic_file.h"
+#include "hash.h"
 
 #include <dirent.h>
+#include <ftw.h>
+#include <limits.h>
+#include <sys/file.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -59,20 +63,92 @@ int hm_same_file(const char *a, const char *b)
     return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
-/* Temporary names are "<dir>/.<base>.tmp.<pid>.XXXXXX". A leftover of a
- * killed run (its pid no longer alive) is removed by the next run of the
- * same output. */
-static void remove_dead_leftovers(const char *path)
+/* ---- names beside an output ------------------------------------------------ */
+
+/* The last component of path without trailing slashes, and its folder. */
+static int split_path(const char *path, char **dir, char **base)
 {
-    const char *slash = strrchr(path, '/');
-    const char *base = slash ? slash + 1 : path;
-    char *dir = slash ? strndup(path, (size_t)(slash - path) + (slash == path)) : strdup(".");
-    char *prefix = malloc(strlen(base) + 8);
-    DIR *d = dir ? opendir(dir) : NULL;
-    if (!prefix || !d)
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/')
+        n--;
+    size_t b = n;
+    while (b > 0 && path[b - 1] != '/')
+        b--;
+    *base = strndup(path + b, n - b);
+    *dir = b == 0 ? strdup(".") : strndup(path, b == 1 ? 1 : b - 1);
+    if (*base && *dir)
+        return 0;
+    free(*base);
+    free(*dir);
+    return -1;
+}
+
+char *hm_side_path(const char *path, const char *pre, const char *post, size_t reserve)
+{
+    char *dir = NULL, *base = NULL, *out = NULL;
+    if (split_path(path, &dir, &base) != 0)
+        return NULL;
+    size_t room = NAME_MAX - reserve - strlen(pre) - strlen(post), bn = strlen(base);
+    char tail[18] = "";
+    if (bn > room) {
+        /* cut at a character boundary, then "~" + the xxh3 of the whole name */
+        snprintf(tail, sizeof tail, "~%016llx", (unsigned long long)hm_xxh3(base, bn));
+        bn = room > 17 ? room - 17 : 0;
+        while (bn > 0 && ((unsigned char)base[bn] & 0xC0) == 0x80)
+            bn--;
+    }
+    size_t n = strlen(dir) + strlen(pre) + bn + strlen(tail) + strlen(post) + 2;
+    const int here = strchr(path, '/') == NULL; /* a bare name stays bare */
+    if ((out = malloc(n)) != NULL)
+        snprintf(out, n, "%s%s%s%.*s%s%s", here ? "" : dir, here ? "" : "/", pre, (int)bn, base,
+                 tail, post);
+    free(dir);
+    free(base);
+    return out;
+}
+
+/* Temporary names are "<dir>/.<base>.tmp.<pid>.XXXXXX" (base shortened as
+ * hm_side_path does, 4 bytes to spare for a ".old" of a folder swap). */
+#define TMP_RESERVE 21 /* pid (10) + ".XXXXXX" (7) + ".old" (4) */
+
+char *hm_tmp_path(const char *path)
+{
+    char *pre = hm_side_path(path, ".", ".tmp.", TMP_RESERVE);
+    size_t n = pre ? strlen(pre) + 32 : 0;
+    char *t = pre ? malloc(n) : NULL;
+    if (t)
+        snprintf(t, n, "%s%ld.XXXXXX", pre, (long)getpid());
+    free(pre);
+    return t;
+}
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+void hm_rm_tree(const char *path)
+{
+    nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* A leftover of a killed run (its pid no longer alive) is removed by the
+ * next run of the same output; a live run's is left alone. */
+void hm_tmp_remove_dead(const char *path, int trees)
+{
+    char *pre = hm_side_path(path, ".", ".tmp.", TMP_RESERVE);
+    char *slash = pre ? strrchr(pre, '/') : NULL;
+    DIR *d = NULL;
+    if (!pre)
         goto out;
-    sprintf(prefix, ".%s.tmp.", base);
+    if (slash)
+        *slash = '\0';
+    const char *dir = slash ? (*pre ? pre : "/") : ".";
+    const char *prefix = slash ? slash + 1 : pre;
     const size_t pn = strlen(prefix);
+    if (!(d = opendir(dir)))
+        goto out;
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
         if (strncmp(e->d_name, prefix, pn) != 0)
@@ -83,18 +159,171 @@ static void remove_dead_leftovers(const char *path)
             continue; /* not ours (or an older name without a pid): leave it */
         if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
             continue; /* that run is alive (or not ours to judge) */
-        char *full = malloc(strlen(dir) + strlen(e->d_name) + 2);
+        size_t n = strlen(dir) + strlen(e->d_name) + 2;
+        char *full = malloc(n);
         if (full) {
-            sprintf(full, "%s/%s", dir, e->d_name);
-            unlink(full);
+            snprintf(full, n, "%s/%s", dir, e->d_name);
+            if (trees)
+                hm_rm_tree(full);
+            else
+                unlink(full);
             free(full);
         }
     }
 out:
     if (d)
         closedir(d);
-    free(prefix);
+    free(pre);
+}
+
+enum hm_status hm_output_dir_check(const char *path, struct hm_error *err)
+{
+    char *dir = NULL, *base = NULL;
+    if (split_path(path, &dir, &base) != 0)
+        return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+    free(base);
+    struct stat sb;
+    enum hm_status st = HM_OK;
+    if (stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        if (access(dir, W_OK) != 0)
+            st = hm_error_set_errno(err, HM_ERR_IO, errno, "directory '%s' is not writable",
+                                    dir);
+        goto out;
+    }
+    /* the deepest existing prefix: a file where a folder should be, or a
+     * folder that is missing */
+    char *p = strdup(dir);
+    for (char *s; p && stat(p, &sb) != 0 && (s = strrchr(p, '/')) != NULL && s != p;)
+        *s = '\0';
+    if (p && stat(p, &sb) == 0 && !S_ISDIR(sb.st_mode))
+        st = hm_error_set(err, HM_ERR_INVALID, "'%s' is not a directory", p);
+    else
+        st = hm_error_set(err, HM_ERR_INVALID, "directory '%s' does not exist", dir);
+    free(p);
+out:
     free(dir);
+    return st;
+}
+
+/* ---- holding an output for a run's life -------------------------------------- */
+
+#define HM_HELD_MAX 16
+/* Static storage: the release runs in signal handlers and at exit, where
+ * nothing may be allocated or freed. */
+static char held_buf[HM_HELD_MAX][PATH_MAX];
+static char *volatile held_path[HM_HELD_MAX];
+static int held_fd[HM_HELD_MAX];
+
+/* A lock file's bytes: empty or one pid line (anything else is not ours). */
+static long lock_file_pid(int fd, int *ours)
+{
+    char buf[32];
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    *ours = n >= 0;
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    char *end = NULL;
+    long pid = strtol(buf, &end, 10);
+    *ours = end != buf && (*end == '\0' || strcmp(end, "\n") == 0) && pid > 0;
+    return pid;
+}
+
+enum hm_status hm_output_hold(const char *path, struct hm_error *err)
+{
+    if (!path || strcmp(path, "-") == 0)
+        return HM_OK;
+    struct stat sb;
+    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode) && !S_ISDIR(sb.st_mode))
+        return hm_error_set(err, HM_ERR_INVALID,
+                            "output is not a regular file or folder (a device, FIFO or "
+                            "socket): refusing to replace it, even with -f");
+    enum hm_status st = hm_output_dir_check(path, err);
+    if (st != HM_OK)
+        return st;
+    char *lock = hm_side_path(path, "", ".lock", 0);
+    if (!lock)
+        return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+    int slot = -1;
+    for (int i = 0; i < HM_HELD_MAX; i++) {
+        if (held_path[i] && strcmp(held_path[i], lock) == 0) {
+            free(lock); /* this process holds it already */
+            return HM_OK;
+        }
+        if (!held_path[i] && slot < 0)
+            slot = i;
+    }
+    if (slot < 0) {
+        free(lock);
+        return hm_error_set(err, HM_ERR_INVALID, "too many outputs held at once");
+    }
+    for (int tries = 0; tries < 16; tries++) {
+        int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
+        if (fd < 0) {
+            st = hm_error_set_errno(err, HM_ERR_IO, errno, "cannot create the lock file '%s'",
+                                    lock);
+            break;
+        }
+        int ours;
+        struct stat fs, ps;
+        if (fstat(fd, &fs) != 0 || !S_ISREG(fs.st_mode) || (lock_file_pid(fd, &ours), !ours)) {
+            close(fd);
+            st = hm_error_set(err, HM_ERR_INVALID,
+                              "'%s' exists and is not an hm lock file: refusing to use it",
+                              lock);
+            break;
+        }
+        if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+            int e = errno;
+            long pid = lock_file_pid(fd, &ours);
+            close(fd);
+            if (e != EWOULDBLOCK && e != EINTR) {
+                st = hm_error_set_errno(err, HM_ERR_IO, e, "cannot lock '%s'", lock);
+                break;
+            }
+            char who[32] = "";
+            if (pid > 0)
+                snprintf(who, sizeof who, " (pid %ld)", pid);
+            st = hm_error_set(err, HM_ERR_INVALID,
+                              "another run%s is writing it (it holds '%s'); wait for it to end",
+                              who, lock);
+            break;
+        }
+        /* the file we locked must still be the one at that name: a run that
+         * just finished unlinks it (then a new one is made) */
+        if (stat(lock, &ps) != 0 || ps.st_dev != fs.st_dev || ps.st_ino != fs.st_ino) {
+            close(fd);
+            continue;
+        }
+        char pid[32];
+        int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+        if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n) {
+            /* the pid is for messages only; the lock is held */
+        }
+        held_fd[slot] = fd;
+        snprintf(held_buf[slot], sizeof held_buf[slot], "%s", lock); /* open() took it: fits */
+        held_path[slot] = held_buf[slot];
+        free(lock);
+        return HM_OK;
+    }
+    if (st == HM_OK)
+        st = hm_error_set(err, HM_ERR_IO, "cannot lock '%s': it keeps being replaced", lock);
+    free(lock);
+    return st;
+}
+
+void hm_output_release_all(void)
+{
+    for (int i = 0; i < HM_HELD_MAX; i++) {
+        char *p = held_path[i];
+        if (!p)
+            continue;
+        /* unlink while holding, then close: a run that opened the old file
+         * finds on its stat that the name moved on, and retries */
+        unlink(p);
+        close(held_fd[i]);
+        held_path[i] = NULL;
+    }
 }
 
 int hm_path_inside(const char *path, const char *dir)
@@ -211,22 +440,15 @@ enum hm_status hm_afile_open(const char *path, int flags, struct hm_afile **out,
         }
     }
     af->flags = flags;
-    remove_dead_leftovers(path);
+    hm_tmp_remove_dead(path, 0);
     af->path = strdup(path);
-    size_t n = strlen(path);
-    af->tmp = malloc(n + 48);
+    af->tmp = hm_tmp_path(path);
     if (!af->path || !af->tmp) {
         free(af->path);
         free(af->tmp);
         free(af);
         return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
     }
-    /* "<dir>/.<base>.tmp.<pid>.XXXXXX" in the same directory, so rename is atomic */
-    const char *slash = strrchr(path, '/');
-    size_t dirlen = slash ? (size_t)(slash - path + 1) : 0;
-    memcpy(af->tmp, path, dirlen);
-    snprintf(af->tmp + dirlen, n + 48 - dirlen, ".%s.tmp.%ld.XXXXXX", path + dirlen,
-             (long)getpid());
     af->slot = live_add(af->tmp);
     int fd = mkstemp(af->tmp);
     if (fd < 0) {
@@ -235,6 +457,8 @@ enum hm_status hm_afile_open(const char *path, int flags, struct hm_afile **out,
         free(af->path);
         free(af->tmp);
         free(af);
+        if ((e == ENOENT || e == ENOTDIR) && hm_output_dir_check(path, err) != HM_OK)
+            return err->status; /* names the folder that is missing or not one */
         return hm_error_set_errno(err, HM_ERR_IO, e, "cannot create a temporary file");
     }
     fchmod(fd, 0644);

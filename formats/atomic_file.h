@@ -1,6 +1,7 @@
 /* atomic_file.h — outputs that appear whole or not at all.
  *
- * hm_afile_open() creates "<dir>/.<base>.tmp.XXXXXX" next to the final path;
+ * hm_afile_open() creates "<dir>/.<base>.tmp.<pid>.XXXXXX" next to the final
+ * path (base shortened when the name would pass NAME_MAX: hm_side_path);
  * writes go to that temp file; hm_afile_commit() flushes, fsyncs and renames
  * it over the final path; hm_afile_abort() (or any failure) unlinks it.
  * The path "-" means stdout: no temp file, commit only flushes.
@@ -67,5 +68,55 @@ int hm_same_file(const char *a, const char *b);
 /* 1 when path (existing or not: its deepest existing folder is resolved)
  * lies inside the folder dir or is dir itself, symlinks resolved. */
 int hm_path_inside(const char *path, const char *dir);
+
+/* ---- names beside an output ----
+ * "<dir>/<pre><base><post>", base = path's last component (trailing slashes
+ * dropped). When that name plus `reserve` bytes would pass NAME_MAX (255),
+ * base is cut at a UTF-8 character boundary and "~" + the 16 hex digits of
+ * its xxh3 are appended, so temporary and lock names of long outputs fit and
+ * stay distinct. owned: free(). NULL when out of memory. */
+char *hm_side_path(const char *path, const char *pre, const char *post, size_t reserve);
+
+/* The temporary name of path, "<dir>/.<base>.tmp.<pid>.XXXXXX" for
+ * mkstemp/mkdtemp (fits NAME_MAX with 4 bytes to spare). owned: free(). */
+char *hm_tmp_path(const char *path);
+
+/* Removes the temporary files (trees = 0) or folders (1) that dead runs
+ * (their pid gone) left for path; a live run's are left alone. */
+void hm_tmp_remove_dead(const char *path, int trees);
+
+/* Removes a folder and everything in it (no links followed). */
+void hm_rm_tree(const char *path);
+
+/* HM_OK when path's folder exists and is writable; else the error says
+ * "directory 'D' does not exist", "'F' is not a directory" (a file where a
+ * folder should be) or "directory 'D' is not writable: ...". */
+enum hm_status hm_output_dir_check(const char *path, struct hm_error *err);
+
+/* ---- holding an output for a run's whole life ----
+ * Atomic renames make each write whole; they do not stop a second run from
+ * writing the same output (with -f, or a training run's periodic saves).
+ * hm_output_hold(path) takes an exclusive flock(2) on the sidecar
+ * "<path>.lock" (named as hm_side_path does) and keeps it until
+ * hm_output_release_all(), so a second run of the same output — with or
+ * without -f or --resume — fails at once ("another run (pid N) is writing
+ * it"). Holding the same path twice in one process is a no-op. The lock
+ * file holds the holder's pid (for messages); a file there that is not
+ * empty and not one pid line is not ours and is refused.
+ *
+ * What a killed run leaves: the lock file, holding no lock (the kernel drops
+ * flock locks when the process ends, kill -9 included). The next run of the
+ * same output locks that file and reuses it; nothing needs removing by hand.
+ * Release unlinks the file while still holding it, then closes it; a run
+ * that had opened the old file sees on its stat that the name moved on and
+ * opens the new one, so two runs never both hold "the" lock.
+ * Refuses an existing path that is not a regular file or folder (a device,
+ * FIFO, socket: nothing is created beside it), and a missing or unwritable
+ * folder (hm_output_dir_check). "-" (stdout) holds nothing. */
+enum hm_status hm_output_hold(const char *path, struct hm_error *err);
+
+/* Releases every held output (unlink + close: async-signal-safe, for a
+ * signal handler and atexit). */
+void hm_output_release_all(void);
 
 #endif

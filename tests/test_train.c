@@ -12,7 +12,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "backend.h"
 #include "model_views.h"
+#include "optim.h"
 #include "presets.h"
 #include "safetensors.h"
 #include "same_tensors.h"
@@ -249,4 +251,34 @@ Test(train, bad_usage_and_inputs)
     free(err);
     cr_assert_eq(finetune("--steps 2 -n", &err), 0, "%s", err);
     free(err);
+}
+
+/* --optimizer sgd --clip X clips (issue: the clip was dropped): the same
+ * global-norm scale as AdamW, w1 = w0 − lr·s·g with s = min(1, X / (‖g‖ +
+ * 1e-6)); SGD's default clip is 0 (contract §4), which is exactly w0 − lr·g. */
+Test(train, sgd_clips_through_the_one_clipping_path)
+{
+    const struct hm_backend *be = hm_backend_get("ref");
+    const float w0[4] = {1, 2, 3, 4}, g0[4] = {3, 4, 0, -4};
+    const double norm = sqrt(9.0 + 16 + 16), lr = 0.5;
+    for (int clipped = 0; clipped < 2; clipped++) {
+        float w[4], g[4];
+        memcpy(w, w0, sizeof w);
+        memcpy(g, g0, sizeof g);
+        struct hm_opt_param p = {"w", w, g, 4, 1};
+        struct hm_optim_cfg c;
+        hm_optim_cfg_defaults(&c, HM_OPTIM_SGD, 0);
+        cr_assert_eq(c.clip, 0.0, "sgd's default clip is %g, want 0", c.clip);
+        if (clipped)
+            c.clip = 1.0;
+        struct hm_optim o;
+        struct hm_error err;
+        cr_assert_eq(hm_optim_init(&o, &c, be, &p, 1, &err), HM_OK, "%s", err.msg);
+        hm_optim_step(&o, be, &p, 1, lr, norm);
+        const float step = clipped ? (float)(lr * (double)(float)(1.0 / (norm + 1e-6))) : (float)lr;
+        for (int i = 0; i < 4; i++)
+            cr_assert_eq(w[i], w0[i] - step * g0[i], "clip %d: w[%d] = %.9g, want %.9g", clipped, i,
+                         w[i], w0[i] - step * g0[i]);
+        hm_optim_release(&o);
+    }
 }

@@ -575,6 +575,8 @@ int main(int argc, char **argv)
     hm_cli_dist_open(&comm);
     hm_threads_set(o.threads ? (int)o.threads : hm_cli_default_threads());
     const int primary = hm_run_is_primary(&comm);
+    if (primary)
+        hm_cli_hold_output(o.dump);
 
     struct hm_error err;
     struct hm_ckpt *ck = NULL;

@@ -12,6 +12,8 @@
 #include "checkpoint.h"
 #include "cli.h"
 #include "fileio.h"
+#include "hash.h"
+#include "provenance.h"
 #include "model_run.h"
 #include "train_cli.h"
 
@@ -27,7 +29,7 @@ static const char usage[] =
     "Model:\n"
     "      --freeze embeddings  keep embed_in and embed_out fixed\n"
     "      --kd-teacher CKPT    add w·KL(teacher ‖ student) on the logits\n"
-    "      --kd-weight W        the weight w (default 0: no distillation)\n"
+    "      --kd-weight W        the weight w > 0 (required with --kd-teacher)\n"
     HM_TRAIN_USAGE
     "Common:\n"
     "  -q, --quiet  -v, --verbose  --progress  --no-progress  --json\n"
@@ -129,6 +131,10 @@ int main(int argc, char **argv)
         hm_usage_error(argc == optind ? "missing CKPT" : "expected one CKPT");
     if (kd_weight > 0 && !kd_path)
         hm_usage_error("--kd-weight needs --kd-teacher");
+    /* contract §3: the KL weight is set by a flag, default 0; a teacher with
+     * weight 0 would load it and distill nothing, silently */
+    if (kd_path && !(kd_weight > 0))
+        hm_usage_error("--kd-teacher needs --kd-weight W > 0 (the weight of the KL term)");
     const char *in = argv[optind];
     hm_train_cli_finish(&t, argc, argv, in, common.json);
     if (kd_path && t.run.out_path && hm_output_clobbers(t.run.out_path, kd_path))
@@ -183,6 +189,19 @@ int main(int argc, char **argv)
         hm_die_err("cannot place the model on the backend", in, &err);
     if (hm_trainer_new(m, t.backend, &to, &tr, &err) != HM_OK)
         hm_die_err("cannot train", in, &err);
+    /* what the model side trains with: a resume must not change it */
+    char kd_hash[17] = "none", kd_w[32], fz[4];
+    struct hm_prov_input kd_in = {kd_path, kd_path ? hm_run_checkpoint_hash(kd_path) : 0};
+    if (kd_path)
+        hm_xxh3_hex(kd_in.xxh3, kd_hash);
+    snprintf(kd_w, sizeof kd_w, "%.17g", kd_weight);
+    snprintf(fz, sizeof fz, "%s", freeze ? "yes" : "no");
+    const struct hm_run_field fields[] = {
+        {"kd_teacher_xxh3", kd_hash}, {"kd_weight", kd_w}, {"freeze_embeddings", fz}};
+    t.run.fields = fields;
+    t.run.n_fields = 3;
+    t.run.more_inputs = kd_path ? &kd_in : NULL;
+    t.run.n_more_inputs = kd_path ? 1 : 0;
     struct hm_model_run nr = {.model = m, .trainer = tr, .be = t.backend,
                              .out_dtype = t.out_dtype, .kd_weight = kd_weight};
     struct hm_run_model rm;

@@ -184,6 +184,8 @@ int main(int argc, char **argv)
             hm_die("output '%s' is the input: refusing to overwrite it", o.out);
         if (hm_is_dir(o.out))
             hm_die("output '%s' is a directory", o.out);
+        if (!o.dry)
+            hm_cli_hold_output(o.out);
         if (!o.force && hm_is_file(o.out))
             hm_die("output '%s' exists (use -f/--force to replace it)", o.out);
     }

@@ -97,6 +97,7 @@ int main(int argc, char **argv)
         if (hm_output_clobbers(out, in))
             hm_die("output '%s' is the input or a file of the input folder: refusing to "
                    "overwrite it", out);
+        hm_cli_hold_output(out);
         if (!force && hm_is_file(out))
             hm_die("output '%s' exists (use -f/--force to replace it)", out);
     }

@@ -275,6 +275,8 @@ int main(int argc, char **argv)
                             (hm_is_dir(o.out) && hm_path_inside(o.tokenizer, o.out))))
             hm_die("output '%s' would overwrite the tokenizer '%s': refusing", o.out,
                    o.tokenizer);
+        if (!o.dry_run)
+            hm_cli_hold_output(o.out);
         if (!o.force && !o.dry_run && (hm_is_file(o.out) || hm_is_dir(o.out)))
             hm_die("output '%s' exists (use -f/--force to replace it)", o.out);
     }

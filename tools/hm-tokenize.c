@@ -185,6 +185,7 @@ static int run_decode(const struct opts *o, struct hm_tokenizer *tok)
     struct hm_afile *af;
     struct hm_error err;
     const char *out_path = o->output ? o->output : "-";
+    hm_cli_hold_output(out_path);
     if (hm_afile_open(out_path, o->force ? HM_AFILE_FORCE : 0, &af, &err) != HM_OK)
         hm_die_err("cannot write", out_path, &err);
     FILE *out = hm_afile_stream(af);
@@ -304,6 +305,7 @@ static void open_writer(const char *path, const struct opts *o, uint64_t vocab, 
     for (int i = 0; i < o->ninputs; i++)
         if (hm_same_file(path, o->inputs[i]))
             hm_die("cannot write '%s': it is also an input", path);
+    hm_cli_hold_output(path);
     if (hm_tok_writer_open(path, vocab, eot, o->force ? HM_TOK_FORCE : 0, w, &err) != HM_OK)
         hm_die_err("cannot write", path, &err);
 }

@@ -17,7 +17,10 @@
 
 #include "bundle.h"
 #include "checkpoint.h"
+#include "atomic_file.h"
 #include "cli.h"
+#include "fileio.h"
+#include "hash.h"
 #include "model.h"
 #include "model_forward.h"
 #include "recurrent.h"
@@ -265,8 +268,26 @@ static int same_skeleton(const struct hm_config *a, const struct hm_config *b)
            a->intermediate_size == b->intermediate_size;
 }
 
+/* 1 when a and b are one input: the same file (also through links), or
+ * files with the same bytes (xxh3 and size). A check of a thing against
+ * itself proves nothing. */
+static int same_input(const char *a, const char *b)
+{
+    if (strcmp(a, b) == 0 || hm_same_file(a, b))
+        return 1;
+    uint64_t ha, hb;
+    struct hm_error e;
+    return hm_is_file(a) && hm_is_file(b) && hm_xxh3_file(a, &ha, &e) == HM_OK &&
+           hm_xxh3_file(b, &hb, &e) == HM_OK && ha == hb;
+}
+
 static int check_mapping(const struct opts *o)
 {
+    if (same_input(o->a, o->b)) {
+        hm_error("cannot check '%s' against '%s': they are the same file (or the same bytes); "
+                 "a mapping check compares a stage-1 checkpoint with its mapping", o->a, o->b);
+        return 2;
+    }
     struct hm_model *ref = load_model(o->a, o->be), *m = ref ? load_model(o->b, o->be) : NULL;
     struct seqs s = {0};
     if (!ref || !m)
@@ -275,8 +296,13 @@ static int check_mapping(const struct opts *o)
         hm_error("cannot compare '%s' and '%s': different model shapes", o->a, o->b);
         goto fail;
     }
-    if (m->cfg.mixer != HM_MIXER_HEDGEMAMBA)
-        hm_warning("'%s' is a %s model, not hedgemamba", o->b, hm_arch_name(&m->cfg));
+    /* stage 1 (or the teacher: the skip-stage-1 baseline) → stage 2 */
+    if (ref->cfg.mixer == HM_MIXER_HEDGEMAMBA || m->cfg.mixer != HM_MIXER_HEDGEMAMBA) {
+        hm_error("cannot check '%s' against '%s': they are %s and %s models, not a stage-1 "
+                 "(hedgehog, or a teacher) checkpoint and its hedgemamba mapping", o->a, o->b,
+                 hm_arch_name(&ref->cfg), hm_arch_name(&m->cfg));
+        goto fail;
+    }
     if (load_seqs(o, ref->cfg.vocab_size, &s) != 0)
         goto fail;
     const int64_t L = ref->cfg.num_hidden_layers, d = ref->cfg.hidden_size, T = s.T;

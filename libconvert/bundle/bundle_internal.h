@@ -27,6 +27,7 @@ struct hm_bundle_sink {
     FILE *cur;                    /* folder output: the file being written */
     struct hm_afile *af;          /* archive output */
     struct hm_archive_writer *aw;
+    int force;                    /* folder output: replace what is at out */
 };
 
 /* Starts the output at out: kind HM_BUNDLE_DIR (a temporary folder beside

@@ -18,6 +18,7 @@
 #include "checkpoint.h"
 #include "dtype.h"
 #include "hash.h"
+#include "model.h"
 #include "params.h"
 #include "provenance.h"
 
@@ -340,7 +341,8 @@ enum hm_status hm_bundle_pack(const struct hm_ckpt *ck, const char *out_path,
         strcmp(o->tokenizer_name, "tokenizer.bin") != 0)
         return hm_error_set(err, HM_ERR_INVALID, "the tokenizer is stored as tokenizer.json or "
                             "tokenizer.bin, not '%s'", o->tokenizer_name);
-    if (o->provenance && hm_provenance_check(o->provenance, err) != HM_OK)
+    if ((o->provenance && hm_provenance_check(o->provenance, err) != HM_OK) ||
+        hm_model_check_tensors(ck, err) != HM_OK)
         return err->status;
     const struct hm_config *cfg = hm_ckpt_config(ck);
     struct pack p = {0};

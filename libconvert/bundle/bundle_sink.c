@@ -5,8 +5,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,17 +16,6 @@
 #include "fileio.h"
 
 
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb, (void)flag, (void)ftw;
-    return remove(path);
-}
-
-static void rm_tree(const char *path)
-{
-    nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
 static char *join(const char *a, const char *b)
 {
     size_t n = strlen(a) + strlen(b) + 2;
@@ -36,34 +23,6 @@ static char *join(const char *a, const char *b)
     if (p)
         snprintf(p, n, "%s/%s", a, b);
     return p;
-}
-
-/* Removes "<dir>/.<base>.tmp.<pid>.XXXXXX" folders of runs that are dead,
- * as atomic_file.c does for files. */
-static void remove_dead_leftovers(const char *dir, const char *base)
-{
-    size_t pn = strlen(base) + 6; /* ".BASE.tmp." */
-    char *prefix = malloc(pn + 1);
-    DIR *d = prefix ? opendir(dir) : NULL;
-    struct dirent *e;
-    if (d)
-        snprintf(prefix, pn + 1, ".%s.tmp.", base);
-    while (d && (e = readdir(d))) {
-        char *end = NULL;
-        if (strncmp(e->d_name, prefix, pn) != 0)
-            continue;
-        long pid = strtol(e->d_name + pn, &end, 10);
-        if (end == e->d_name + pn || *end != '.' || pid <= 0 ||
-            kill((pid_t)pid, 0) == 0 || errno != ESRCH)
-            continue;
-        char *full = join(dir, e->d_name);
-        if (full)
-            rm_tree(full);
-        free(full);
-    }
-    if (d)
-        closedir(d);
-    free(prefix);
 }
 
 /* 1 when some file files lists lies under the folder rel. */
@@ -175,18 +134,12 @@ enum hm_status hm_bundle_sink_open(struct hm_bundle_sink *s, const char *out, in
     enum hm_status st = lstat(out, &sb) == 0 ? check_replace(out, &sb, force, err) : HM_OK;
     if (st != HM_OK)
         return st;
-    const char *slash = strrchr(out, '/');
-    const char *base = slash ? slash + 1 : out;
-    char *dir = slash ? strndup(out, slash == out ? 1 : (size_t)(slash - out)) : strdup(".");
-    size_t n = (dir ? strlen(dir) : 0) + strlen(base) + 40;
-    s->tmpdir = dir ? malloc(n) : NULL;
-    if (!s->tmpdir) {
-        free(dir);
+    if ((st = hm_output_dir_check(out, err)) != HM_OK)
+        return st;
+    hm_tmp_remove_dead(out, 1);
+    s->force = force;
+    if (!(s->tmpdir = hm_tmp_path(out)))
         return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
-    }
-    remove_dead_leftovers(dir, base);
-    snprintf(s->tmpdir, n, "%s/.%s.tmp.%ld.XXXXXX", dir, base, (long)getpid());
-    free(dir);
     if (!mkdtemp(s->tmpdir)) {
         free(s->tmpdir);
         s->tmpdir = NULL;
@@ -250,7 +203,7 @@ void hm_bundle_sink_abort(struct hm_bundle_sink *s)
     hm_archive_writer_free(s->aw);
     hm_afile_abort(s->af);
     if (s->tmpdir)
-        rm_tree(s->tmpdir);
+        hm_rm_tree(s->tmpdir);
     free(s->tmpdir);
     memset(s, 0, sizeof *s);
 }
@@ -265,11 +218,22 @@ static enum hm_status swap_in(struct hm_bundle_sink *s, const char *out, struct 
         close(fd);
     }
     struct stat sb;
-    if (lstat(out, &sb) != 0) {
+    if (!s->force) {
+        /* exclusive: an output that appeared meanwhile is left alone */
+        if (renameat2(AT_FDCWD, s->tmpdir, AT_FDCWD, out, RENAME_NOREPLACE) != 0) {
+            int e = errno;
+            return e == EEXIST ? hm_error_set(err, HM_ERR_INVALID,
+                                              "output appeared while this run was writing it "
+                                              "(another writer?); left it alone (use -f to "
+                                              "replace)")
+                               : hm_error_set_errno(err, HM_ERR_IO, e,
+                                                    "cannot rename the finished folder");
+        }
+    } else if (lstat(out, &sb) != 0) {
         if (rename(s->tmpdir, out) != 0)
             return hm_error_set_errno(err, HM_ERR_IO, errno, "cannot rename the finished folder");
     } else if (renameat2(AT_FDCWD, s->tmpdir, AT_FDCWD, out, RENAME_EXCHANGE) == 0) {
-        rm_tree(s->tmpdir); /* now the replaced output */
+        hm_rm_tree(s->tmpdir); /* now the replaced output */
     } else {
         /* no RENAME_EXCHANGE here: move the old one aside first */
         size_t n = strlen(s->tmpdir) + 8;
@@ -283,7 +247,7 @@ static enum hm_status swap_in(struct hm_bundle_sink *s, const char *out, struct 
             free(old);
             return hm_error_set_errno(err, HM_ERR_IO, e, "cannot replace the existing output");
         }
-        rm_tree(old);
+        hm_rm_tree(old);
         free(old);
     }
     free(s->tmpdir);

@@ -62,7 +62,9 @@ enum hm_status hm_map_ssm_write(const struct hm_ckpt *ck, const struct hm_map_op
                                 struct hm_error *err)
 {
     struct hm_config cfg;
-    enum hm_status st = hm_map_ssm_config(hm_ckpt_config(ck), o, &cfg, err);
+    enum hm_status st = hm_model_check_tensors(ck, err);
+    if (st == HM_OK)
+        st = hm_map_ssm_config(hm_ckpt_config(ck), o, &cfg, err);
     if (st != HM_OK)
         return st;
     struct hm_model *ident = NULL; /* every tensor at its identity value */

@@ -256,12 +256,40 @@ enum hm_status hm_model_place(struct hm_model *m, const struct hm_backend *be,
     return HM_OK;
 }
 
+enum hm_status hm_model_check_tensors(const struct hm_ckpt *ck, struct hm_error *err)
+{
+    const struct hm_config *cfg = hm_ckpt_config(ck);
+    struct hm_param_spec *specs = NULL;
+    int64_t ns = hm_param_specs(cfg, &specs), other = 0;
+    const char *first = NULL;
+    if (ns < 0)
+        return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+    for (int64_t j = 0; j < hm_ckpt_n_tensors(ck); j++) {
+        const char *name = hm_ckpt_tensor_at(ck, j)->name;
+        int known = hm_is_ignored_buffer(name);
+        for (int64_t i = 0; i < ns && !known; i++)
+            known = strcmp(specs[i].name, name) == 0;
+        if (!known && other++ == 0)
+            first = name;
+    }
+    free(specs);
+    if (!other)
+        return HM_OK;
+    return hm_error_set(err, HM_ERR_INVALID,
+                        "%lld tensor%s not part of a %s model, as its config says (first '%s'): "
+                        "the config does not describe these tensors", (long long)other,
+                        other == 1 ? " is" : "s are", hm_arch_name(cfg), first);
+}
+
 enum hm_status hm_model_load(const struct hm_ckpt *ck, struct hm_model **out,
                              struct hm_error *err)
 {
     *out = NULL;
     struct hm_model *m = NULL;
-    enum hm_status st = hm_model_new(hm_ckpt_config(ck), &m, err);
+    enum hm_status st = hm_model_check_tensors(ck, err);
+    if (st != HM_OK)
+        return st;
+    st = hm_model_new(hm_ckpt_config(ck), &m, err);
     for (int64_t i = 0; st == HM_OK && i < m->n_views; i++) {
         const struct hm_tensor_view *v = &m->views[i];
         st = hm_ckpt_load_f32(ck, v->spec.name, v->spec.ndim, v->spec.shape, v->data, err);

@@ -127,9 +127,16 @@ struct hm_model {
 enum hm_status hm_model_new(const struct hm_config *cfg, struct hm_model **out,
                            struct hm_error *err);
 
-/* Loads every tensor of cfg's family × mixer from ck. A missing
- * or misshaped tensor fails with a message naming it. out: owned, free with
- * hm_model_free(). */
+/* HM_OK when every tensor of ck belongs to the model its config describes
+ * (legacy buffers aside); else an error counting the others and naming the
+ * first — e.g. a hedgemamba file whose hm.config says gpt_neox, which would
+ * otherwise load as a teacher and drop the mixer's tensors. Every loader
+ * (hm_model_load, hm_map_ssm_write, hm_bundle_pack) checks it. */
+enum hm_status hm_model_check_tensors(const struct hm_ckpt *ck, struct hm_error *err);
+
+/* Loads every tensor of cfg's family × mixer from ck (hm_model_check_tensors
+ * first: no tensor may be left over). A missing or misshaped tensor fails
+ * with a message naming it. out: owned, free with hm_model_free(). */
 enum hm_status hm_model_load(const struct hm_ckpt *ck, struct hm_model **out,
                             struct hm_error *err);
 

@@ -151,6 +151,20 @@ void hm_run_partition(const int64_t *off, int64_t np, int size, int64_t *first);
  * progress): rank 0, or any process when comm is NULL. */
 int hm_run_is_primary(const struct hm_run_comm *comm);
 
+struct hm_prov_input;
+
+/* xxh3 of a checkpoint input as a resume records it: the file, or a
+ * folder's *.safetensors and *.json files in name order; 0 for '-'. */
+uint64_t hm_run_checkpoint_hash(const char *path);
+
+/* A model-side setting that changes the trajectory (hm-finetune's
+ * distillation teacher and weight, its frozen set): key and value, both
+ * borrowed. */
+struct hm_run_field {
+    const char *key;
+    const char *value;
+};
+
 struct hm_run_opts {
     const char *tool;          /* "hm-finetune" ... */
     int argc;
@@ -180,6 +194,14 @@ struct hm_run_opts {
                                   moments of its share of the tensors only, updates
                                   them, and the weights are shared after the update;
                                   the same bits as without */
+    /* The model side's settings (may be NULL): recorded in the state file,
+     * and a resume with any of them changed is refused naming it. */
+    const struct hm_run_field *fields;
+    int n_fields;
+    /* Inputs besides the checkpoint and --data (e.g. --kd-teacher) for the
+     * provenance entry (may be NULL). */
+    const struct hm_prov_input *more_inputs;
+    int n_more_inputs;
 };
 
 /* Progress and messages go through this callback (tools print them). */

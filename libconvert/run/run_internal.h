@@ -33,6 +33,8 @@ struct run {
                         moments on their way from its owner */
     float *acc;      /* [Σ n] backend: one process's sum of a step's micro-batch
                         gradients (run_fold_grads), when it takes more than one */
+    int saved;       /* this run has written its state and output once (later
+                        saves replace its own files) */
 };
 
 /* ---- run_state.c: state files, resume checks, checkpoint saves ---- */
@@ -40,6 +42,9 @@ struct run {
 /* xxh3 of the input checkpoint: the file, or a folder's *.safetensors and
  * *.json files in name order (each file's hash, hashed again). 0 for '-'. */
 uint64_t run_base_checkpoint_hash(const char *path);
+
+/* HM_AFILE_FORCE once this run has saved (or with -f / --resume), else 0. */
+int run_save_flags(const struct run *r);
 
 /* Writes r->state_path (atomically) from the backend's weights and moments.
  * Every process calls it (with ZeRO-1 the moments are gathered from their

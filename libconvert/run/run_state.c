@@ -55,6 +55,8 @@ uint64_t run_base_checkpoint_hash(const char *path)
     return h;
 }
 
+uint64_t hm_run_checkpoint_hash(const char *path) { return run_base_checkpoint_hash(path); }
+
 /* xxh3 over the state's tensors in file order (w., m., v. per parameter):
  * the hash of the per-tensor hashes. get(ctx, i, k) gives tensor k (0 w,
  * 1 m, 2 v) of parameter i, or NULL. */
@@ -184,6 +186,8 @@ static char *run_json(const struct run *r)
     for (size_t i = 0; i < sizeof hp / sizeof *hp; i++)
         cJSON_AddNumberToObject(j, hp[i].k, hp[i].v);
     cJSON_AddStringToObject(j, "backend", r->model->be ? hm_backend_name(r->model->be) : "?");
+    for (int i = 0; i < o->n_fields; i++)
+        cJSON_AddStringToObject(j, o->fields[i].key, o->fields[i].value);
     char *s = cJSON_PrintUnformatted(j);
     cJSON_Delete(j);
     return s;
@@ -236,7 +240,7 @@ enum hm_status run_save_state(struct run *r, struct hm_error *err)
     if (st == HM_OK)
         st = hm_st_writer_set_metadata(w, "hm.config", cfg, err);
     if (st == HM_OK)
-        st = hm_st_writer_write_path(w, r->state_path, HM_AFILE_FORCE, err);
+        st = hm_st_writer_write_path(w, r->state_path, run_save_flags(r), err);
     if (st != HM_OK)
         hm_error_prefix(err, "cannot write state '%s': ", r->state_path);
 out:
@@ -272,6 +276,26 @@ static enum hm_status expect_str(const cJSON *j, const char *key, const char *wa
     return HM_OK;
 }
 
+/* What the model side trains with, checked before the tensors are: its
+ * settings (run.h hm_run_field), then the trainable set (a state of other
+ * tensors is another run, not a corrupt one). */
+static enum hm_status expect_model_side(const cJSON *j, const struct hm_st_file *f,
+                                        const struct run *r, struct hm_error *err)
+{
+    enum hm_status st = HM_OK;
+    int64_t n = 0;
+    for (int64_t i = 0; i < hm_st_n_tensors(f); i++)
+        n += strncmp(hm_st_tensor_at(f, i)->name, "w.", 2) == 0;
+    if (n != r->np)
+        st = hm_error_set(err, HM_ERR_INVALID,
+                          "state '%s' trains %lld tensors, this run %lld: the trainable set "
+                          "changed (a --freeze flag differs? resume needs the same flags)",
+                          r->state_path, (long long)n, (long long)r->np);
+    for (int i = 0; i < r->o->n_fields && st == HM_OK; i++)
+        st = expect_str(j, r->o->fields[i].key, r->o->fields[i].value, r->state_path, err);
+    return st;
+}
+
 enum hm_status run_load_state(struct run *r, struct hm_error *err)
 {
     struct hm_st_file *f = NULL;
@@ -304,6 +328,8 @@ enum hm_status run_load_state(struct run *r, struct hm_error *err)
     for (size_t i = 0; i < sizeof strs / sizeof *strs && st == HM_OK; i++)
         st = expect_str(j, strs[i], cJSON_GetObjectItem(mine, strs[i])->valuestring,
                         r->state_path, err);
+    if (st == HM_OK)
+        st = expect_model_side(j, f, r, err);
     if (st != HM_OK)
         goto out;
     const cJSON *step = cJSON_GetObjectItem(j, "step"), *t = cJSON_GetObjectItem(j, "optimizer_t");
@@ -362,6 +388,14 @@ out:
 
 /* ---- checkpoint saves --------------------------------------------------- */
 
+/* The first save of a run without -f or --resume is exclusive (an output or
+ * state that appeared while it trained is left alone, and the run fails);
+ * later saves replace the run's own files. */
+int run_save_flags(const struct run *r)
+{
+    return r->o->force || r->o->resume || r->saved ? HM_AFILE_FORCE : 0;
+}
+
 enum hm_status run_save_all(struct run *r, double final_loss, time_t t0, struct hm_error *err)
 {
     const struct hm_run_opts *o = r->o;
@@ -370,17 +404,21 @@ enum hm_status run_save_all(struct run *r, double final_loss, time_t t0, struct 
         return st;
     if (!r->primary)
         return HM_OK;
-    struct hm_prov_input in[2] = {{o->in_path, 0}, {o->data_path, r->data_hash}};
+    struct hm_prov_input in[8] = {{o->in_path, 0}, {o->data_path, r->data_hash}};
+    int nin = 2;
+    for (int i = 0; i < o->n_more_inputs && nin < 8; i++)
+        in[nin++] = o->more_inputs[i];
     uint64_t h = 0;
     struct hm_error e2;
     if (hm_is_file(o->in_path) && hm_xxh3_file(o->in_path, &h, &e2) == HM_OK)
         in[0].xxh3 = h;
-    struct hm_prov_entry e = {o->tool, o->argc, o->argv, in, 2, t0, time(NULL), r->tokens,
+    struct hm_prov_entry e = {o->tool, o->argc, o->argv, in, nin, t0, time(NULL), r->tokens,
                               final_loss};
     char *prov = NULL;
     if ((st = hm_provenance_append(o->prev_provenance, &e, &prov, err)) != HM_OK)
         return st;
-    st = r->model->save(r->model->ctx, o->out_path, HM_AFILE_FORCE, prov, err);
+    st = r->model->save(r->model->ctx, o->out_path, run_save_flags(r), prov, err);
     free(prov);
+    r->saved |= st == HM_OK;
     return st;
 }

@@ -11,7 +11,7 @@ void hm_optim_cfg_defaults(struct hm_optim_cfg *c, enum hm_optim_kind kind, doub
     c->beta2 = 0.95;
     c->eps = 1e-8;
     c->weight_decay = wd;
-    c->clip = 1.0;
+    c->clip = kind == HM_OPTIM_SGD ? 0.0 : 1.0; /* contract §4: plain SGD does not clip */
 }
 
 void hm_optim_release(struct hm_optim *o)
@@ -83,16 +83,18 @@ void hm_optim_step(struct hm_optim *o, const struct hm_backend *be, struct hm_op
                    int64_t np, double lr, double grad_norm)
 {
     o->t++;
-    if (o->cfg.kind == HM_OPTIM_SGD) {
-        for (int64_t i = 0; i < np; i++)
-            hm_backend_sgd_step(be, p[i].w, p[i].g, p[i].n, (float)lr);
-        return;
-    }
+    /* global-norm clipping, the same for both optimizers */
     float scale = 1.0f;
     if (o->cfg.clip > 0) {
         double c = o->cfg.clip / (grad_norm + 1e-6);
         if (c < 1.0)
             scale = (float)c;
+    }
+    if (o->cfg.kind == HM_OPTIM_SGD) {
+        /* w ← w − lr·scale·g: scale 1 (no clip) is exactly w − lr·g */
+        for (int64_t i = 0; i < np; i++)
+            hm_backend_sgd_step(be, p[i].w, p[i].g, p[i].n, (float)(lr * (double)scale));
+        return;
     }
     const double b1 = o->cfg.beta1, b2 = o->cfg.beta2;
     const double bc1 = 1.0 - pow(b1, (double)o->t), bc2 = 1.0 - pow(b2, (double)o->t);

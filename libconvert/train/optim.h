@@ -6,8 +6,9 @@
  * w ← w − (lr / (1−β1^t)) · m / (sqrt(v) / sqrt(1−β2^t) + ε).
  * Global-norm clipping as torch.nn.utils.clip_grad_norm_: when clip > 0,
  * every gradient is scaled by min(1, clip / (norm + 1e-6)).
- * SGD: w ← w − lr·g, no momentum, no decay, no clipping (so one step
- * exposes the gradient exactly).
+ * SGD: w ← w − lr·g, no momentum, no decay; clipped only when clip > 0 (the
+ * tools' default for SGD is 0, so one step exposes the gradient exactly),
+ * by the same global-norm scale as AdamW: w ← w − lr·scale·g.
  * Master weights, gradients and state are fp32. */
 #ifndef HM_OPTIM_H
 #define HM_OPTIM_H
@@ -22,10 +23,10 @@ struct hm_optim_cfg {
     enum hm_optim_kind kind;
     double beta1, beta2, eps;
     double weight_decay;  /* applied to params with decay = 1 */
-    double clip;          /* global-norm clip; 0 = off (SGD never clips) */
+    double clip;          /* global-norm clip; 0 = off (both optimizers) */
 };
 
-/* β1 0.9, β2 0.95, ε 1e-8, clip 1.0, the given decay. */
+/* β1 0.9, β2 0.95, ε 1e-8, the given decay; clip 1.0 for AdamW, 0 for SGD. */
 void hm_optim_cfg_defaults(struct hm_optim_cfg *c, enum hm_optim_kind kind, double wd);
 
 /* One trainable tensor. The engine owns w and g; the optimizer owns m, v. */

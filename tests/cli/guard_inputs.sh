@@ -40,10 +40,10 @@ refused "is the input checkpoint" "$B/hm-finetune" "$T/m.st" -o "$T/x.st" -f --l
 refused "is the input checkpoint" "$B/hm-linearize" "$T/m.st" -o "$T/x.st" -f --log "$T/m.st" \
     "${RUN[@]}"
 cp "$T/m.st" "$T/teacher.st"
-refused "kd-teacher" "$B/hm-finetune" "$T/m.st" -o "$T/teacher.st" -f --kd-teacher "$T/teacher.st" \
+refused "kd-teacher" "$B/hm-finetune" "$T/m.st" -o "$T/teacher.st" -f --kd-teacher "$T/teacher.st" --kd-weight 1 \
     "${RUN[@]}"
 refused "kd-teacher" "$B/hm-finetune" "$T/m.st" -o "$T/x.st" -f --log "$T/teacher.st" \
-    --kd-teacher "$T/teacher.st" "${RUN[@]}"
+    --kd-teacher "$T/teacher.st" --kd-weight 1 "${RUN[@]}"
 ok "$B/hm-init" --preset tiny -n --json
 cp "$T/out" "$T/cfg.json"
 refused "is the --config" "$B/hm-init" --config "$T/cfg.json" -o "$T/cfg.json" -f
@@ -137,6 +137,134 @@ rc=$?
 grep -q "appeared while this run was writing" "$T/race.err" || fail "no race message: $(cat "$T/race.err")"
 [ "$(cat "$T/race.tok")" = "the other writer" ] || fail "the other writer's output was replaced"
 ls -a "$T" | grep -q '^\.race\.tok\.tmp\.' && fail "the temporary file was left behind"
+
+# one output, two runs (issue: two writers both win): a run holds its output
+# for its whole life (a lock beside it), so a second run of the same output
+# fails at once naming it, with -f too, while the first — held up here
+# reading its input from a FIFO — still finishes and wins. Every tool that
+# writes an output, folder bundles included.
+# race OUT FEED CMD...: CMD reads FEED from stdin ("-") and writes OUT
+race() {
+    local out="$1" feed="$2"; shift 2
+    rm -f "$T/race.fifo" && mkfifo "$T/race.fifo"
+    "$@" < "$T/race.fifo" > "$T/r1.out" 2> "$T/r1.err" &
+    local pid=$!
+    exec 4> "$T/race.fifo"
+    for i in $(seq 1 400); do [ -e "$out.lock" ] && break; sleep 0.05; done
+    [ -e "$out.lock" ] || fail "the first writer holds no lock on '$out': $*"
+    for f in "" -f; do
+        "$@" $f < /dev/null > "$T/r2.out" 2> "$T/r2.err"
+        local rc=$?
+        [ $rc -eq 1 ] || fail "a second writer of '$out' ($f): exit $rc (want 1): $*"
+        grep -q "cannot write '$out': another run (pid $pid) is writing it" "$T/r2.err" ||
+            fail "the second writer's message: $(cat "$T/r2.err")"
+    done
+    cat "$feed" >&4
+    exec 4>&-
+    wait $pid
+    local rc1=$?
+    [ $rc1 -eq 0 ] || fail "the first writer of '$out': exit $rc1: $(cat "$T/r1.err")"
+    [ -e "$out" ] || fail "the first writer wrote no '$out'"
+    [ -e "$out.lock" ] && fail "'$out.lock' left behind by a finished run"
+    return 0
+}
+ok "$B/hm-linearize" "$T/m.st" -o "$T/hh0.st" --data "$T/train.tok" --steps 0 -q
+race "$T/w-init.st" "$T/cfg.json" "$B/hm-init" --config - -o "$T/w-init.st" -q
+race "$T/w-map.st" "$T/hh0.st" "$B/hm-map-ssm" - -o "$T/w-map.st" -q
+race "$T/w-tok.tok" "$T/text.txt" "$B/hm-tokenize" --bytes - -o "$T/w-tok.tok" -q
+race "$T/w-dump.st" "$T/m.st" "$B/hm-eval" - --data "$T/val.tok" --seq-len 16 --max-tokens 32 \
+    --dump-logits "$T/w-dump.st"
+race "$T/w-pack" "$T/m.st" "$B/hm-pack" - --bytes -o "$T/w-pack" -q
+race "$T/w-pack.tar" "$T/m.st" "$B/hm-pack" - --bytes -o "$T/w-pack.tar" -q
+# hm-import reads its file by offset (no stream): a lock held by another
+# process stands for a running writer; killed (-9), its lock file stays but
+# holds no lock, and the next run reuses it
+printf 'x' > "$T/fake.bin"
+(exec 9> "$T/w-imp.st.lock"; flock -n 9 && exec sleep 60) &
+holder=$!
+for i in $(seq 1 100); do flock -n "$T/w-imp.st.lock" true || break; sleep 0.05; done
+refused "cannot write '$T/w-imp.st': another run" "$B/hm-import" llama2c "$T/fake.bin" \
+    -o "$T/w-imp.st" -f
+kill -9 $holder
+wait $holder 2>/dev/null
+[ $? -eq 137 ] || fail "the lock holder was not killed"
+[ -e "$T/w-imp.st.lock" ] || fail "no stale lock file to test with"
+refused "cannot read" "$B/hm-import" llama2c "$T/fake.bin" -o "$T/w-imp.st" -f
+grep -q "another run" "$T/err" && fail "a killed holder's lock blocked: $(cat "$T/err")"
+[ -e "$T/w-imp.st.lock" ] && fail "the stale lock file was not cleared by the next run"
+
+# output names up to NAME_MAX (255 bytes) work: the temporary and lock names
+# beside them are shortened to fit; a file where a folder should be is named
+long=$(printf 'n%.0s' $(seq 1 252)).st   # 255 bytes
+base=$(printf 'b%.0s' $(seq 1 236))        # + suffixes: 239-241 bytes
+ok "$B/hm-init" --preset tiny -o "$T/$long" -q
+ok "$B/hm-init" --preset tiny -o "$T/$long" -q -f
+ok "$B/hm-map-ssm" "$T/hh0.st" -o "$T/$long" -q -f
+ok "$B/hm-pack" "$T/hh0.st" --bytes -o "$T/$base.tar" -q
+ok "$B/hm-pack" "$T/hh0.st" --bytes -o "$T/$base.d" -q
+ok "$B/hm-pack" "$T/hh0.st" --bytes -o "$T/$base.d" -q -f
+ok "$B/hm-tokenize" --bytes "$T/text.txt" -o "$T/$base.tok" -q
+ok "$B/hm-finetune" "$T/m.st" -o "$T/$base.st" "${RUN[@]}"
+ok "$B/hm-eval" "$T/m.st" --data "$T/val.tok" --seq-len 16 --max-tokens 32 --dump-logits "$T/$long" -f
+[ -s "$T/$base.st.state" ] || fail "no state beside a long output name"
+ls -a "$T" | grep -q '\.lock$\|\.tmp\.' && fail "temporary or lock files left: $(ls -a "$T" | grep '\.lock$\|\.tmp\.')"
+for tool in "hm-init --preset tiny" "hm-map-ssm $T/hh0.st" "hm-pack $T/hh0.st --bytes"; do
+    refused "cannot write '$T/m.st/x': '$T/m.st' is not a directory" $B/$tool -o "$T/m.st/x"
+    refused "'$T/m.st' is not a directory" $B/$tool -o "$T/m.st/deeper/x"
+done
+refused "cannot write '$T/m.st/x.st': '$T/m.st' is not a directory" "$B/hm-finetune" "$T/m.st" \
+    -o "$T/m.st/x.st" "${RUN[@]}"
+refused "'$T/m.st' is not a directory" "$B/hm-tokenize" --bytes "$T/text.txt" -o "$T/m.st/x.tok"
+
+# a checkpoint's tensors must be the ones its config describes: a hedgemamba
+# file whose hm.config says gpt_neox is refused by every loader, naming a
+# tensor (it used to train as a teacher, dropping 48 tensors without a word)
+ok "$B/hm-map-ssm" "$T/hh0.st" -o "$T/hm0.st" -q
+python3 - "$T/hm0.st" "$T/liar.st" <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], 'rb').read()
+n = struct.unpack('<Q', b[:8])[0]
+h = json.loads(b[8:8 + n])
+c = json.loads(h['__metadata__']['hm.config'])
+c['arch'] = 'gpt_neox'
+for k in ('components', 'conv_width', 'feature_dim'):
+    c.pop(k, None)
+h['__metadata__']['hm.config'] = json.dumps(c)
+hdr = json.dumps(h).encode()
+hdr += b' ' * (-len(hdr) % 8)
+open(sys.argv[2], 'wb').write(struct.pack('<Q', len(hdr)) + hdr + b[8 + n:])
+PY
+L="$T/liar.st"
+refused "not part of a gpt_neox model" "$B/hm-finetune" "$L" -o "$T/x.st" "${RUN[@]}"
+refused "not part of a gpt_neox model" "$B/hm-finetune" "$T/m.st" -o "$T/x.st" "${RUN[@]}" \
+    --kd-teacher "$L" --kd-weight 1
+refused "not part of a gpt_neox model" "$B/hm-linearize" "$L" -o "$T/x.st" "${RUN[@]}"
+refused "not part of a gpt_neox model" "$B/hm-map-ssm" "$L" -o "$T/x.st"
+refused "not part of a gpt_neox model" "$B/hm-pack" "$L" --bytes -o "$T/x.tar"
+refused "not part of a gpt_neox model" "$B/hm-eval" "$L" --data "$T/val.tok" --seq-len 16
+refused "not part of a gpt_neox model" "$B/hm-generate" "$L" --prompt-ids 1,2 --max-new-tokens 2
+grep -q "conv1d\|dt_proj\|gate_proj\|'.*\.A'\|\.D'" "$T/err" || fail "no tensor named: $(cat "$T/err")"
+[ ! -e "$T/x.st" ] && [ ! -e "$T/x.tar" ] || fail "a refused load wrote an output"
+
+# hm-verify mapping of a thing against itself proves nothing: exit 2 (could
+# not check) with the reason — the same file, a copy, or not a stage-1 →
+# stage-2 pair (two teachers, two hedgehogs); the real pair is equivalent
+verify2() {
+    local want="$1"; shift
+    "$B/hm-verify" mapping "$@" --random-tokens 8 >"$T/out" 2>"$T/err"
+    local rc=$?
+    [ $rc -eq 2 ] || fail "hm-verify mapping $*: exit $rc (want 2)"
+    grep -q -- "$want" "$T/err" || fail "hm-verify mapping $*: stderr lacks '$want': $(cat "$T/err")"
+}
+cp "$T/hh0.st" "$T/hh0-copy.st"
+ln -sf "$T/hh0.st" "$T/hh0-link.st"
+ok "$B/hm-init" --preset tiny -o "$T/m2.st" --seed 4
+verify2 "same file" "$T/hh0.st" "$T/hh0.st"
+verify2 "same file" "$T/hh0.st" "$T/hh0-link.st"
+verify2 "same bytes" "$T/hh0.st" "$T/hh0-copy.st"
+verify2 "not a stage-1" "$T/m.st" "$T/m2.st"
+verify2 "not a stage-1" "$T/hm0.st" "$T/hh0.st"
+ok "$B/hm-verify" mapping "$T/hh0.st" "$T/hm0.st" --random-tokens 8
 
 # leftovers of killed runs are removed by the next run of the same output
 # (a dead pid's), never a live run's

@@ -68,7 +68,7 @@ for tool in hm-finetune hm-linearize; do
     probe "$B/$tool" "$I/teacher.st" -o "$O/x.st" -f --val-data "$I/val.tok" --log "$I/val.tok" "${TR[@]}"
     probe "$B/$tool" "$I/hf" -o "$I/hf/model.safetensors" -f "${TR[@]}"
 done
-probe "$B/hm-finetune" "$I/hedgemamba.st" -o "$I/teacher.st" -f --kd-teacher "$I/teacher.st" "${TR[@]}"
+probe "$B/hm-finetune" "$I/hedgemamba.st" -o "$I/teacher.st" -f --kd-teacher "$I/teacher.st" --kd-weight 1 "${TR[@]}"
 probe "$B/hm-map-ssm" "$I/hedgehog.st" -o "$I/hedgehog.st" -f
 probe "$B/hm-map-ssm" "$I/hf" -o "$I/hf/model.safetensors" -f
 probe "$B/hm-map-ssm" "$I/hf" -o "$I/hf/config.json" -f
@@ -204,6 +204,57 @@ for lim in 8 $((kb / 2)) $((kb - 200)) $((kb - 60)); do
         "$B/hm-pack" "$I/teacher.st" -o "$O/full" --bytes -f
     [ -z "$(ls -A "$O" | grep '^\.full\.tmp')" ] || fail "a full disk left $(ls -A "$O")"
 done
+
+# ---- round 3: output ownership and resume ----
+# Two runs of one output at once, a run killed mid-write, resumes with
+# changed distillation or frozen set, a config that lies about its tensors,
+# self-comparisons: each ends on its own, within bounds, inputs untouched.
+# The exit codes are asserted here too (the helper itself only bounds).
+rc_is() { [ "$(cat "$T/rc" 2>/dev/null)" = "$1" ] ||
+    fail "exit $(cat "$T/rc" 2>/dev/null) (want $1): $2 :: $(head -c 300 "$T/e")"; }
+# probe_rc WANT CMD...: a probe whose exit status must be WANT
+probe_rc() {
+    local want="$1"; shift
+    rm -f "$T/rc"
+    probe bash -c '"$@"; r=$?; echo $r > "'"$T/rc"'"; exit $r' probe-rc "$@"
+    rc_is "$want" "$*"
+}
+R3=(--data "$I/train.tok" --batch 2 --seq-len 16 --no-progress -q --threads 1)
+# a long run holds O/own.st; every second writer, with -f or --resume, is refused
+"$B/hm-finetune" "$I/teacher.st" -o "$O/own.st" "${R3[@]}" --steps 100000 --log "$O/own.log" \
+    >/dev/null 2>&1 &
+holder=$!
+for i in $(seq 1 1200); do [ -s "$O/own.log" ] && break; sleep 0.05; done
+[ -s "$O/own.log" ] || fail "the long run never logged a step"
+probe_rc 1 "$B/hm-finetune" "$I/teacher.st" -o "$O/own.st" "${R3[@]}" --steps 2 -f
+probe_rc 1 "$B/hm-finetune" "$I/teacher.st" -o "$O/own.st" "${R3[@]}" --steps 100000 --resume -f
+probe_rc 1 "$B/hm-linearize" "$I/teacher.st" -o "$O/own.st" "${R3[@]}" --steps 2 -f
+probe_rc 1 "$B/hm-init" --preset tiny -o "$O/own.st" -f
+probe_rc 1 "$B/hm-map-ssm" "$I/hedgehog.st" -o "$O/own.st" -f
+probe_rc 1 "$B/hm-finetune" "$I/teacher.st" -o "$O/other.st" "${R3[@]}" --steps 2 -f --log "$O/own.log"
+probe_rc 1 "$B/hm-eval" "$I/teacher.st" --data "$I/val.tok" --seq-len 16 --dump-logits "$O/own.st" -f
+# killed with -9: its lock file is left and holds nothing; the next run goes ahead
+kill -9 $holder
+{ wait $holder; } 2>/dev/null
+[ $? -eq 137 ] || fail "the long run was not killed"
+[ -e "$O/own.st.lock" ] || fail "the killed run left no lock file (nothing tested)"
+probe_rc 0 "$B/hm-finetune" "$I/teacher.st" -o "$O/own.st" "${R3[@]}" --steps 2 -f --stop-after 1
+# resumes that change the trajectory are refused, naming the field
+probe_rc 1 "$B/hm-finetune" "$I/teacher.st" -o "$O/own.st" "${R3[@]}" --steps 2 --resume \
+    --kd-teacher "$I/teacher.st" --kd-weight 1
+probe_rc 1 "$B/hm-finetune" "$I/teacher.st" -o "$O/own.st" "${R3[@]}" --steps 2 --resume \
+    --freeze embeddings
+grep -q "trainable set" "$T/e" || fail "a changed --freeze is not named: $(cat "$T/e")"
+probe_rc 2 "$B/hm-finetune" "$I/teacher.st" -o "$O/kd.st" "${R3[@]}" --steps 2 --kd-teacher "$I/teacher.st"
+# names at NAME_MAX, a file where a folder should be
+probe_rc 0 "$B/hm-init" --preset tiny -o "$O/$(printf 'x%.0s' $(seq 1 252)).st"
+probe_rc 1 "$B/hm-init" --preset tiny -o "$I/teacher.st/x.st"
+grep -q "'$I/teacher.st' is not a directory" "$T/e" || fail "ENOTDIR not named: $(cat "$T/e")"
+# a check of a thing against itself proves nothing
+probe_rc 2 "$B/hm-verify" mapping "$I/hedgehog.st" "$I/hedgehog.st" --random-tokens 8
+probe_rc 2 "$B/hm-verify" mapping "$I/teacher.st" "$I/link.st" --random-tokens 8
+probe_rc 2 "$B/hm-verify" mapping "$I/teacher.st" "$I/hf" --random-tokens 8
+probe_rc 0 "$B/hm-verify" mapping "$I/hedgehog.st" "$I/hedgemamba.st" --random-tokens 8
 
 now=$(snapshot)
 [ "$now" = "$before" ] || fail "inputs changed over the run"

@@ -64,6 +64,126 @@ PY
     refused "corrupt" "$B/hm-finetune" "$T/a.st" -o "$T/out.st" "${RUN[@]}" --resume -f
 done
 
+# distillation and the trainable set are part of the trajectory: adding,
+# dropping or changing --kd-teacher / --kd-weight, or adding --freeze, is
+# refused naming what changed (never "corrupt"); a teacher without a weight
+# would distill nothing, so it is a usage error
+ok "$B/hm-init" --preset tiny -o "$T/teacher.st" --seed 9
+cp "$T/good.state" "$T/out.st.state"
+refused "kd_teacher" "$B/hm-finetune" "$T/a.st" -o "$T/out.st" "${RUN[@]}" --resume -f \
+    --kd-teacher "$T/teacher.st" --kd-weight 0.5
+refused "trainable set changed" "$B/hm-finetune" "$T/a.st" -o "$T/out.st" "${RUN[@]}" --resume -f \
+    --freeze embeddings
+grep -q "corrupt" "$T/err" && fail "a changed --freeze called the state corrupt: $(cat "$T/err")"
+"$B/hm-finetune" "$T/a.st" -o "$T/kd0.st" "${RUN[@]}" --kd-teacher "$T/teacher.st" >"$T/out" 2>"$T/err"
+rc=$?
+[ $rc -eq 2 ] || fail "--kd-teacher without --kd-weight: exit $rc (want 2)"
+grep -q -- "--kd-weight" "$T/err" || fail "the message does not name --kd-weight: $(cat "$T/err")"
+[ ! -e "$T/kd0.st" ] || fail "--kd-teacher without a weight trained"
+ok "$B/hm-finetune" "$T/a.st" -o "$T/kd.st" "${RUN[@]}" --stop-after 3 --kd-teacher "$T/teacher.st" \
+    --kd-weight 0.5
+cp "$T/kd.st.state" "$T/kd.state"
+refused "kd_teacher" "$B/hm-finetune" "$T/a.st" -o "$T/kd.st" "${RUN[@]}" --resume -f
+refused "kd_weight" "$B/hm-finetune" "$T/a.st" -o "$T/kd.st" "${RUN[@]}" --resume -f \
+    --kd-teacher "$T/teacher.st" --kd-weight 0.25
+refused "kd_teacher" "$B/hm-finetune" "$T/a.st" -o "$T/kd.st" "${RUN[@]}" --resume -f \
+    --kd-teacher "$T/b.st" --kd-weight 0.5
+cmp -s "$T/kd.state" "$T/kd.st.state" || fail "a refused resume changed the distillation state"
+ok "$B/hm-finetune" "$T/a.st" -o "$T/kd.st" "${RUN[@]}" --resume -f --kd-teacher "$T/teacher.st" \
+    --kd-weight 0.5
+ok "$B/hm-finetune" "$T/a.st" -o "$T/kdfull.st" "${RUN[@]}" --kd-teacher "$T/teacher.st" \
+    --kd-weight 0.5
+cmp -s <(tail -c 200000 "$T/kd.st") <(tail -c 200000 "$T/kdfull.st") ||
+    fail "a resumed distillation differs from an uninterrupted one"
+grep -a -q "teacher.st" "$T/kd.st" || fail "the provenance does not name the --kd-teacher"
+
+# --clip with sgd clips (one clipping path for both optimizers); sgd without
+# --clip stays unclipped (contract §4), and a changed clip is refused
+SGD=(--data "$T/train.tok" --steps 2 --batch 2 --seq-len 32 --lr 1e-1 --warmup 0 --seed 3
+     --no-progress -q --optimizer sgd)
+ok "$B/hm-finetune" "$T/a.st" -o "$T/sgd.st" "${SGD[@]}"
+ok "$B/hm-finetune" "$T/a.st" -o "$T/sgd0.st" "${SGD[@]}" --clip 0
+ok "$B/hm-finetune" "$T/a.st" -o "$T/sgdc.st" "${SGD[@]}" --clip 1e-3
+cmp -s <(tail -c 200000 "$T/sgd.st") <(tail -c 200000 "$T/sgd0.st") ||
+    fail "sgd without --clip is not the unclipped update"
+cmp -s <(tail -c 200000 "$T/sgd.st") <(tail -c 200000 "$T/sgdc.st") &&
+    fail "sgd --clip 1e-3 gave the unclipped weights (the clip was dropped)"
+refused "clip" "$B/hm-finetune" "$T/a.st" -o "$T/sgdc.st" "${SGD[@]}" --clip 1 --resume -f
+
+# one output, two training runs (issue: two writers both win): a run holds
+# its output and state for its whole life, so a second run of the same output
+# fails at once naming it, with -f and with --resume, while the first goes on
+# and wins. A run killed with -9 leaves a lock file that holds no lock: the
+# next run goes ahead.
+# (one thread: spinning OpenMP threads on a loaded machine slow a run 20-fold)
+LONG=(--data "$T/train.tok" --batch 2 --seq-len 32 --lr 1e-3 --warmup 1 --seed 3 --no-progress -q
+      --threads 1)
+started() { # started LOG PID: wait until the run PID has logged a step
+    for i in $(seq 1 1200); do
+        [ -s "$1" ] && return 0
+        kill -0 "$2" 2>/dev/null || return 1
+        sleep 0.05
+    done
+    return 1
+}
+for tool in hm-finetune hm-linearize; do
+    o="$T/race-$tool.st"
+    rm -f "$o" "$o.state" "$T/race.log"
+    "$B/$tool" "$T/a.st" -o "$o" "${LONG[@]}" --steps 300 --log "$T/race.log" \
+        >"$T/r1.out" 2>"$T/r1.err" &
+    pid=$!
+    started "$T/race.log" $pid || fail "$tool: the first run never started: $(cat "$T/r1.err")"
+    for extra in "" "-f" "--resume -f"; do
+        "$B/$tool" "$T/a.st" -o "$o" "${LONG[@]}" --steps 300 $extra >"$T/out" 2>"$T/err"
+        rc=$?
+        [ $rc -eq 1 ] || fail "$tool: a second run of '$o' ($extra) exit $rc (want 1)"
+        grep -q "cannot write '$o': another run (pid $pid) is writing it" "$T/err" ||
+            fail "$tool ($extra): $(cat "$T/err")"
+    done
+    wait $pid
+    rc=$?
+    [ $rc -eq 0 ] || fail "$tool: the first run exit $rc: $(cat "$T/r1.err")"
+    [ -s "$o" ] && [ -s "$o.state" ] || fail "$tool: the first run left no output and state"
+    [ -e "$o.lock" ] && fail "$tool: a finished run left its lock file"
+    # a run that resumes holds its output too: a fresh -f run cannot take it over
+    "$B/$tool" "$T/a.st" -o "$o" "${LONG[@]}" --steps 300 --stop-after 2 -f >"$T/out" 2>"$T/err" ||
+        fail "$tool: --stop-after: $(cat "$T/err")"
+    rm -f "$T/race.log"
+    "$B/$tool" "$T/a.st" -o "$o" "${LONG[@]}" --steps 300 --resume --log "$T/race.log" \
+        >"$T/r1.out" 2>"$T/r1.err" &
+    pid=$!
+    started "$T/race.log" $pid || fail "$tool: the resumed run never started: $(cat "$T/r1.err")"
+    refused "cannot write '$o': another run (pid $pid)" "$B/$tool" "$T/a.st" -o "$o" "${LONG[@]}" \
+        --steps 300 -f
+    wait $pid || fail "$tool: the resumed run failed: $(cat "$T/r1.err")"
+    # killed with -9 mid-run
+    rm -f "$T/race.log"
+    "$B/$tool" "$T/a.st" -o "$o" "${LONG[@]}" --steps 100000 -f --log "$T/race.log" \
+        >"$T/r1.out" 2>"$T/r1.err" &
+    pid=$!
+    started "$T/race.log" $pid || fail "$tool: the run to kill never started: $(cat "$T/r1.err")"
+    kill -9 $pid
+    { wait $pid; } 2>/dev/null
+    rc=$?
+    [ $rc -eq 137 ] || fail "$tool: the run was not killed (exit $rc)"
+    [ -e "$o.lock" ] || fail "$tool: a killed run left no lock file (nothing tested)"
+    ok "$B/$tool" "$T/a.st" -o "$o" "${LONG[@]}" --steps 2 -f
+    [ -e "$o.lock" ] && fail "$tool: the stale lock file was not cleared"
+done
+# an output's state that appears while a run without -f trains is left alone
+rm -f "$T/race.log" "$T/ex.st" "$T/ex.st.state"
+"$B/hm-finetune" "$T/a.st" -o "$T/ex.st" "${LONG[@]}" --steps 300 --log "$T/race.log" \
+    >"$T/r1.out" 2>"$T/r1.err" &
+pid=$!
+started "$T/race.log" $pid || fail "the run never started: $(cat "$T/r1.err")"
+echo "another writer's state" > "$T/ex.st.state"
+wait $pid
+rc=$?
+[ $rc -eq 1 ] || fail "a state that appeared while training: exit $rc (want 1)"
+grep -q "cannot write state '$T/ex.st.state': output \(exists\|appeared while\)" "$T/r1.err" ||
+    fail "no race message: $(cat "$T/r1.err")"
+[ "$(cat "$T/ex.st.state")" = "another writer's state" ] || fail "the state that appeared was replaced"
+
 # the honest resume continues and equals an uninterrupted run
 cp "$T/good.state" "$T/out.st.state"
 ok "$B/hm-finetune" "$T/a.st" -o "$T/out.st" "${RUN[@]}" --resume -f

@@ -34,6 +34,7 @@ static int runs_distributed(const char *prog)
 static void on_signal(int sig)
 {
     hm_afile_cleanup_all();
+    hm_output_release_all();
     signal(sig, SIG_DFL);
     raise(sig);
 }
@@ -61,6 +62,7 @@ void hm_cli_init(const char *prog, const char *usage, char **argv)
     g_prog = prog;
     g_usage = usage;
     opterr = 0;
+    atexit(hm_output_release_all);
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     signal(SIGHUP, on_signal);
@@ -181,6 +183,14 @@ void hm_die(const char *fmt, ...)
 void hm_die_err(const char *what, const char *path, const struct hm_error *err)
 {
     hm_die("%s '%s': %s", what, path, err && err->msg[0] ? err->msg : "unknown error");
+}
+
+void hm_cli_hold_output(const char *path)
+{
+    struct hm_error err;
+    hm_error_clear(&err);
+    if (path && hm_output_hold(path, &err) != HM_OK)
+        hm_die_err("cannot write", path, &err);
 }
 
 /* The short usage: the text up to the first blank line. */

@@ -114,6 +114,13 @@ _Noreturn void hm_die_err(const char *what, const char *path, const struct hm_er
 /* One error line plus the short usage on stderr, exit 2. */
 _Noreturn void hm_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* Holds the output path for the rest of the run (hm_output_hold: a lock
+ * beside it, released at exit), so that a second run writing the same
+ * output fails at once, with or without -f. Call it before any work, after
+ * the checks that the path is not an input. NULL and "-" hold nothing.
+ * Exits 1 ("cannot write 'PATH': another run (pid N) is writing it"). */
+void hm_cli_hold_output(const char *path);
+
 /* Strict number parsing for option values; on a bad value, hm_usage_error
  * naming the option. No silent clamping. */
 int64_t hm_parse_i64(const char *s, const char *opt, int64_t min, int64_t max);

@@ -1,6 +1,7 @@
 #include "train_cli.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,22 +20,13 @@
 static void check_output_path(const char *path)
 {
     struct stat sb;
+    struct hm_error err;
     if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
         hm_die("output '%s' is not a regular file (a device, FIFO, socket or directory): "
                "refusing to replace it", path);
-    char *dir = strdup(path);
-    if (!dir)
-        hm_die("out of memory");
-    char *slash = strrchr(dir, '/');
-    const char *d = slash ? (slash == dir ? "/" : (*slash = '\0', dir)) : ".";
-    if (stat(d, &sb) != 0 || !S_ISDIR(sb.st_mode))
-        hm_die("cannot write '%s': directory '%s' does not exist", path, d);
-    if (access(d, W_OK) != 0)
-        hm_die("cannot write '%s': directory '%s' is not writable: %s", path, d,
-               strerror(errno));
-    free(dir);
+    if (hm_output_dir_check(path, &err) != HM_OK)
+        hm_die_err("cannot write", path, &err);
 }
-
 void hm_train_cli_defaults(struct hm_train_cli *t, const char *tool, double default_wd)
 {
     memset(t, 0, sizeof *t);
@@ -76,7 +68,7 @@ int hm_train_cli_opt(int c, const char *arg, struct hm_train_cli *t)
             hm_usage_error("--optimizer must be adamw or sgd, got '%s'", arg);
         return 1;
     case HM_TOPT_WD: r->optim.weight_decay = hm_parse_f64(arg, "--weight-decay", 0, 1e3); t->wd_set = 1; return 1;
-    case HM_TOPT_CLIP: r->optim.clip = hm_parse_f64(arg, "--clip", 0, 1e9); return 1;
+    case HM_TOPT_CLIP: r->optim.clip = hm_parse_f64(arg, "--clip", 0, 1e9); t->clip_set = 1; return 1;
     case HM_TOPT_ORDER:
         if (strcmp(arg, "shuffle") == 0)
             r->order = HM_ORDER_SHUFFLE;
@@ -141,8 +133,8 @@ void hm_train_cli_finish(struct hm_train_cli *t, int argc, char **argv, const ch
     if (r->out_path && strcmp(r->out_path, "-") == 0 &&
         (r->save_every || r->resume || r->stop_after))
         hm_usage_error("-o - cannot be combined with --save-every, --stop-after or --resume");
-    if (r->optim.kind == HM_OPTIM_SGD)
-        r->optim.clip = 0; /* contract §4: plain SGD, no clipping */
+    if (r->optim.kind == HM_OPTIM_SGD && !t->clip_set)
+        r->optim.clip = 0; /* contract §4: plain SGD, no clipping unless --clip asks */
     t->backend = hm_cli_backend(t->device, t->backend_name);
     if (json && r->out_path && strcmp(r->out_path, "-") == 0)
         hm_usage_error("--json and -o - both want stdout");
@@ -151,6 +143,10 @@ void hm_train_cli_finish(struct hm_train_cli *t, int argc, char **argv, const ch
             hm_die("output '%s' is the input or a file of the input folder: refusing to overwrite it",
                    r->out_path);
         check_output_path(r->out_path);
+        const char *base = strrchr(r->out_path, '/') ? strrchr(r->out_path, '/') + 1 : r->out_path;
+        if (strlen(base) + strlen(".state") > NAME_MAX)
+            hm_die("cannot write '%s': its state file '%s.state' would be a name longer than "
+                   "%d bytes", r->out_path, base, NAME_MAX);
         if (!t->dry_run && !r->resume && !r->force && hm_is_file(r->out_path))
             hm_die("output '%s' exists (use -f/--force to replace it, or --resume)",
                    r->out_path);
@@ -171,6 +167,12 @@ void hm_train_cli_finish(struct hm_train_cli *t, int argc, char **argv, const ch
         check_output_path(r->log_path);
         if (r->out_path && hm_same_file(r->log_path, r->out_path))
             hm_die("--log '%s' is the output", r->log_path);
+    }
+    /* the run owns its output (and state) and log until it ends: process 0,
+     * which alone writes them */
+    if (!t->dry_run && hm_run_is_primary(&t->comm)) {
+        hm_cli_hold_output(r->out_path);
+        hm_cli_hold_output(r->log_path);
     }
     int n = t->threads > 0 ? t->threads : hm_cli_default_threads();
     hm_threads_set(n > 0 ? n : 1);

@@ -75,7 +75,8 @@ enum {
     "      --lr X               peak learning rate (default 6e-4)\n"                       \
     "      --warmup N           linear warm-up steps, then cosine to 0.1·peak\n"           \
     "                           (default: min(1000, steps/10))\n"                          \
-    "      --clip X             global gradient-norm clip, 0 = off (default 1.0)\n"        \
+    "      --clip X             global gradient-norm clip, 0 = off (default 1.0;\n"        \
+    "                           with sgd 0, contract §4)\n"        \
     "Run:\n"                                                                               \
     "  -o, --output FILE        the trained checkpoint (state in FILE.state)\n"            \
     "  -f, --force              replace an existing output and log\n"                      \
@@ -104,6 +105,7 @@ struct hm_train_cli {
     int have_steps;
     int warmup_set;
     int wd_set;
+    int clip_set;              /* --clip given (SGD clips only then) */
     int threads;
     const char *device;        /* --device, or NULL */
     const char *backend_name;  /* --backend, or NULL */
