@@ -154,6 +154,15 @@ static enum hm_status mpi_fold_grads(void *ctx, const struct hm_backend *be,
     return HM_OK;
 }
 
+/* p[i].g ← src[off[i] − off[i0] ..] for the tensors [i0, i1) (host → backend). */
+static void upload_grads(const struct mpi_ctx *c, const struct hm_backend *be,
+                         const struct hm_opt_param *p, int64_t i0, int64_t i1, const float *src)
+{
+    for (int64_t i = i0; i < i1; i++)
+        hm_backend_upload(be, p[i].g, src + (c->off[i] - c->off[i0]),
+                          sizeof(float) * (size_t)p[i].n);
+}
+
 static enum hm_status mpi_gather_grads(void *ctx, const struct hm_backend *be,
                                        const struct hm_opt_param *p, int64_t np,
                                        struct hm_error *err)
@@ -166,8 +175,7 @@ static enum hm_status mpi_gather_grads(void *ctx, const struct hm_backend *be,
                             MPI_FLOAT, c->comm);
     if (rc != MPI_SUCCESS)
         return mpi_fail(err, rc, "gradient gather");
-    for (int64_t i = 0; i < np; i++)
-        hm_backend_upload(be, p[i].g, c->packed + c->off[i], sizeof(float) * (size_t)p[i].n);
+    upload_grads(c, be, p, 0, np, c->packed);
     return HM_OK;
 }
 
@@ -179,9 +187,7 @@ static enum hm_status mpi_own_grads(void *ctx, const struct hm_backend *be,
     enum hm_status st = ctx_prepare(c, p, np, err);
     if (st != HM_OK)
         return st;
-    const int64_t base = c->off[c->first[c->rank]];
-    for (int64_t i = c->first[c->rank]; i < c->first[c->rank + 1]; i++)
-        hm_backend_upload(be, p[i].g, c->sum + (c->off[i] - base), sizeof(float) * (size_t)p[i].n);
+    upload_grads(c, be, p, c->first[c->rank], c->first[c->rank + 1], c->sum);
     return HM_OK;
 }
 
