@@ -1,5 +1,6 @@
 /* archive_read.c — whole archives into memory, every entry checked (archive_read.h). */
 #include "archive_read.h"
+#include "archive_filters.h"
 
 #include "sorted_names.h"
 #include <archive.h>
@@ -517,12 +518,13 @@ static enum hm_status read_tar(const char *path, const void *buf, size_t len,
         st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
         goto out;
     }
-    /* only the filters bundles use, and tar itself: no mtree or other
+    /* only the filters bundles use, each only where it decodes in-process
+     * (never an external program), and tar itself: no mtree or other
      * reader that would take any text for an archive */
     archive_read_support_format_raw(p.raw);
-    archive_read_support_filter_gzip(p.raw);
-    archive_read_support_filter_xz(p.raw);
-    archive_read_support_filter_zstd(p.raw);
+    hm_archive_support_in_process(p.raw, archive_read_support_filter_gzip);
+    hm_archive_support_in_process(p.raw, archive_read_support_filter_xz);
+    hm_archive_support_in_process(p.raw, archive_read_support_filter_zstd);
     archive_read_support_format_tar(tar);
     if (open_source(p.raw, path, buf, len) != ARCHIVE_OK) {
         st = open_error(p.raw, path, err);

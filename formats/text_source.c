@@ -1,6 +1,7 @@
 /* text_source.c — documents from plain text, jsonl and (nested) archives. */
 #include "text_source.h"
 
+#include "archive_filters.h"
 #include "fileio.h"
 
 #include <archive.h>
@@ -48,13 +49,9 @@ static const struct filter_kind filter_kinds[] = {
 static unsigned probe_inprocess_filters(void)
 {
     unsigned mask = 0;
-    for (size_t i = 0; i < N_FILTER_KINDS; i++) {
-        struct archive *a = archive_read_new();
-        if (a && filter_kinds[i].support(a) == ARCHIVE_OK)
+    for (size_t i = 0; i < N_FILTER_KINDS; i++)
+        if (hm_archive_filter_in_process(filter_kinds[i].support))
             mask |= 1u << i;
-        if (a)
-            archive_read_free(a);
-    }
     return mask;
 }
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "testutil.h"
+#include "archive_filters.h"
 #include "text_source.h"
 
 struct member {
@@ -283,4 +284,18 @@ Test(text_source, round3_tails_compressions_nul)
     cr_expect_eq(len, 5);
     cr_expect(memcmp(doc, "a\0b\xc3\xa9", 5) == 0);
     hm_text_source_close(src);
+}
+
+/* Which decompressions hm registers: lrzip and grzip are external programs
+ * in every libarchive (never registered); gzip is zlib, in-process. */
+Test(text_source, only_in_process_filters_are_registered)
+{
+    cr_expect_not(hm_archive_filter_in_process(archive_read_support_filter_lrzip));
+    cr_expect_not(hm_archive_filter_in_process(archive_read_support_filter_grzip));
+    cr_expect(hm_archive_filter_in_process(archive_read_support_filter_gzip));
+    struct archive *a = archive_read_new();
+    cr_assert_not_null(a);
+    cr_expect_eq(hm_archive_support_in_process(a, archive_read_support_filter_lrzip), 0);
+    cr_expect_eq(hm_archive_support_in_process(a, archive_read_support_filter_gzip), 1);
+    archive_read_free(a);
 }
