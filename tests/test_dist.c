@@ -13,6 +13,7 @@
 #undef HM_HAVE_MPI
 #define hm_dist_built nompi_dist_built
 #define hm_dist_launched_size nompi_dist_launched_size
+#define hm_dist_local_size nompi_dist_local_size
 #define hm_dist_open nompi_dist_open
 #define hm_dist_close nompi_dist_close
 #include "../libconvert/dist/dist.c"

@@ -32,9 +32,6 @@ constexpr int CU_THREADS = 256;     /* elementwise and column kernels */
 constexpr int CU_ROW_THREADS = 256; /* one block per row; a power of two (cu_block_sum) */
 constexpr double CU_PI = 3.14159265358979323846;
 
-/* Rows handled by a one-block-per-row grid: rows > 2^31 − 1 loop. */
-unsigned cu_row_blocks(int64_t rows) { return cu_blocks(rows, 1); }
-
 /* Fixed-order sum over the block (blockDim.x a power of two, sh has
  * blockDim.x doubles); every thread gets the sum; sh is free again on
  * return. */
@@ -620,7 +617,7 @@ void cu_layernorm_forward(void *ctx, float *y, float *mean, float *rstd, const f
 {
     if (T <= 0) /* d = 0 still writes mean/rstd (NaN, as ref's 0/0) */
         return;
-    k_layernorm_fwd<<<cu_row_blocks(T), CU_ROW_THREADS, 0, cu_stream(ctx)>>>(y, mean, rstd, x, w,
+    k_layernorm_fwd<<<cu_blocks(T, 1), CU_ROW_THREADS, 0, cu_stream(ctx)>>>(y, mean, rstd, x, w,
                                                                              b, T, d, eps);
     CU_LAUNCHED(ctx);
 }
@@ -635,7 +632,7 @@ void cu_layernorm_backward(void *ctx, float *dx, float *dw, float *db, const flo
         return;
     cudaStream_t st = cu_stream(ctx);
     if (dx) {
-        k_layernorm_bwd_dx<<<cu_row_blocks(T), CU_ROW_THREADS, 0, st>>>(dx, dy, x, mean, rstd, w,
+        k_layernorm_bwd_dx<<<cu_blocks(T, 1), CU_ROW_THREADS, 0, st>>>(dx, dy, x, mean, rstd, w,
                                                                         T, d);
         CU_LAUNCHED(ctx);
     }
@@ -759,7 +756,7 @@ void cu_rmsnorm_forward(void *ctx, float *y, float *rstd, const float *x, const 
 {
     if (T <= 0) /* d = 0 still writes rstd (NaN, as ref's 0/0) */
         return;
-    k_rmsnorm_fwd<<<cu_row_blocks(T), CU_ROW_THREADS, 0, cu_stream(ctx)>>>(y, rstd, x, w, T, d,
+    k_rmsnorm_fwd<<<cu_blocks(T, 1), CU_ROW_THREADS, 0, cu_stream(ctx)>>>(y, rstd, x, w, T, d,
                                                                            eps);
     CU_LAUNCHED(ctx);
 }
@@ -772,7 +769,7 @@ void cu_rmsnorm_backward(void *ctx, float *dx, float *dw, const float *dy, const
         return;
     cudaStream_t st = cu_stream(ctx);
     if (dx) {
-        k_rmsnorm_bwd_dx<<<cu_row_blocks(T), CU_ROW_THREADS, 0, st>>>(dx, dy, x, rstd, w, T, d);
+        k_rmsnorm_bwd_dx<<<cu_blocks(T, 1), CU_ROW_THREADS, 0, st>>>(dx, dy, x, rstd, w, T, d);
         CU_LAUNCHED(ctx);
     }
     if (dw) {

@@ -7,10 +7,13 @@
  *                     the SiLU gate), rotary, embeddings, the GQA
  *                     expansion, fill/copy/clamp;
  *   cuda_train.cu     losses, the optimizers, norms of gradients, the
- *                     non-finite search, softmax attention (training and
- *                     the KV-cache step);
- *   cuda_linear.cu    Hedgehog feature maps, linear attention, the
- *                     HedgeMamba conv and scan.
+ *                     non-finite search;
+ *   cuda_attention.cu softmax attention (training and the KV-cache step);
+ *   cuda_reduce.cuh   the fixed-order block and warp reductions they share;
+ *   cuda_featuremap.cu  the Hedgehog feature maps;
+ *   cuda_linear.cu    linear attention and the HedgeMamba scan (one set of
+ *                     kernels), its chunk carry and one-token step;
+ *   cuda_conv.cu      the HedgeMamba causal depthwise conv.
  *
  * Rules every kernel follows:
  *   - Everything runs on the context's stream (cu_stream(ctx)); nothing
@@ -71,6 +74,15 @@ static inline unsigned cu_blocks(int64_t n, int threads)
 {
     int64_t b = (n + threads - 1) / threads;
     return (unsigned)(b < 1 ? 1 : b > 2147483647 ? 2147483647 : b);
+}
+
+/* The sum over a full warp by xor butterfly: addition commutes, so every
+ * lane holds the same bits (a fixed-order reduction). */
+static __device__ __forceinline__ double cu_warp_sum(double v)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
 }
 
 /* The op implementations, one per ops.def entry: cu_<name>(ctx, params). */

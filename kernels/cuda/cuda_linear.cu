@@ -1,6 +1,6 @@
-/* cuda_linear.cu — Hedgehog feature maps, causal normalized linear attention,
- * the HedgeMamba causal depthwise conv and the selective scan (contracts §2,
- * §3) on the device. Semantics: kernels/backend.h; the oracle is
+/* cuda_linear.cu — causal normalized linear attention and the HedgeMamba
+ * selective scan (contracts §2, §3), its chunk carry and one-token step, on
+ * the device (the feature maps: cuda_featuremap.cu; the conv: cuda_conv.cu). Semantics: kernels/backend.h; the oracle is
  * kernels/cpu/ref_linattn.c and ref_ssm.c (double accumulation, quadratic
  * form). Rules: cuda_internal.h (one stream, no atomics, fixed-order sums,
  * no allocation).
@@ -104,18 +104,6 @@ size_t scan_ws_carve(int64_t T, int64_t n_h, int64_t F2, int64_t p, int64_t Cc, 
     return sizeof(double) * (size_t)off;
 }
 
-unsigned grid_of(int64_t blocks) /* a grid-stride grid: ≥ 1, ≤ 2^31 − 1 */
-{
-    return (unsigned)(blocks < 1 ? 1 : blocks > 2147483647 ? 2147483647 : blocks);
-}
-
-__device__ double warp_sum(double v)
-{
-    for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
 /* Fixed-tree sum over a block of NT threads (all must call it). */
 __device__ double block_sum(double v, double *red)
 {
@@ -144,144 +132,6 @@ __device__ void tile_segs(int n, bool down, const double *xs, double *segs, doub
             segs[j] = run;
         }
     __syncthreads();
-}
-
-/* ---- feature maps ----------------------------------------------------------- */
-
-/* u_j = b_j + Σ_i x_i W_ij in ref's order (recomputed per pass, as ref does). */
-__device__ double fm_u(const float *xr, const float *Wh, const float *bh, int64_t p, int64_t F,
-                       int64_t j)
-{
-    double u = bh[j];
-    for (int64_t i = 0; i < p; i++)
-        u += (double)xr[i] * Wh[i * F + j];
-    return u;
-}
-
-/* One warp per (t, h) row; lanes over j. max/min are exact in any order
- * (fmax/fmin skip NaN like ref's comparisons); the sums are xor trees. */
-__global__ void k_fm_fwd(float *phi, const float *x, const float *W, const float *b, int64_t T,
-                         int64_t n_h, int64_t p, int64_t F, int64_t rs, int64_t hs)
-{
-    const int lane = threadIdx.x & 31;
-    const int64_t wpb = blockDim.x / 32, rows = T * n_h;
-    for (int64_t row = (int64_t)blockIdx.x * wpb + threadIdx.x / 32; row < rows;
-         row += (int64_t)gridDim.x * wpb) {
-        const int64_t t = row / n_h, h = row % n_h;
-        const float *xr = x + t * rs + h * hs, *Wh = W + h * p * F, *bh = b + h * F;
-        float *ph = phi + row * 2 * F;
-        double mx = -INFINITY, mn = INFINITY, sp = 0, sm = 0;
-        for (int64_t j = lane; j < F; j += 32) {
-            const double u = fm_u(xr, Wh, bh, p, F, j);
-            mx = fmax(mx, u);
-            mn = fmin(mn, u);
-        }
-        for (int o = 16; o > 0; o >>= 1) {
-            mx = fmax(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-            mn = fmin(mn, __shfl_xor_sync(0xffffffffu, mn, o));
-        }
-        for (int64_t j = lane; j < F; j += 32) {
-            const double u = fm_u(xr, Wh, bh, p, F, j);
-            sp += exp(u - mx);
-            sm += exp(mn - u);
-        }
-        sp = warp_sum(sp);
-        sm = warp_sum(sm);
-        for (int64_t j = lane; j < F; j += 32) {
-            const double u = fm_u(xr, Wh, bh, p, F, j);
-            ph[j] = (float)(exp(u - mx) / sp);
-            ph[F + j] = (float)(exp(mn - u) / sm);
-        }
-    }
-}
-
-/* du_j = s_j (g_j − Σ s·g) − s'_j (g'_j − Σ s'·g'), as ref's HM_REF_DU. */
-__device__ double fm_du(const float *ph, const float *g, int64_t F, int64_t j, double dp, double dm)
-{
-    return (double)ph[j] * (g[j] - dp) - (double)ph[F + j] * (g[F + j] - dm);
-}
-
-/* dx: one warp per (t, h) row; lanes over i, each a loop over j (ref's order). */
-__global__ void k_fm_bwd_dx(float *dx, const float *dphi, const float *phi, const float *W,
-                            int64_t T, int64_t n_h, int64_t p, int64_t F, int64_t rs, int64_t hs)
-{
-    const int lane = threadIdx.x & 31;
-    const int64_t wpb = blockDim.x / 32, rows = T * n_h;
-    for (int64_t row = (int64_t)blockIdx.x * wpb + threadIdx.x / 32; row < rows;
-         row += (int64_t)gridDim.x * wpb) {
-        const int64_t t = row / n_h, h = row % n_h;
-        const float *ph = phi + row * 2 * F, *g = dphi + row * 2 * F, *Wh = W + h * p * F;
-        double dp = 0, dm = 0;
-        for (int64_t j = lane; j < F; j += 32) {
-            dp += (double)ph[j] * g[j];
-            dm += (double)ph[F + j] * g[F + j];
-        }
-        dp = warp_sum(dp);
-        dm = warp_sum(dm);
-        float *dxr = dx + t * rs + h * hs;
-        for (int64_t i = lane; i < p; i += 32) {
-            double s = 0;
-            for (int64_t j = 0; j < F; j++)
-                s += (double)Wh[i * F + j] * fm_du(ph, g, F, j, dp, dm);
-            dxr[i] = (float)s;
-        }
-    }
-}
-
-/* dW, db: ref adds (float) terms to the float gradient row by row in t order,
- * so each thread owns one element (h, i, j) (i < max(p, 1); i = 0 also owns
- * db[h, j]) and walks t in order; the 8 warps of the block compute Σ s·g and
- * Σ s'·g' for 8 rows at a time. Grid: n_h × ceil(max(p,1)·F / NE) blocks. */
-__global__ void __launch_bounds__(NE)
-k_fm_bwd_dw(float *dW, float *db, const float *dphi, const float *x, const float *phi, int64_t T,
-            int64_t n_h, int64_t p, int64_t F, int64_t rs, int64_t hs)
-{
-    constexpr int WARPS = NE / 32;
-    __shared__ double sdp[WARPS], sdm[WARPS];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
-    const int64_t PE = (p > 0 ? p : 1) * F, tiles = (PE + NE - 1) / NE;
-    for (int64_t blk = blockIdx.x; blk < n_h * tiles; blk += gridDim.x) {
-        const int64_t h = blk / tiles, e = (blk % tiles) * NE + threadIdx.x;
-        const bool valid = e < PE;
-        const int64_t i = valid ? e / F : 0, j = valid ? e % F : 0;
-        const bool own_w = valid && dW && i < p, own_b = valid && db && i == 0;
-        float aw = own_w ? dW[h * p * F + i * F + j] : 0.0f;
-        float ab = own_b ? db[h * F + j] : 0.0f;
-        for (int64_t t0 = 0; t0 < T; t0 += WARPS) {
-            const int64_t tw = t0 + warp;
-            if (tw < T) {
-                const float *ph = phi + (tw * n_h + h) * 2 * F, *g = dphi + (tw * n_h + h) * 2 * F;
-                double dp = 0, dm = 0;
-                for (int64_t jj = lane; jj < F; jj += 32) {
-                    dp += (double)ph[jj] * g[jj];
-                    dm += (double)ph[F + jj] * g[F + jj];
-                }
-                dp = warp_sum(dp);
-                dm = warp_sum(dm);
-                if (lane == 0) {
-                    sdp[warp] = dp;
-                    sdm[warp] = dm;
-                }
-            }
-            __syncthreads();
-            const int nt = (int)(T - t0 < WARPS ? T - t0 : WARPS);
-            if (own_w || own_b)
-                for (int w = 0; w < nt; w++) {
-                    const int64_t t = t0 + w;
-                    const float *ph = phi + (t * n_h + h) * 2 * F, *g = dphi + (t * n_h + h) * 2 * F;
-                    const double du = fm_du(ph, g, F, j, sdp[w], sdm[w]);
-                    if (own_w)
-                        aw += (float)((double)x[t * rs + h * hs + i] * du);
-                    if (own_b)
-                        ab += (float)du;
-                }
-            __syncthreads();
-        }
-        if (own_w)
-            dW[h * p * F + i * F + j] = aw;
-        if (own_b)
-            db[h * F + j] = ab;
-    }
 }
 
 /* ---- the scan: decays and chunk states ---------------------------------------- */
@@ -724,7 +574,7 @@ void scan_states(void *ctx, const scan_args &a, const scan_ws &w, float *saved, 
     if (E == 0)
         return;
     cudaStream_t st = cu_stream(ctx);
-    k_chunk_outer<<<grid_of(a.n_h * a.nc * ((E + NE - 1) / NE)), NE, 0, st>>>(a, nullptr, w.rho,
+    k_chunk_outer<<<cu_blocks(a.n_h * a.nc * ((E + NE - 1) / NE), 1), NE, 0, st>>>(a, nullptr, w.rho,
                                                                               w.wst, w.S);
     CU_LAUNCHED(ctx);
     k_scan_chunks<<<cu_blocks(a.n_h * E, NE), NE, 0, st>>>(a.n_h, a.nc, a.F2, P1, w.gc, w.S, 0,
@@ -741,7 +591,7 @@ void scan_forward(void *ctx, const scan_args &a, float *y, float *den, float eps
     k_decay<<<cu_blocks(a.n_h * a.nc, 128), 128, 0, st>>>(a, w.rho, w.wst, w.gc);
     CU_LAUNCHED(ctx);
     scan_states(ctx, a, w, saved, hm_linattn_saved_block(a.F2, a.p));
-    k_rows_fwd<<<grid_of(a.n_h * a.T), NT, 0, st>>>(a, w.S, w.wst, y, den, eps);
+    k_rows_fwd<<<cu_blocks(a.n_h * a.T, 1), NT, 0, st>>>(a, w.S, w.wst, y, den, eps);
     CU_LAUNCHED(ctx);
 }
 
@@ -763,20 +613,20 @@ void scan_backward(void *ctx, const scan_args &a, float *dC, float *dB, float *d
     if (rows) {
         if (a.nc > 1)
             scan_states(ctx, a, w, nullptr, 0);
-        k_rows_dC<<<grid_of(a.n_h * a.T), NT, 0, st>>>(a, w.S, w.wst, w.G, dC,
+        k_rows_dC<<<cu_blocks(a.n_h * a.T, 1), NT, 0, st>>>(a, w.S, w.wst, w.G, dC,
                                                        need_a ? w.rowsum : nullptr);
         CU_LAUNCHED(ctx);
     }
     if (cols) {
         if (a.nc > 1 && E > 0) {
-            k_chunk_outer<<<grid_of(a.n_h * a.nc * ((E + NE - 1) / NE)), NE, 0, st>>>(
+            k_chunk_outer<<<cu_blocks(a.n_h * a.nc * ((E + NE - 1) / NE), 1), NE, 0, st>>>(
                 a, w.G, w.rho, w.wst, w.U);
             CU_LAUNCHED(ctx);
             k_scan_chunks<<<cu_blocks(a.n_h * E, NE), NE, 0, st>>>(a.n_h, a.nc, a.F2, P1, w.gc,
                                                                     w.U, 1, nullptr, 0);
             CU_LAUNCHED(ctx);
         }
-        k_cols<<<grid_of(a.n_h * a.T), NT, 0, st>>>(a, w.U, w.rho, w.G, dy, dB, dv,
+        k_cols<<<cu_blocks(a.n_h * a.T, 1), NT, 0, st>>>(a, w.U, w.rho, w.G, dy, dB, dv,
                                                     need_a ? w.din : nullptr);
         CU_LAUNCHED(ctx);
     }
@@ -795,89 +645,6 @@ scan_args make_args(const float *C, const float *B, const float *v, const float 
 }
 
 int64_t ssm_chunk(int64_t chunk) { return chunk > 0 ? chunk : HM_SSM_CHUNK_DEFAULT; }
-
-/* ---- conv ----------------------------------------------------------------------- */
-
-/* One thread per (t, ch), ref's order. */
-__global__ void k_conv_fwd(float *c, const float *x, const float *w, const float *bias, int64_t T,
-                           int64_t C, int64_t K)
-{
-    for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < T * C;
-         idx += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t t = idx / C, ch = idx % C;
-        double s = bias ? bias[ch] : 0;
-        for (int64_t k = 0; k < K; k++) {
-            const int64_t src = t - (K - 1) + k;
-            if (src >= 0)
-                s += (double)w[ch * K + k] * x[src * C + ch];
-        }
-        c[idx] = (float)s;
-    }
-}
-
-/* dx: one thread per (s, ch). */
-__global__ void k_conv_dx(float *dx, const float *dc, const float *w, int64_t T, int64_t C,
-                          int64_t K)
-{
-    for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < T * C;
-         idx += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t s = idx / C, ch = idx % C;
-        double g = 0;
-        for (int64_t k = 0; k < K; k++) {
-            const int64_t t = s + (K - 1) - k;
-            if (t < T)
-                g += (double)w[ch * K + k] * dc[t * C + ch];
-        }
-        dx[idx] = (float)g;
-    }
-}
-
-/* dw (one thread per (ch, k), idx < C K) and dbias (one thread per ch,
- * idx ≥ C K): each a loop over t in order, in double, as ref. */
-__global__ void k_conv_dw(float *dw, float *dbias, const float *dc, const float *x, int64_t T,
-                          int64_t C, int64_t K)
-{
-    const int64_t nw = dw ? C * K : 0, n = nw + (dbias ? C : 0);
-    for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < n;
-         idx += (int64_t)gridDim.x * blockDim.x) {
-        double g = 0;
-        if (idx < nw) {
-            const int64_t ch = idx / K, k = idx % K;
-            for (int64_t t = 0; t < T; t++) {
-                const int64_t src = t - (K - 1) + k;
-                if (src >= 0)
-                    g += (double)dc[t * C + ch] * x[src * C + ch];
-            }
-            dw[idx] += (float)g;
-        } else {
-            const int64_t ch = idx - nw;
-            for (int64_t t = 0; t < T; t++)
-                g += dc[t * C + ch];
-            dbias[ch] += (float)g;
-        }
-    }
-}
-
-/* One thread per channel: the output, then the channel's window column shifted. */
-__global__ void k_conv_step(float *c_t, const float *x_t, float *window, const float *w,
-                            const float *bias, int64_t C, int64_t K)
-{
-    for (int64_t ch = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; ch < C;
-         ch += (int64_t)gridDim.x * blockDim.x) {
-        const float xv = x_t[ch];
-        double s = bias ? bias[ch] : 0;
-        for (int64_t k = 0; k < K - 1; k++)
-            s += (double)w[ch * K + k] * window[k * C + ch];
-        if (K >= 1)
-            s += (double)w[ch * K + K - 1] * xv;
-        c_t[ch] = (float)s;
-        if (K > 1) {
-            for (int64_t k = 0; k < K - 2; k++)
-                window[k * C + ch] = window[(k + 1) * C + ch];
-            window[(K - 2) * C + ch] = xv;
-        }
-    }
-}
 
 /* ---- carried state and the one-token step ---------------------------------------- */
 
@@ -1020,41 +787,6 @@ k_ssm_step(float *y_t, float *S, const float *C_t, const float *B_t, const float
 
 /* ---- the ops ------------------------------------------------------------------- */
 
-/* phi: [T, n_h, 2F]  x: (t, h, i) at x[t rs + h hs + i]  W: [n_h, p, F]  b: [n_h, F] */
-void cu_featuremap_forward(void *ctx, float *phi, const float *x, const float *W, const float *b,
-                           int64_t T, int64_t n_h, int64_t p, int64_t F, int64_t row_stride,
-                           int64_t head_stride)
-{
-    if (T <= 0 || n_h <= 0 || F <= 0)
-        return;
-    k_fm_fwd<<<cu_blocks(T * n_h, 4), 128, 0, cu_stream(ctx)>>>(phi, x, W, b, T, n_h, p, F,
-                                                                 row_stride, head_stride);
-    CU_LAUNCHED(ctx);
-}
-
-/* dx: as x or NULL  dW: [n_h, p, F] or NULL (+=)  db: [n_h, F] or NULL (+=)
- * dphi, phi: [T, n_h, 2F]  x: as the forward  W: [n_h, p, F] */
-void cu_featuremap_backward(void *ctx, float *dx, float *dW, float *db, const float *dphi,
-                            const float *x, const float *phi, const float *W, int64_t T,
-                            int64_t n_h, int64_t p, int64_t F, int64_t row_stride,
-                            int64_t head_stride)
-{
-    if (T <= 0 || n_h <= 0)
-        return;
-    cudaStream_t st = cu_stream(ctx);
-    if (dx && p > 0) {
-        k_fm_bwd_dx<<<cu_blocks(T * n_h, 4), 128, 0, st>>>(dx, dphi, phi, W, T, n_h, p, F,
-                                                            row_stride, head_stride);
-        CU_LAUNCHED(ctx);
-    }
-    if ((dW || db) && F > 0) {
-        const int64_t tiles = ((p > 0 ? p : 1) * F + NE - 1) / NE;
-        k_fm_bwd_dw<<<grid_of(n_h * tiles), NE, 0, st>>>(dW, db, dphi, x, phi, T, n_h, p, F,
-                                                         row_stride, head_stride);
-        CU_LAUNCHED(ctx);
-    }
-}
-
 size_t cu_linattn_ws_size(void *ctx, int64_t T, int64_t n_h, int64_t F2, int64_t p, int64_t chunk)
 {
     return scan_ws_carve(T, n_h, F2, p, hm_linattn_chunk(chunk), false, nullptr, nullptr);
@@ -1102,44 +834,6 @@ void cu_linattn_backward(void *ctx, float *dphiq, float *dphik, float *dv, const
     const scan_args a = make_args(phiq, phik, v, nullptr, nullptr, nullptr, T, n_h, F2, p,
                                   v_row_stride, v_head_stride, Cc);
     scan_backward(ctx, a, dphiq, dphik, dv, nullptr, nullptr, nullptr, dy, y, den, ws);
-}
-
-/* c, x: [T, C]  w: [C, K]  bias: [C] or NULL */
-void cu_conv1d_forward(void *ctx, float *c, const float *x, const float *w, const float *bias,
-                       int64_t T, int64_t C, int64_t K)
-{
-    if (T <= 0 || C <= 0)
-        return;
-    k_conv_fwd<<<cu_blocks(T * C, 256), 256, 0, cu_stream(ctx)>>>(c, x, w, bias, T, C, K);
-    CU_LAUNCHED(ctx);
-}
-
-/* dx: [T, C] or NULL  dw: [C, K] or NULL (+=)  dbias: [C] or NULL (+=)  dc, x: [T, C] */
-void cu_conv1d_backward(void *ctx, float *dx, float *dw, float *dbias, const float *dc,
-                        const float *x, const float *w, int64_t T, int64_t C, int64_t K)
-{
-    if (T <= 0 || C <= 0)
-        return;
-    cudaStream_t st = cu_stream(ctx);
-    if (dx) {
-        k_conv_dx<<<cu_blocks(T * C, 256), 256, 0, st>>>(dx, dc, w, T, C, K);
-        CU_LAUNCHED(ctx);
-    }
-    const int64_t n = (dw ? C * K : 0) + (dbias ? C : 0);
-    if (n > 0) {
-        k_conv_dw<<<cu_blocks(n, 256), 256, 0, st>>>(dw, dbias, dc, x, T, C, K);
-        CU_LAUNCHED(ctx);
-    }
-}
-
-/* c_t, x_t: [C]  window: [K − 1, C]  w: [C, K]  bias: [C] or NULL */
-void cu_conv1d_step(void *ctx, float *c_t, const float *x_t, float *window, const float *w,
-                    const float *bias, int64_t C, int64_t K)
-{
-    if (C <= 0)
-        return;
-    k_conv_step<<<cu_blocks(C, 256), 256, 0, cu_stream(ctx)>>>(c_t, x_t, window, w, bias, C, K);
-    CU_LAUNCHED(ctx);
 }
 
 size_t cu_ssm_ws_size(void *ctx, int64_t T, int64_t n_h, int64_t F2, int64_t p, int64_t chunk)
@@ -1202,12 +896,12 @@ void cu_ssm_chunk_carry(void *ctx, float *y, float *den, const float *C, const f
     if (T <= 0 || n_h <= 0)
         return;
     cudaStream_t st = cu_stream(ctx);
-    k_carry_rows<<<grid_of(n_h * T), NT, 0, st>>>(y, den, C, v, dt, A, D, S, T, n_h, F2, p,
+    k_carry_rows<<<cu_blocks(n_h * T, 1), NT, 0, st>>>(y, den, C, v, dt, A, D, S, T, n_h, F2, p,
                                                   v_row_stride, v_head_stride);
     CU_LAUNCHED(ctx);
     const int64_t E = F2 * (p + 1);
     if (E > 0) {
-        k_carry_state<<<grid_of(n_h * ((E + NE - 1) / NE)), NE, 0, st>>>(
+        k_carry_state<<<cu_blocks(n_h * ((E + NE - 1) / NE), 1), NE, 0, st>>>(
             S, B, v, dt, A, T, n_h, F2, p, v_row_stride, v_head_stride);
         CU_LAUNCHED(ctx);
     }
@@ -1221,7 +915,7 @@ void cu_ssm_step(void *ctx, float *y_t, float *S, const float *C_t, const float 
 {
     if (n_h <= 0)
         return;
-    k_ssm_step<<<grid_of(n_h), NE, 0, cu_stream(ctx)>>>(y_t, S, C_t, B_t, v_t, dt_t, A, D, n_h,
+    k_ssm_step<<<cu_blocks(n_h, 1), NE, 0, cu_stream(ctx)>>>(y_t, S, C_t, B_t, v_t, dt_t, A, D, n_h,
                                                         F2, p, eps);
     CU_LAUNCHED(ctx);
 }

@@ -20,19 +20,31 @@ int hm_dist_built(void)
 #endif
 }
 
+/* The first of vars[0 .. n) set to a whole number > 1 (≤ INT_MAX), or 1. */
+static int launcher_count(const char *const *vars, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const char *v = getenv(vars[i]);
+        char *end = NULL;
+        long x = v ? strtol(v, &end, 10) : 0;
+        if (v && end != v && *end == '\0' && x > 1 && x <= INT_MAX)
+            return (int)x;
+    }
+    return 1;
+}
+
 int hm_dist_launched_size(void)
 {
     /* Open MPI, MPICH/Hydra (PMI), PMIx launchers, MVAPICH, Intel MPI */
-    static const char *vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE",
-                                 "MV2_COMM_WORLD_SIZE", "MPI_LOCALNRANKS"};
-    for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
-        const char *v = getenv(vars[i]);
-        char *end = NULL;
-        long n = v ? strtol(v, &end, 10) : 0;
-        if (v && end != v && *end == '\0' && n > 1 && n <= INT_MAX)
-            return (int)n;
-    }
-    return 1;
+    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE",
+                                       "MV2_COMM_WORLD_SIZE", "MPI_LOCALNRANKS"};
+    return launcher_count(vars, sizeof vars / sizeof *vars);
+}
+
+int hm_dist_local_size(void)
+{
+    static const char *const vars[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"};
+    return launcher_count(vars, sizeof vars / sizeof *vars);
 }
 
 #ifdef HM_HAVE_MPI
@@ -191,13 +203,19 @@ static enum hm_status mpi_own_grads(void *ctx, const struct hm_backend *be,
     return HM_OK;
 }
 
+/* MPI counts are int. */
+static enum hm_status too_many(int64_t n, struct hm_error *err)
+{
+    return hm_error_set(err, HM_ERR_UNSUPPORTED, "%lld values are too many for MPI",
+                        (long long)n);
+}
+
 static enum hm_status mpi_bcast_floats(void *ctx, float *x, int64_t n, int root,
                                        struct hm_error *err)
 {
     struct mpi_ctx *c = ctx;
     if (n > INT_MAX)
-        return hm_error_set(err, HM_ERR_UNSUPPORTED, "%lld values are too many for MPI",
-                            (long long)n);
+        return too_many(n, err);
     int rc = MPI_Bcast(x, (int)n, MPI_FLOAT, root, c->comm);
     return rc == MPI_SUCCESS ? HM_OK : mpi_fail(err, rc, "broadcast");
 }
@@ -207,8 +225,7 @@ static enum hm_status mpi_allgather(void *ctx, const double *x, int64_t n, doubl
 {
     struct mpi_ctx *c = ctx;
     if (n > INT_MAX)
-        return hm_error_set(err, HM_ERR_UNSUPPORTED, "%lld values are too many for MPI",
-                            (long long)n);
+        return too_many(n, err);
     int rc = MPI_Allgather(x, (int)n, MPI_DOUBLE, out, (int)n, MPI_DOUBLE, c->comm);
     return rc == MPI_SUCCESS ? HM_OK : mpi_fail(err, rc, "allgather");
 }

@@ -45,6 +45,10 @@ int hm_dist_built(void);
  * (OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_SIZE, ...): 1 when none is set. */
 int hm_dist_launched_size(void);
 
+/* Processes of the run on this machine, from the launcher's environment
+ * (OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS): 1 when none is set. */
+int hm_dist_local_size(void);
+
 /* When started by a launcher with more than one process: start MPI and
  * fill *comm (owned by the caller; its ctx is released by hm_dist_close).
  * Otherwise *comm is a single process (size 1, no hooks). Not under a

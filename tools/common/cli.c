@@ -102,16 +102,7 @@ const struct hm_backend *hm_cli_backend(const char *device, const char *backend)
 
 int hm_cli_default_threads(void)
 {
-    long cores = sysconf(_SC_NPROCESSORS_ONLN), local = 1;
-    static const char *vars[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"};
-    for (size_t i = 0; i < sizeof vars / sizeof *vars && local == 1; i++) {
-        const char *v = getenv(vars[i]);
-        char *end = NULL;
-        long n = v ? strtol(v, &end, 10) : 0;
-        if (v && end != v && *end == '\0' && n > 1)
-            local = n;
-    }
-    long n = cores / local;
+    long n = sysconf(_SC_NPROCESSORS_ONLN) / hm_dist_local_size();
     return n > 0 && n < 4096 ? (int)n : 1;
 }
 
