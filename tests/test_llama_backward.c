@@ -7,7 +7,10 @@
  *    untied embeddings, attention biases, inactive HedgeMamba components);
  *  - stage 1 (hm_linearizer on an HF Llama folder): the feature-map
  *    gradients against finite differences of the reference's layer-wise
- *    cosine objective (contract §2).
+ *    cosine objective (contract §2);
+ *  - stage 1b (hm_trainer_align through the run model): every mixer
+ *    tensor's gradient against finite differences of the reference's
+ *    teacher-forced alignment loss (tu_ref_llama_align_loss).
  * Tolerance: max|Δ| ≤ 5e-6 · max(1, max|g|) as in test_backward.c. */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -19,6 +22,7 @@
 #include "checkpoint.h"
 #include "fdcheck.h"
 #include "fixture_llama.h"
+#include "model_run.h"
 #include "linearize.h"
 #include "model.h"
 #include "optim.h"
@@ -230,3 +234,93 @@ Test(llama_backward, stage1_feature_maps)
     tu_ref_table_free(student);
     free(dir);
 }
+
+/* ---- stage 1b ----------------------------------------------------------------- */
+struct align_ctx {
+    const struct hm_config *tc, *sc;
+    struct tu_ref_table *teacher, *student;
+    const int32_t *tok;
+    int64_t B, T;
+};
+
+static double align_loss(const double *x, void *ctx)
+{
+    (void)x;
+    struct align_ctx *c = ctx;
+    return tu_ref_llama_align_loss(c->tc, tu_ref_table_get, c->teacher, c->sc, tu_ref_table_get,
+                                   c->student, c->tok, c->B, c->T);
+}
+
+static void align_check(enum hm_mixer mixer, unsigned components, const char *bename)
+{
+    const struct hm_backend *be = hm_backend_get(bename);
+    struct hm_config tc = tiny(HM_MIXER_SOFTMAX, 1, 1), sc = tiny(mixer, 1, 1);
+    sc.components = components;
+    struct hm_model *teacher = NULL, *m = NULL;
+    cr_assert_eq(hm_model_new(&tc, &teacher, NULL), HM_OK);
+    cr_assert_eq(hm_model_new(&sc, &m, NULL), HM_OK);
+    fill(teacher, 5);
+    fill(m, 9 + (uint64_t)mixer); /* a student unlike its teacher: every term matters */
+    struct hm_error err;
+    cr_assert_eq(hm_model_place(teacher, be, &err), HM_OK, "%s", err.msg);
+    cr_assert_eq(hm_model_place(m, be, &err), HM_OK, "%s", err.msg);
+    struct tu_ref_table *tt = tu_ref_table_from_model(teacher), *st = tu_ref_table_from_model(m);
+    const int64_t B = 2, T = 5;
+    int32_t tok[12] = {1, 4, 9, 10, 0, 3, 7, 7, 2, 5, 6, 8};
+    struct hm_train_opts o = {.B = B, .T = T, .accum = 1, .freeze_embeddings = 1,
+                              .align_teacher = teacher};
+    struct hm_trainer *tr = NULL;
+    cr_assert_eq(hm_trainer_new(m, be, &o, &tr, &err), HM_OK, "%s", err.msg);
+    struct hm_model_run nr = {.model = m, .trainer = tr, .be = be, .align = 1};
+    struct hm_run_model rm;
+    hm_model_run_init(&nr, &rm);
+    cr_assert_eq(rm.n_sums, (int)sc.num_hidden_layers);
+    double sums[8] = {0}, loss, aux[8]; /* host memory: ref's and fast's */
+    rm.zero_grad(rm.ctx);
+    cr_assert_eq(rm.accumulate(rm.ctx, tok, sums, &err), HM_OK, "%s", err.msg);
+    rm.loss_of(rm.ctx, sums, &loss, aux);
+    struct align_ctx c = {&tc, &sc, tt, st, tok, B, T};
+    const double ref = align_loss(NULL, &c);
+    cr_expect(fabs(loss - ref) <= 1e-5 * fabs(ref) + 1e-7, "align loss %.9g vs ref %.9g", loss,
+              ref);
+    cr_expect(fabs(aux[0] + aux[1] - 2 * loss) < 1e-12, "layer losses average to the loss");
+    int64_t np;
+    const struct hm_opt_param *p = rm.params(rm.ctx, &np);
+    int64_t want = 0;
+    for (int64_t i = 0; i < m->n_views; i++) {
+        const struct hm_param_spec *s = &m->views[i].spec;
+        int mix = s->group == HM_PG_MIXER || s->group == HM_PG_FEATURE_MAP ||
+                  (s->group == HM_PG_SSM && (components & HM_COMP_SSM)) ||
+                  (s->group == HM_PG_CONV && (components & HM_COMP_CONV)) ||
+                  (s->group == HM_PG_GATE && (components & HM_COMP_GATE));
+        want += mix;
+    }
+    cr_expect_eq(np, want, "%lld trainable tensors, want the %lld mixer tensors", (long long)np,
+                 (long long)want);
+    for (int64_t i = 0; i < np; i++) {
+        cr_assert(p[i].name && (strstr(p[i].name, "self_attn") || strstr(p[i].name, "attention")),
+                  "'%s' is not a mixer tensor", p[i].name);
+        double *x = (double *)tu_ref_table_get(st, p[i].name);
+        cr_assert(x, "reference lacks '%s'", p[i].name);
+        double *g = malloc(sizeof(double) * (size_t)p[i].n);
+        tu_fd_grad(g, x, p[i].n, align_loss, &c);
+        tu_check_fd(p[i].name, p[i].g, g, p[i].n, TOL);
+        free(g);
+    }
+    fprintf(stderr, "stage 1b %s (%s): %lld tensors checked\n", hm_mixer_name(mixer), bename,
+            (long long)np);
+    hm_model_run_release(&nr);
+    hm_trainer_free(tr);
+    tu_ref_table_free(tt);
+    tu_ref_table_free(st);
+    hm_model_free(m);
+    hm_model_free(teacher);
+}
+
+Test(llama_backward, stage1b_hedgemamba_ref) { align_check(HM_MIXER_HEDGEMAMBA, HM_COMP_ALL, "ref"); }
+Test(llama_backward, stage1b_hedgemamba_fast) { align_check(HM_MIXER_HEDGEMAMBA, HM_COMP_ALL, "fast"); }
+Test(llama_backward, stage1b_hedgemamba_no_conv_fast)
+{
+    align_check(HM_MIXER_HEDGEMAMBA, HM_COMP_SSM | HM_COMP_GATE, "fast");
+}
+Test(llama_backward, stage1b_hedgehog_fast) { align_check(HM_MIXER_HEDGEHOG, HM_COMP_ALL, "fast"); }

@@ -30,6 +30,12 @@ static const char usage[] =
     "      --freeze embeddings  keep embed_in and embed_out fixed\n"
     "      --kd-teacher CKPT    add w·KL(teacher ‖ student) on the logits\n"
     "      --kd-weight W        the weight w > 0 (required with --kd-teacher)\n"
+    "      --align TEACHER      stage 1b instead of cross-entropy: fit each mixer\n"
+    "                           layer by layer to TEACHER's attention outputs,\n"
+    "                           teacher-forced (each layer gets the teacher's own\n"
+    "                           norm1 output), loss mean(1 - cos) as stage 1; every\n"
+    "                           mixer tensor trains (q/k/v, dense, feature maps, dt,\n"
+    "                           A, D, conv, gate), norms/MLP/embeddings do not\n"
     HM_TRAIN_USAGE
     "Common:\n"
     "  -q, --quiet  -v, --verbose  --progress  --no-progress  --json\n"
@@ -38,7 +44,7 @@ static const char usage[] =
     "Weight decay defaults to 0.1 on matrices only (never norms, biases).\n"
     "Exit status: 0 success, 1 failure, 2 bad usage.\n";
 
-enum { OPT_FREEZE = HM_OPT_FIRST_TOOL, OPT_KD_TEACHER, OPT_KD_WEIGHT };
+enum { OPT_FREEZE = HM_OPT_FIRST_TOOL, OPT_KD_TEACHER, OPT_KD_WEIGHT, OPT_ALIGN };
 
 static struct hm_model *load_model(const char *path, struct hm_ckpt **ck_out, char **prov)
 {
@@ -103,12 +109,13 @@ int main(int argc, char **argv)
         {"freeze", required_argument, NULL, OPT_FREEZE},
         {"kd-teacher", required_argument, NULL, OPT_KD_TEACHER},
         {"kd-weight", required_argument, NULL, OPT_KD_WEIGHT},
+        {"align", required_argument, NULL, OPT_ALIGN},
         {NULL, 0, NULL, 0},
     };
     struct hm_cli_common common = {.progress = -1};
     struct hm_train_cli t;
     int freeze = 0, c;
-    const char *kd_path = NULL;
+    const char *kd_path = NULL, *align_path = NULL;
     double kd_weight = 0;
     hm_cli_init("hm-finetune", usage, argv);
     hm_train_cli_defaults(&t, "hm-finetune", 0.1);
@@ -125,6 +132,7 @@ int main(int argc, char **argv)
             break;
         case OPT_KD_TEACHER: kd_path = optarg; break;
         case OPT_KD_WEIGHT: kd_weight = hm_parse_f64(optarg, "--kd-weight", 0, 1e6); break;
+        case OPT_ALIGN: align_path = optarg; break;
         }
     }
     if (argc - optind != 1)
@@ -135,8 +143,14 @@ int main(int argc, char **argv)
      * weight 0 would load it and distill nothing, silently */
     if (kd_path && !(kd_weight > 0))
         hm_usage_error("--kd-teacher needs --kd-weight W > 0 (the weight of the KL term)");
+    if (align_path && kd_path)
+        hm_usage_error("--align (stage 1b) and --kd-teacher are separate runs");
     const char *in = argv[optind];
     hm_train_cli_finish(&t, argc, argv, in, common.json);
+    if (align_path && t.run.out_path && hm_output_clobbers(t.run.out_path, align_path))
+        hm_die("output '%s' is the --align teacher: refusing to overwrite it", t.run.out_path);
+    if (align_path && t.run.log_path && hm_output_clobbers(t.run.log_path, align_path))
+        hm_die("--log '%s' is the --align teacher: refusing to overwrite it", t.run.log_path);
     if (kd_path && t.run.out_path && hm_output_clobbers(t.run.out_path, kd_path))
         hm_die("output '%s' is the --kd-teacher: refusing to overwrite it", t.run.out_path);
     if (kd_path && t.run.log_path && hm_output_clobbers(t.run.log_path, kd_path))
@@ -150,13 +164,20 @@ int main(int argc, char **argv)
             hm_die("teacher '%s' has vocabulary %lld, the student %lld", kd_path,
                    (long long)teacher->cfg.vocab_size, (long long)m->cfg.vocab_size);
     }
+    if (align_path) {
+        teacher = load_model(align_path, NULL, NULL);
+        if (teacher->cfg.mixer != HM_MIXER_SOFTMAX)
+            hm_die("--align '%s' is a %s model; the teacher must have softmax attention",
+                   align_path, hm_arch_name(&teacher->cfg));
+    }
     t.run.prev_provenance = prov;
     if (m->cfg.mixer == HM_MIXER_HEDGEMAMBA)
         freeze = 1; /* contract §3 stage-2 objective: the embeddings do not train */
     struct hm_train_opts to = {.B = t.run.batch, .T = t.run.seq_len,
                                .accum = hm_train_cli_micro_batches(&t),
-                               .freeze_embeddings = freeze, .kd_teacher = teacher,
-                               .kd_weight = kd_weight};
+                               .freeze_embeddings = freeze,
+                               .kd_teacher = kd_path ? teacher : NULL, .kd_weight = kd_weight,
+                               .align_teacher = align_path ? teacher : NULL};
     if (t.dry_run) {
         struct hm_error err;
         struct hm_tok_file *tf;
@@ -171,7 +192,7 @@ int main(int argc, char **argv)
         struct hm_tensor_view *v;
         int64_t nv = hm_model_views(m, &v);
         for (int64_t i = 0; i < nv; i++)
-            if (!(freeze && v[i].spec.group == HM_PG_EMBED))
+            if (!hm_train_frozen(&to, m->cfg.components, &v[i].spec))
                 trainable += v[i].numel;
         free(v);
         print_plan(&t, m, &to, trainable, common.json);
@@ -190,23 +211,26 @@ int main(int argc, char **argv)
     if (hm_trainer_new(m, t.backend, &to, &tr, &err) != HM_OK)
         hm_die_err("cannot train", in, &err);
     /* what the model side trains with: a resume must not change it */
-    char kd_hash[17] = "none", kd_w[32], fz[4];
-    struct hm_prov_input kd_in = {kd_path, kd_path ? hm_run_checkpoint_hash(kd_path) : 0};
-    if (kd_path)
-        hm_xxh3_hex(kd_in.xxh3, kd_hash);
+    char kd_hash[17] = "none", al_hash[17] = "none", kd_w[32], fz[4];
+    const char *t_path = kd_path ? kd_path : align_path;
+    struct hm_prov_input kd_in = {t_path, t_path ? hm_run_checkpoint_hash(t_path) : 0};
+    if (t_path)
+        hm_xxh3_hex(kd_in.xxh3, kd_path ? kd_hash : al_hash);
     snprintf(kd_w, sizeof kd_w, "%.17g", kd_weight);
     snprintf(fz, sizeof fz, "%s", freeze ? "yes" : "no");
     const struct hm_run_field fields[] = {
-        {"kd_teacher_xxh3", kd_hash}, {"kd_weight", kd_w}, {"freeze_embeddings", fz}};
+        {"kd_teacher_xxh3", kd_hash}, {"kd_weight", kd_w}, {"freeze_embeddings", fz},
+        {"align_teacher_xxh3", al_hash}};
     t.run.fields = fields;
-    t.run.n_fields = 3;
-    t.run.more_inputs = kd_path ? &kd_in : NULL;
-    t.run.n_more_inputs = kd_path ? 1 : 0;
+    t.run.n_fields = 4;
+    t.run.more_inputs = t_path ? &kd_in : NULL;
+    t.run.n_more_inputs = t_path ? 1 : 0;
     struct hm_model_run nr = {.model = m, .trainer = tr, .be = t.backend,
-                             .out_dtype = t.out_dtype, .kd_weight = kd_weight};
+                             .out_dtype = t.out_dtype, .kd_weight = kd_weight,
+                             .align = align_path != NULL};
     struct hm_run_model rm;
     hm_model_run_init(&nr, &rm);
-    hm_train_cli_run(&t, &rm, &common, in, "training", "loss");
+    hm_train_cli_run(&t, &rm, &common, in, align_path ? "aligning" : "training", "loss");
     hm_model_run_release(&nr);
     hm_trainer_free(tr);
     hm_model_free(m);

@@ -36,15 +36,43 @@ void hm_model_mlp_forward(const struct hm_model *m, const struct hm_backend *be,
     hm_backend_matmul_forward(be, out, act, ly->fc2_w, ly->fc2_b, T, I, d);
 }
 
+enum hm_status hm_model_mixer_forward(const struct hm_mix *x, float *o, struct hm_error *err)
+{
+    const struct hm_model *m = x->m;
+    const struct hm_backend *be = x->be;
+    const struct hm_config *c = &m->cfg;
+    const struct hm_mixer_unit *u = hm_mixer_unit(c->mixer);
+    const struct hm_layer *ly = &m->layers[x->l];
+    struct hm_layer_acts *a = x->a;
+    const int64_t B = x->B, T = x->T, N = B * T, d = c->hidden_size;
+    const int64_t nh = c->num_attention_heads, p = c->head_dim, r = c->rotary_dims;
+    const int64_t Da = c->attn_dim, H3 = 3 * Da, Q = c->qkv_dim;
+    if (u->proj_forward)
+        u->proj_forward(x);
+    else
+        hm_backend_matmul_forward(be, a->proj, a->a, ly->qkv_w, ly->qkv_b, N, d, Q);
+    if (c->qkv_layout == HM_QKV_GQA)
+        hm_backend_qkv_expand_forward(be, a->qkv, a->proj, N, nh, c->num_key_value_heads, p);
+    for (int64_t b = 0; r > 0 && b < B; b++) {
+        float *q = a->qkv + b * T * H3;
+        const int64_t pos = hm_mix_pos(x, b);
+        hm_backend_rotary_forward(be, q, T, nh, r, H3, 3 * p, pos, m->inv_freq);
+        hm_backend_rotary_forward(be, q + p, T, nh, r, H3, 3 * p, pos, m->inv_freq);
+    }
+    enum hm_status st = u->forward(x, err);
+    if (st != HM_OK)
+        return st;
+    hm_backend_matmul_forward(be, o, a->att, ly->dense_w, ly->dense_b, N, Da, d);
+    return HM_OK;
+}
+
 enum hm_status hm_model_layers_forward(const struct hm_model *m, const struct hm_backend *be,
                                        const int32_t *tokens, const struct hm_fwd *f,
                                        struct hm_error *err)
 {
     const struct hm_config *c = &m->cfg;
-    const struct hm_mixer_unit *u = hm_mixer_unit(c->mixer);
     const int64_t L = c->num_hidden_layers, B = f->B, T = f->T, N = B * T;
-    const int64_t d = c->hidden_size, nh = c->num_attention_heads, p = c->head_dim;
-    const int64_t r = c->rotary_dims, Da = c->attn_dim, H3 = 3 * Da, Q = c->qkv_dim;
+    const int64_t d = c->hidden_size;
     const struct hm_model_hooks *hooks = f->hooks;
     enum hm_status st = HM_OK;
 
@@ -58,21 +86,8 @@ enum hm_status hm_model_layers_forward(const struct hm_model *m, const struct hm
         const struct hm_mix x = {.m = m, .be = be, .l = l, .B = B, .T = T, .pos0 = f->pos0,
                                  .a = a, .ws = f->ws, .ws_size = f->ws_size, .st = f->st,
                                  .pos = f->pos};
-        if (u->proj_forward)
-            u->proj_forward(&x);
-        else
-            hm_backend_matmul_forward(be, a->proj, a->a, ly->qkv_w, ly->qkv_b, N, d, Q);
-        if (c->qkv_layout == HM_QKV_GQA)
-            hm_backend_qkv_expand_forward(be, a->qkv, a->proj, N, nh, c->num_key_value_heads, p);
-        for (int64_t b = 0; r > 0 && b < B; b++) {
-            float *q = a->qkv + b * T * H3;
-            const int64_t pos = hm_mix_pos(&x, b);
-            hm_backend_rotary_forward(be, q, T, nh, r, H3, 3 * p, pos, m->inv_freq);
-            hm_backend_rotary_forward(be, q + p, T, nh, r, H3, 3 * p, pos, m->inv_freq);
-        }
-        if ((st = u->forward(&x, err)) != HM_OK)
+        if ((st = hm_model_mixer_forward(&x, f->o, err)) != HM_OK)
             return st;
-        hm_backend_matmul_forward(be, f->o, a->att, ly->dense_w, ly->dense_b, N, Da, d);
         if (hooks && hooks->on_layer) {
             if ((st = hm_backend_sync(be, err)) != HM_OK)
                 return st;

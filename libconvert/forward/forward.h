@@ -48,6 +48,12 @@ void hm_model_mlp_forward(const struct hm_model *m, const struct hm_backend *be,
                           const struct hm_layer *ly, float *out, float *hid, float *gate,
                           float *act, const float *x, int64_t T);
 
+/* The mixer half of layer x->l: x->a->a (norm1's output, [N, d]) → the q/k/v
+ * projection (the unit's own when it has one) → GQA expansion → rotary (per
+ * sequence, from hm_mix_pos) → the unit → dense into o [N, d]. The unit's
+ * status is returned (decoding states can fail). */
+enum hm_status hm_model_mixer_forward(const struct hm_mix *x, float *o, struct hm_error *err);
+
 struct hm_fwd {
     int64_t B, T;                /* sequences and rows per sequence (N = B·T) */
     int64_t pos0;                /* position of row 0 (decoding: the token's) */

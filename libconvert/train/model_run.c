@@ -12,14 +12,20 @@ static void zero_grad(void *ctx)
 static enum hm_status accumulate(void *ctx, const int32_t *tokens, double *sums,
                                  struct hm_error *err)
 {
-    return hm_trainer_accumulate(((struct hm_model_run *)ctx)->trainer, tokens, sums, NULL, err);
+    struct hm_model_run *nr = ctx;
+    if (nr->align)
+        return hm_trainer_align(nr->trainer, tokens, sums, err);
+    return hm_trainer_accumulate(nr->trainer, tokens, sums, NULL, err);
 }
 
 static void loss_of(void *ctx, const double *sums, double *loss, double *aux)
 {
     struct hm_model_run *nr = ctx;
     struct hm_train_loss l;
-    (void)aux;
+    if (nr->align) {
+        hm_trainer_align_loss(nr->trainer, sums, loss, aux);
+        return;
+    }
     hm_trainer_loss(nr->trainer, sums, &l);
     *loss = l.ce + nr->kd_weight * l.kl;
 }
@@ -54,6 +60,11 @@ void hm_model_run_init(struct hm_model_run *nr, struct hm_run_model *rm)
     *rm = (struct hm_run_model){.ctx = nr, .cfg = &nr->model->cfg, .be = nr->be, .zero_grad = zero_grad,
                                 .accumulate = accumulate, .n_sums = 2, .loss_of = loss_of, .params = params, .val_sum = val_sum,
                                 .post_update = post_update, .save = save};
+    if (nr->align) { /* one loss sum per layer, logged as layer_loss */
+        rm->n_sums = (int)nr->model->cfg.num_hidden_layers;
+        rm->n_aux = rm->n_sums;
+        rm->aux_name = "layer_loss";
+    }
 }
 
 void hm_model_run_release(struct hm_model_run *nr)

@@ -1,5 +1,6 @@
 /* model_run.h — a model of any family × mixer and its trainer as the model
- * side of a run (struct hm_run_model): cross-entropy (+KD) training,
+ * side of a run (struct hm_run_model): cross-entropy (+KD) training or
+ * stage 1b's layer-wise alignment (align),
  * validation NLL with the inference path, checkpoints in the chosen dtype. */
 #ifndef HM_MODEL_RUN_H
 #define HM_MODEL_RUN_H
@@ -13,6 +14,7 @@ struct hm_model_run {
     const struct hm_backend *be;  /* borrowed */
     enum hm_dtype out_dtype;
     double kd_weight;
+    int align;                     /* 1: stage 1b (hm_trainer_align), per-layer losses */
     struct hm_model_ws ws;         /* validation workspace (owned) */
 };
 

@@ -49,6 +49,8 @@ struct hm_trainer {
     int32_t *in, *tg;               /* [N] token ids, targets (backend memory) */
     int32_t *hin, *htg;             /* [N] their host copies (checked, then uploaded) */
     double *sums;                   /* [2] backend: CE and KL sums when the caller gives none */
+    float *ot;                      /* [L, N, d] stage 1b: the teacher's attention outputs */
+    int64_t align_b;                /* stage 1b: the sequence the teacher runs */
     struct hm_tensor_view *views, *gviews;
     struct hm_opt_param *params;
     int64_t np;
@@ -87,14 +89,17 @@ const struct hm_opt_param *hm_trainer_params(const struct hm_trainer *tr, int64_
 
 const struct hm_model *hm_trainer_grads(const struct hm_trainer *tr) { return tr->g; }
 
-static int frozen(const struct hm_trainer *tr, const struct hm_param_spec *s)
+int hm_train_frozen(const struct hm_train_opts *o, unsigned active, const struct hm_param_spec *s)
 {
-    if (tr->opt.freeze_embeddings && s->group == HM_PG_EMBED)
+    if (o->freeze_embeddings && s->group == HM_PG_EMBED)
+        return 1;
+    if (o->align_teacher && s->group != HM_PG_MIXER && s->group != HM_PG_FEATURE_MAP &&
+        s->group != HM_PG_SSM && s->group != HM_PG_CONV && s->group != HM_PG_GATE)
         return 1;
     /* inactive HedgeMamba components keep their stored values (contract §3) */
-    return (s->group == HM_PG_SSM && !(tr->active & HM_COMP_SSM)) ||
-           (s->group == HM_PG_CONV && !(tr->active & HM_COMP_CONV)) ||
-           (s->group == HM_PG_GATE && !(tr->active & HM_COMP_GATE));
+    return (s->group == HM_PG_SSM && !(active & HM_COMP_SSM)) ||
+           (s->group == HM_PG_CONV && !(active & HM_COMP_CONV)) ||
+           (s->group == HM_PG_GATE && !(active & HM_COMP_GATE));
 }
 
 void hm_trainer_post_update(struct hm_trainer *tr)
@@ -200,6 +205,7 @@ static int64_t carve(struct hm_trainer *tr, const struct hm_config *c,
     TAKE(t->dlogits, R * V, 1);
     TAKE(t->tlogits, R * V, o->kd_teacher != NULL);
     TAKE(t->thf, N * d, o->kd_teacher != NULL);
+    TAKE(t->ot, L * N * d, o->align_teacher != NULL);
 #undef TAKE
     return total;
 }
@@ -227,6 +233,25 @@ enum hm_status hm_trainer_new(struct hm_model *model, const struct hm_backend *b
                             "teacher vocabulary (%lld) differs from the student's (%lld)",
                             (long long)opts->kd_teacher->cfg.vocab_size,
                             (long long)c->vocab_size);
+    const struct hm_model *at = opts->align_teacher;
+    if (at && opts->kd_teacher)
+        return hm_error_set(err, HM_ERR_INVALID, "alignment and distillation are separate runs");
+    if (at && at->cfg.mixer != HM_MIXER_SOFTMAX)
+        return hm_error_set(err, HM_ERR_INVALID,
+                            "the alignment teacher must be a softmax model, not %s",
+                            hm_arch_name(&at->cfg));
+    if (at && (at->cfg.num_hidden_layers != c->num_hidden_layers ||
+               at->cfg.hidden_size != c->hidden_size ||
+               at->cfg.num_attention_heads != c->num_attention_heads ||
+               at->cfg.head_dim != c->head_dim || at->cfg.vocab_size != c->vocab_size ||
+               at->cfg.norm_kind != c->norm_kind || at->cfg.qkv_layout != c->qkv_layout))
+        return hm_error_set(err, HM_ERR_INVALID,
+                            "the alignment teacher's skeleton (%lld layers, hidden %lld, %lld "
+                            "heads of %lld) differs from the student's (%lld, %lld, %lld, %lld)",
+                            (long long)at->cfg.num_hidden_layers, (long long)at->cfg.hidden_size,
+                            (long long)at->cfg.num_attention_heads, (long long)at->cfg.head_dim,
+                            (long long)c->num_hidden_layers, (long long)c->hidden_size,
+                            (long long)c->num_attention_heads, (long long)c->head_dim);
     struct hm_trainer *tr = calloc(1, sizeof *tr);
     if (!tr)
         return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
@@ -281,7 +306,7 @@ enum hm_status hm_trainer_new(struct hm_model *model, const struct hm_backend *b
         goto fail;
     }
     for (int64_t i = 0; i < nv; i++) {
-        if (frozen(tr, &tr->views[i].spec))
+        if (hm_train_frozen(&tr->opt, tr->active, &tr->views[i].spec))
             continue;
         tr->params[tr->np++] = (struct hm_opt_param){tr->views[i].spec.name, tr->views[i].data,
                                                      tr->gviews[i].data, tr->views[i].numel,
@@ -455,9 +480,10 @@ static void backward_layers(struct hm_trainer *tr)
         hm_backend_embedding_backward(be, g->embed_in, tr->dh, tr->in, N, d);
 }
 
-enum hm_status hm_trainer_accumulate(struct hm_trainer *tr, const int32_t *tokens,
-                                     double *sums, struct hm_train_loss *loss,
-                                     struct hm_error *err)
+/* Checks tokens [B, T + 1] (host) against the vocabulary, splits them into
+ * inputs and targets (hin, htg) and uploads both. */
+static enum hm_status load_tokens(struct hm_trainer *tr, const int32_t *tokens,
+                                  struct hm_error *err)
 {
     const int64_t B = tr->opt.B, T = tr->opt.T, V = tr->m->cfg.vocab_size;
     for (int64_t b = 0; b < B; b++)
@@ -470,14 +496,25 @@ enum hm_status hm_trainer_accumulate(struct hm_trainer *tr, const int32_t *token
             tr->hin[b * T + t] = x;
             tr->htg[b * T + t] = y;
         }
+    hm_backend_upload(tr->be, tr->in, tr->hin, sizeof(int32_t) * (size_t)tr->N);
+    hm_backend_upload(tr->be, tr->tg, tr->htg, sizeof(int32_t) * (size_t)tr->N);
+    return HM_OK;
+}
+
+enum hm_status hm_trainer_accumulate(struct hm_trainer *tr, const int32_t *tokens,
+                                     double *sums, struct hm_train_loss *loss,
+                                     struct hm_error *err)
+{
+    const int64_t B = tr->opt.B, T = tr->opt.T;
+    enum hm_status st = load_tokens(tr, tokens, err);
+    if (st != HM_OK)
+        return st;
     const struct hm_backend *be = tr->be;
-    hm_backend_upload(be, tr->in, tr->hin, sizeof(int32_t) * (size_t)tr->N);
-    hm_backend_upload(be, tr->tg, tr->htg, sizeof(int32_t) * (size_t)tr->N);
     if (tr->opt.kd_teacher) {
         const int64_t d = tr->m->cfg.hidden_size;
         for (int64_t b = 0; b < B; b++) {
-            enum hm_status st = hm_model_hidden(tr->opt.kd_teacher, be, tr->hin + b * T, T,
-                                               &tr->tws, NULL, err);
+            st = hm_model_hidden(tr->opt.kd_teacher, be, tr->hin + b * T, T, &tr->tws, NULL,
+                                 err);
             if (st != HM_OK)
                 return st;
             hm_backend_copy2d(be, tr->thf + b * T * d, d, tr->tws.hf, d, T, d);
@@ -497,6 +534,69 @@ enum hm_status hm_trainer_accumulate(struct hm_trainer *tr, const int32_t *token
         hm_trainer_loss(tr, h, loss);
     }
     return hm_backend_sync(be, err);
+}
+
+/* Stage 1b's teacher hook: keep layer l's norm1 output (the student layer's
+ * input) and attention output (its target) for the sequence being run. */
+static enum hm_status align_hook(void *ctx, int64_t l, const float *a_in, const float *qkv,
+                                 const float *o_t, int64_t T, int64_t d, struct hm_error *err)
+{
+    struct hm_trainer *tr = ctx;
+    const int64_t row = tr->align_b * T;
+    (void)qkv;
+    (void)err;
+    hm_backend_copy2d(tr->be, tr->la[l].a + row * d, d, a_in, d, T, d);
+    hm_backend_copy2d(tr->be, tr->ot + (l * tr->N + row) * d, d, o_t, d, T, d);
+    return HM_OK;
+}
+
+enum hm_status hm_trainer_align(struct hm_trainer *tr, const int32_t *tokens, double *sums,
+                                struct hm_error *err)
+{
+    const struct hm_backend *be = tr->be;
+    const struct hm_model *m = tr->m;
+    const struct hm_config *c = &m->cfg;
+    const int64_t B = tr->opt.B, T = tr->opt.T, N = tr->N, L = c->num_hidden_layers;
+    const int64_t d = c->hidden_size, Da = c->attn_dim;
+    if (!tr->opt.align_teacher)
+        return hm_error_set(err, HM_ERR_INVALID, "the trainer has no alignment teacher");
+    enum hm_status st = load_tokens(tr, tokens, err);
+    const struct hm_model_hooks hooks = {.on_layer = align_hook, .ctx = tr,
+                                         .stop_after_last_hook = 1};
+    for (int64_t b = 0; st == HM_OK && b < B; b++) {
+        tr->align_b = b;
+        st = hm_model_hidden(tr->opt.align_teacher, be, tr->hin + b * T, T, &tr->tws, &hooks,
+                             err);
+    }
+    if (st != HM_OK)
+        return st;
+    const double scale = 1.0 / ((double)L * (double)N * (double)tr->opt.accum);
+    for (int64_t l = 0; l < L; l++) {
+        struct hm_layer_acts *a = &tr->la[l];
+        const struct hm_mix x = {.m = m, .be = be, .l = l, .B = B, .T = T, .a = a,
+                                 .ws = tr->att_ws, .ws_size = tr->att_ws_size};
+        if ((st = hm_model_mixer_forward(&x, tr->o, err)) != HM_OK)
+            return st;
+        hm_backend_cosine_loss(be, sums + l, tr->dh, tr->o, tr->ot + l * N * d, N, d,
+                               (float)scale);
+        hm_backend_matmul_backward(be, tr->datt, tr->g->layers[l].dense_w,
+                                   tr->g->layers[l].dense_b, tr->dh, a->att,
+                                   m->layers[l].dense_w, N, Da, d);
+        mixer_backward(tr, l); /* its input gradient (dt1) is not needed */
+    }
+    return hm_backend_sync(be, err);
+}
+
+void hm_trainer_align_loss(const struct hm_trainer *tr, const double *sums, double *loss,
+                           double *aux)
+{
+    const int64_t L = tr->m->cfg.num_hidden_layers;
+    double total = 0;
+    for (int64_t l = 0; l < L; l++) {
+        aux[l] = sums[l] / (double)tr->N;
+        total += aux[l];
+    }
+    *loss = total / (double)L;
 }
 
 double hm_train_flops_per_token(const struct hm_config *c, int64_t T, int freeze_embeddings)

@@ -41,6 +41,9 @@ struct hm_train_opts {
     int freeze_embeddings;     /* embed_in and embed_out frozen */
     const struct hm_model *kd_teacher; /* borrowed; NULL for none */
     double kd_weight;
+    /* stage 1b (hm_trainer_align): the softmax teacher each mixer is fit to,
+     * borrowed, or NULL; with it only the mixer tensors train */
+    const struct hm_model *align_teacher;
     int64_t ce_rows;           /* most output-layer rows per pass; 0 = automatic */
 };
 
@@ -85,6 +88,29 @@ enum hm_status hm_trainer_accumulate(struct hm_trainer *tr, const int32_t *token
 /* The mean losses of a micro-batch from its sums (downloaded). */
 void hm_trainer_loss(const struct hm_trainer *tr, const double sums[2],
                      struct hm_train_loss *loss);
+/* Stage 1b, a layer-wise alignment of the student's mixers (any mixer)
+ * against the teacher's attention, teacher-forced like stage 1 (contract §2)
+ * but with every mixer tensor trainable (q/k/v, dense and the mixer's own:
+ * feature maps, Δ, A, D, conv, gate; inactive components stay frozen):
+ * the teacher (opts.align_teacher) runs once per sequence; each student
+ * layer l receives the teacher's own norm1 output and its mixer (through
+ * dense) is compared with the teacher's attention output o_l:
+ *   L = mean over layers of mean over B·T tokens of (1 − cos(o_s, o_t)).
+ * Norms, MLP and embeddings do not train. tokens: [B, T + 1] host memory
+ * (the inputs are tokens[b, 0:T], as in hm_trainer_accumulate); sums: [L]
+ * backend memory each layer's Σ (1 − cos) is added to. Accumulates the
+ * gradients (scaled 1/(L·B·T·accum)). */
+enum hm_status hm_trainer_align(struct hm_trainer *tr, const int32_t *tokens, double *sums,
+                                struct hm_error *err);
+/* The per-layer means aux [L] (sums / B·T) and their mean *loss. */
+void hm_trainer_align_loss(const struct hm_trainer *tr, const double *sums, double *loss,
+                           double *aux);
+
+/* 1 when the tensor of spec does not train under opts (frozen embeddings,
+ * inactive components `active`, everything but the mixer when aligning). */
+int hm_train_frozen(const struct hm_train_opts *opts, unsigned active,
+                    const struct hm_param_spec *spec);
+
 /* Trainable tensors for the optimizer (weights paired with gradients), in
  * hm_param_specs order. Borrowed: valid until hm_trainer_free(). */
 const struct hm_opt_param *hm_trainer_params(const struct hm_trainer *tr, int64_t *np);

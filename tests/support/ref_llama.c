@@ -581,6 +581,36 @@ double tu_ref_llama_stage1_loss(const struct hm_config *tc, tu_ref_get_fn get_te
     return loss / (double)m.L;
 }
 
+double tu_ref_llama_align_loss(const struct hm_config *tc, tu_ref_get_fn get_teacher,
+                               void *tctx, const struct hm_config *sc,
+                               tu_ref_get_fn get_student, void *sctx, const int32_t *tokens,
+                               int64_t B, int64_t T)
+{
+    struct rl_dims m, ms;
+    rl_dims_init(&m, tc);
+    rl_dims_init(&ms, sc);
+    double *h = rl_alloc(T * m.d), *a = rl_alloc(T * m.d);
+    double *ot = rl_alloc(T * m.d), *os = rl_alloc(T * m.d), loss = 0;
+    for (int64_t b = 0; b < B; b++) {
+        rl_embed(&m, get_teacher, tctx, tokens + b * (T + 1), T, h);
+        for (int64_t l = 0; l < m.L; l++) {
+            struct rl_layer w, ws;
+            rl_layer_teacher(&w, tc, get_teacher, tctx, (long long)l);
+            rl_layer_load(&ws, sc, get_student, sctx, l);
+            rl_norm_rows(&m, w.ln1, h, T, a);
+            rl_mixer(tc, &m, HM_MIXER_SOFTMAX, &w, a, T, ot);
+            rl_mixer(sc, &ms, sc->mixer, &ws, a, T, os);
+            loss += rl_mean_one_minus_cos(os, ot, T, m.d);
+            rl_residual_mlp(&m, &w, h, ot, T);
+        }
+    }
+    free(h);
+    free(a);
+    free(ot);
+    free(os);
+    return loss / (double)(m.L * B);
+}
+
 /* ---- tables --------------------------------------------------------------- */
 
 #define RL_MAX_DIMS 8
