@@ -419,8 +419,9 @@ static void print_human(const struct hm_ckpt *ck, const struct report *r, int li
         printf("             feature dim %lld\n", (long long)c->feature_dim);
     if (c->mixer == HM_MIXER_HEDGEMAMBA) {
         hm_components_str(c->components, cbuf, sizeof cbuf);
-        printf("             conv width %lld, components %s\n", (long long)c->conv_width,
-               cbuf[0] ? cbuf : "none");
+        printf("             conv width %lld, components %s%s\n", (long long)c->conv_width,
+               cbuf[0] ? cbuf : "none",
+               c->decay_init == HM_DECAY_TEACHER ? ", A from teacher statistics" : "");
     }
     group_commas(r->n_params, a, sizeof a);
     printf("parameters:  %s (%lld tensors, %lld buffers ignored)\n", a,

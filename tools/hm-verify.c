@@ -3,7 +3,11 @@
  * input). Uses the same loaders and kernels as every other tool.
  *
  *   hm-verify mapping HEDGEHOG HEDGEMAMBA   logits and every layer's mixer
- *                                           output agree (1e-5 rel, fp32)
+ *                                           output agree (1e-5 rel, fp32); a
+ *                                           decay from teacher statistics
+ *                                           (hm-map-ssm --decay-from) is
+ *                                           checked finite and <= 0, the rest
+ *                                           with A = 0
  *   hm-verify recurrent CKPT                chunked = token-by-token form
  *   hm-verify logits CKPT --reference FILE --data TOKENS
  *                                           logits equal a stored reference
@@ -21,6 +25,7 @@
 #include "cli.h"
 #include "fileio.h"
 #include "hash.h"
+#include "map_decay.h"
 #include "model.h"
 #include "model_forward.h"
 #include "recurrent.h"
@@ -37,7 +42,9 @@ static const char usage[] =
     "other tools. Error = max |a - b| / max |b| over the compared values (b: the\n"
     "reference: the hedgehog model, the chunked form, the stored logits).\n"
     "  mapping    a hedgehog checkpoint and the hedgemamba checkpoint hm-map-ssm made\n"
-    "             from it: the logits and every layer's mixer output (after dense)\n"
+    "             from it: the logits and every layer's mixer output (after dense);\n"
+    "             when its A came from teacher statistics (--decay-from), every A\n"
+    "             must be finite and <= 0 and the rest is checked with A = 0\n"
     "  recurrent  any model: chunked (training/prefill) form vs the token-by-token\n"
     "             decoding step (students: constant-size state; a softmax teacher:\n"
     "             its KV cache), logits at every position\n"
@@ -161,14 +168,32 @@ static int load_seqs(const struct opts *o, int64_t vocab, struct seqs *s)
     return 0;
 }
 
-static struct hm_model *load_model(const char *path, const struct hm_backend *be)
+/* A mapping whose A came from teacher statistics (hm-map-ssm --decay-from). */
+struct decay_check {
+    int teacher;          /* the config records decay_init teacher */
+    int64_t layer, head;  /* the first A that is not finite and <= 0, or -1 */
+    char msg[256];
+};
+
+#define DECAY_NOTE "A from teacher statistics; mapping checked with A = 0"
+
+/* dc (may be NULL): a model whose config records a decay from teacher
+ * statistics gets its A checked and set to 0 before it is placed. */
+static struct hm_model *load_model(const char *path, const struct hm_backend *be,
+                                   struct decay_check *dc)
 {
     struct hm_ckpt *ck;
     struct hm_model *m = NULL;
     struct hm_error err;
     hm_error_clear(&err);
-    if (hm_ckpt_open(path, &ck, &err) != HM_OK || hm_model_load(ck, &m, &err) != HM_OK ||
-        hm_model_place(m, be, &err) != HM_OK) {
+    int ok = hm_ckpt_open(path, &ck, &err) == HM_OK && hm_model_load(ck, &m, &err) == HM_OK;
+    if (ok && dc && m->cfg.decay_init == HM_DECAY_TEACHER) {
+        struct hm_error e2;
+        dc->teacher = 1;
+        if (hm_decay_reset(m, &dc->layer, &dc->head, &e2) != HM_OK)
+            snprintf(dc->msg, sizeof dc->msg, "%s", e2.msg);
+    }
+    if (!ok || hm_model_place(m, be, &err) != HM_OK) {
         hm_error("cannot read '%s': %s", path, err.msg);
         if (m)
             hm_model_free(m);
@@ -181,8 +206,21 @@ static struct hm_model *load_model(const char *path, const struct hm_backend *be
 /* ---- reports -------------------------------------------------------------------- */
 
 static int report(const struct opts *o, const struct worst *lg, const struct worst *layers,
-                  int64_t L, const char *what)
+                  int64_t L, const char *what, const struct decay_check *dc)
 {
+    const char *note =
+        dc && dc->teacher ? ", \"decay_init\": \"teacher\", \"note\": \"" DECAY_NOTE "\"" : "";
+    if (dc && dc->teacher && dc->layer >= 0) {
+        if (o->common.json)
+            printf("{\"version\": 1, \"check\": \"%s\", \"equivalent\": false, \"tolerance\": %g, "
+                   "\"where\": {\"what\": \"A\", \"layer\": %lld, \"index\": %lld}%s}\n", o->mode,
+                   o->tol, (long long)dc->layer, (long long)dc->head, note);
+        else
+            printf("NOT equivalent: %s\n", dc->msg);
+        return 1;
+    }
+    if (dc && dc->teacher && !o->common.json)
+        printf("%s\n", DECAY_NOTE);
     int ok = lg->rel <= o->tol;
     for (int64_t l = 0; l < L; l++)
         ok = ok && layers[l].rel <= o->tol;
@@ -196,10 +234,10 @@ static int report(const struct opts *o, const struct worst *lg, const struct wor
         printf("{\"version\": 1, \"check\": \"%s\", \"equivalent\": %s, \"tolerance\": %g, "
                "\"max_abs\": %.9g, \"max_rel\": %.9g, \"where\": {\"what\": \"%s\", "
                "\"layer\": %lld, \"sequence\": %lld, \"position\": %lld, \"index\": %lld}, "
-               "\"logits\": {\"max_abs\": %.9g, \"max_rel\": %.9g}, \"layers\": [",
+               "\"logits\": {\"max_abs\": %.9g, \"max_rel\": %.9g}%s, \"layers\": [",
                o->mode, ok ? "true" : "false", o->tol, w->max_abs, w->rel,
                bad >= 0 ? "mixer" : what, (long long)bad, (long long)w->seq, (long long)w->pos,
-               (long long)w->col, lg->max_abs, lg->rel);
+               (long long)w->col, lg->max_abs, lg->rel, note);
         for (int64_t l = 0; l < L; l++)
             printf("%s{\"layer\": %lld, \"max_abs\": %.9g, \"max_rel\": %.9g}", l ? ", " : "",
                    (long long)l, layers[l].max_abs, layers[l].rel);
@@ -288,7 +326,9 @@ static int check_mapping(const struct opts *o)
                  "a mapping check compares a stage-1 checkpoint with its mapping", o->a, o->b);
         return 2;
     }
-    struct hm_model *ref = load_model(o->a, o->be), *m = ref ? load_model(o->b, o->be) : NULL;
+    struct decay_check dc = {0, -1, -1, ""};
+    struct hm_model *ref = load_model(o->a, o->be, NULL);
+    struct hm_model *m = ref ? load_model(o->b, o->be, &dc) : NULL;
     struct seqs s = {0};
     if (!ref || !m)
         goto fail;
@@ -302,6 +342,12 @@ static int check_mapping(const struct opts *o)
                  "(hedgehog, or a teacher) checkpoint and its hedgemamba mapping", o->a, o->b,
                  hm_arch_name(&ref->cfg), hm_arch_name(&m->cfg));
         goto fail;
+    }
+    if (dc.layer >= 0) { /* an A that no decay can be: nothing to run */
+        int bad = report(o, NULL, NULL, 0, "A", &dc);
+        hm_model_free(ref);
+        hm_model_free(m);
+        return bad;
     }
     if (load_seqs(o, ref->cfg.vocab_size, &s) != 0)
         goto fail;
@@ -335,7 +381,7 @@ static int check_mapping(const struct opts *o)
         worst_update(&lg, lb, la, T, V, q);
     }
     if (rc == 0)
-        rc = report(o, &lg, layers, L, "logits");
+        rc = report(o, &lg, layers, L, "logits", &dc);
     free(ca.o), free(cb.o), free(la), free(lb), free(layers), free(s.tok);
     hm_backend_free(o->be, (void **)&dl);
     hm_model_ws_release(&wa);
@@ -354,7 +400,7 @@ fail:
 
 static int check_recurrent(const struct opts *o)
 {
-    struct hm_model *m = load_model(o->a, o->be);
+    struct hm_model *m = load_model(o->a, o->be, NULL);
     struct seqs s = {0};
     struct hm_error err;
     struct hm_model_state *st = NULL;
@@ -394,7 +440,7 @@ static int check_recurrent(const struct opts *o)
             worst_update(&lg, rec, chunked, T, V, q);
     }
     if (rc == 0)
-        rc = report(o, &lg, NULL, 0, "recurrent vs chunked logits");
+        rc = report(o, &lg, NULL, 0, "recurrent vs chunked logits", NULL);
     free(chunked), free(rec), free(s.tok);
     hm_model_ws_release(&ws);
     hm_model_state_free(st);
@@ -420,7 +466,7 @@ static int check_logits(const struct opts *o)
         hm_st_close(rf);
         return 2;
     }
-    struct hm_model *m = load_model(o->a, o->be);
+    struct hm_model *m = load_model(o->a, o->be, NULL);
     struct seqs s = {0};
     const int64_t W = t->shape[0], T = t->shape[1], V = t->shape[2];
     struct opts o2 = *o;
@@ -474,7 +520,7 @@ static int check_logits(const struct opts *o)
     }
     free(rw), free(in);
     if (rc == 0)
-        rc = report(o, &w, NULL, 0, "logits vs reference");
+        rc = report(o, &w, NULL, 0, "logits vs reference", NULL);
     free(lg), free(s.tok);
     hm_model_ws_release(&ws);
     hm_model_free(m);

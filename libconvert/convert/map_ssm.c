@@ -21,6 +21,14 @@ enum hm_status hm_map_ssm_config(const struct hm_config *in, const struct hm_map
     out->mixer = HM_MIXER_HEDGEMAMBA;
     out->conv_width = o->conv_width;
     out->components = o->components;
+    out->decay_init = o->decay_A ? HM_DECAY_TEACHER : HM_DECAY_IDENTITY;
+    if (o->decay_A && o->init == HM_MAP_RANDOM)
+        return hm_error_set(err, HM_ERR_INVALID,
+                            "a decay from teacher statistics needs the identity init");
+    if (o->decay_A && !(o->components & HM_COMP_SSM))
+        return hm_error_set(err, HM_ERR_INVALID,
+                            "a decay from teacher statistics needs the ssm component active "
+                            "(an inactive one keeps A = 0)");
     return hm_config_finish(out, err);
 }
 
@@ -114,6 +122,9 @@ enum hm_status hm_map_ssm_write(const struct hm_ckpt *ck, const struct hm_map_op
             break;
         }
         init_tensor(owned[i], ident->views[i].data, numel, s, &cfg, o, &rng);
+        if (s->slot == HM_SLOT_A && o->decay_A)
+            memcpy(owned[i], o->decay_A + s->layer * cfg.num_attention_heads,
+                   sizeof(float) * (size_t)numel);
         st = hm_st_writer_add(w, s->name, HM_DTYPE_F32, s->ndim, s->shape, owned[i], err);
     }
     if (st == HM_OK)

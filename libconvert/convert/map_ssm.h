@@ -14,7 +14,11 @@
  * weights and feature-map W N(0, 0.02²), zero biases except gate_proj bias
  * 1.2784645427610738; conv taps N(0, 1/K), zero bias; dt_proj weight
  * N(0, 0.02²), bias ln(e − 1); A = −1; D = 0), drawn by hm_rand_normal from
- * the seed in the tensor order of hm_param_specs. New tensors are F32. */
+ * the seed in the tensor order of hm_param_specs. New tensors are F32.
+ *
+ * With decay_A (hm-map-ssm --decay-from, map_decay.h) every A starts at the
+ * given values instead of 0 and the config records "decay_init": "teacher";
+ * everything else is the exact mapping above. */
 #ifndef HM_MAP_SSM_H
 #define HM_MAP_SSM_H
 
@@ -28,6 +32,9 @@ struct hm_map_opts {
     int64_t feature_dim;   /* F for a gpt_neox input (0 = head dim) */
     enum hm_map_init init;
     uint64_t seed;
+    /* [L, n_h] A of every layer and head (each finite and ≤ 0), borrowed;
+     * NULL: the mapping's A (0, or −1 for init random). Identity init only. */
+    const float *decay_A;
 };
 
 /* Config of the mapped model for input config in (hedgehog or gpt_neox). */

@@ -324,6 +324,16 @@ enum hm_status hm_config_parse(const char *json, size_t len, struct hm_config *c
         }
         cfg->components = c;
     }
+    const cJSON *di = cJSON_GetObjectItemCaseSensitive(root, "decay_init");
+    if (di) {
+        if (cJSON_IsString(di) && strcmp(di->valuestring, "teacher") == 0)
+            cfg->decay_init = HM_DECAY_TEACHER;
+        else if (!(cJSON_IsString(di) && strcmp(di->valuestring, "identity") == 0)) {
+            st = hm_error_set(err, HM_ERR_INVALID,
+                              "config 'decay_init' is not \"identity\" or \"teacher\"");
+            goto out;
+        }
+    }
     st = hm_config_finish(cfg, err);
 out:
     cJSON_Delete(root);
@@ -417,6 +427,10 @@ enum hm_status hm_config_finish(struct hm_config *cfg, struct hm_error *err)
                             (long long)cfg->conv_width);
     if (cfg->components & ~(unsigned)HM_COMP_ALL)
         return hm_error_set(err, HM_ERR_INVALID, "unknown component bits");
+    if (cfg->decay_init != HM_DECAY_IDENTITY && cfg->decay_init != HM_DECAY_TEACHER)
+        return hm_error_set(err, HM_ERR_INVALID, "unknown decay_init");
+    if (cfg->mixer != HM_MIXER_HEDGEMAMBA)
+        cfg->decay_init = HM_DECAY_IDENTITY; /* only a HedgeMamba has an A */
     return HM_OK;
 }
 
@@ -490,6 +504,10 @@ char *hm_config_to_json(const struct hm_config *cfg)
             cJSON_AddItemToArray(c, cJSON_CreateString("conv"));
         if (cfg->components & HM_COMP_GATE)
             cJSON_AddItemToArray(c, cJSON_CreateString("gate"));
+        /* written only when not the identity: files of the exact mapping
+         * keep their bytes */
+        if (cfg->decay_init == HM_DECAY_TEACHER)
+            cJSON_AddStringToObject(r, "decay_init", "teacher");
     }
     char *s = cJSON_PrintUnformatted(r);
     cJSON_Delete(r);

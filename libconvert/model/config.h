@@ -2,7 +2,8 @@
  *
  * Read from a HuggingFace GPT-NeoX or llama config.json or from the
  * `hm.config` metadata of files hm writes (same field names for the shared
- * fields, plus `arch`, `feature_dim`, `conv_width`, `components`). Written
+ * fields, plus `arch`, `feature_dim`, `conv_width`, `components`,
+ * `decay_init`). Written
  * back as hm.config by hm_config_to_json().
  */
 #ifndef HM_CONFIG_H
@@ -54,6 +55,15 @@ enum hm_component {
     HM_COMP_ALL = 7u,
 };
 
+/* Where a HedgeMamba's A started (hm-map-ssm): the exact mapping's A = 0, or
+ * each head's decay fitted to its teacher's attention (--decay-from,
+ * convert/map_decay.h). Recorded as hm.config "decay_init": "teacher" (absent
+ * = identity) so that hm-verify mapping knows to check with A = 0. */
+enum hm_decay_init {
+    HM_DECAY_IDENTITY = 0, /* A = 0: the exact mapping */
+    HM_DECAY_TEACHER,      /* A = ln α from the teacher's mean attention distance */
+};
+
 struct hm_config {
     enum hm_family family;
     enum hm_mixer mixer;
@@ -80,6 +90,7 @@ struct hm_config {
     int64_t feature_dim;   /* F (hedgehog, hedgemamba); 0 = head_dim */
     int64_t conv_width;    /* K (hedgemamba) */
     unsigned components;   /* HM_COMP_* mask (hedgemamba) */
+    enum hm_decay_init decay_init; /* hedgemamba; identity for every other mixer */
     int64_t head_dim;      /* p: d / n_h, or llama's explicit head_dim (0 = derive) */
     /* derived by hm_config_finish() */
     int64_t rotary_dims;   /* r = int(p * rotary_pct) (= p for llama) */
