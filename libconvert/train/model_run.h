@@ -1,6 +1,7 @@
 /* model_run.h — a model of any family × mixer and its trainer as the model
  * side of a run (struct hm_run_model): cross-entropy (+KD) training,
- * validation NLL with the inference path, checkpoints in the chosen dtype. */
+ * validation NLL with the inference path, checkpoints in the chosen dtype.
+ * The logged loss is the trainer's objective (struct hm_train_loss total). */
 #ifndef HM_MODEL_RUN_H
 #define HM_MODEL_RUN_H
 
@@ -12,7 +13,8 @@ struct hm_model_run {
     struct hm_trainer *trainer;   /* borrowed */
     const struct hm_backend *be;  /* borrowed */
     enum hm_dtype out_dtype;
-    double kd_weight;
+    int log_terms;                 /* log "ce_kl": [mean CE, mean τ²·KL] per step
+                                      (a run with a teacher) */
     struct hm_model_ws ws;         /* validation workspace (owned) */
 };
 
