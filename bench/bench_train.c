@@ -111,7 +111,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_train: %s\n", err.msg);
         return 1;
     }
-    struct hm_train_opts o = {.B = B, .T = T, .accum = 1, .freeze_embeddings = freeze};
+    struct hm_train_opts o = {.B = B, .T = T, .accum = 1, .freeze_embeddings = freeze,
+                              .kd_temperature = 1, .ce_weight = 1};
     struct hm_trainer *tr;
     if (hm_trainer_new(m, be, &o, &tr, &err) != HM_OK) {
         fprintf(stderr, "bench_train: %s\n", err.msg);

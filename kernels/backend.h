@@ -429,8 +429,10 @@ int64_t hm_backend_attention_cached_scratch_floats(int64_t T, int64_t n, int64_t
 /* [first_nonfinite] *index = the index of the first NaN/Inf of x [n], or −1.
  * index: [1] backend memory */
 
-/* [kl_backward] The distillation term of T rows: adds Σ_t KL(p_t ‖ p_s) to *loss (p = softmax of
- * tlogits, resp. logits, in double) and adds w·scale·(p_s − p_t) to dlogits.
+/* [kl_backward] The distillation term of T rows at temperature tau > 0 (contract §10): adds
+ * Σ_t τ²·KL(p_t ‖ p_s) to *loss (p = softmax of tlogits/τ, resp. logits/τ, in double) and adds
+ * w·scale·τ·(p_s − p_t) to dlogits: the gradient of w·scale·τ²·KL. The logits are divided by τ
+ * (a division: exact at τ = 1, where the op is the plain KL of §3 bit for bit).
  * loss: [1] backend memory  dlogits, logits, tlogits: [T, V] */
 
 /* [fill] x[i] = value.   x: [n] */

@@ -613,6 +613,7 @@ static void whole_model_check_arch(int parallel, enum hm_act act, const char *be
     int32_t tok[12] = {1, 4, 9, 10, 0, 3, 7, 7, 2, 5, 6, 8};
     /* fast: the output layer in passes of 3, 3, 3, 1 rows (ref: one pass) */
     struct hm_train_opts o = {.B = B, .T = T, .accum = 1, .freeze_embeddings = freeze,
+                              .kd_temperature = 1, .ce_weight = 1,
                               .ce_rows = strcmp(bename, "fast") ? 0 : 3};
     struct hm_trainer *tr;
     cr_assert_eq(hm_trainer_new(m, hm_backend_get(bename), &o, &tr, NULL), HM_OK);
@@ -679,7 +680,7 @@ Test(backward, sgd_step_exposes_gradient)
     double *w0 = tu_ref_params_from_model(m, &n), *g = malloc(sizeof(double) * (size_t)n);
     struct whole c = {&m->cfg, tok, B, T};
     tu_fd_grad(g, w0, n, whole_loss, &c);
-    struct hm_train_opts o = {.B = B, .T = T, .accum = 1};
+    struct hm_train_opts o = {.B = B, .T = T, .accum = 1, .kd_temperature = 1, .ce_weight = 1};
     struct hm_trainer *tr;
     cr_assert_eq(hm_trainer_new(m, hm_backend_get("fast"), &o, &tr, NULL), HM_OK);
     hm_trainer_zero_grad(tr);
@@ -712,12 +713,13 @@ Test(backward, sgd_step_exposes_gradient)
     hm_model_free(m);
 }
 
-/* Distillation (hm-finetune --kd-teacher, contract §3): loss = CE + w·KL(p_t ‖ p_s)
- * per token averaged over B·T; the student's gradient against finite
- * differences of the same objective computed here in double from the
- * independent reference logits of both models. */
+/* Distillation (hm-finetune --kd-teacher, contract §3 and §10):
+ * loss = c·CE + w·τ²·KL(p_t ‖ p_s), p = softmax(logits/τ), per token
+ * averaged over B·T; the student's gradient against finite differences of
+ * the same objective computed here in double from the independent reference
+ * logits of both models. */
 struct kd { const struct hm_config *cfg; const int32_t *tok; int64_t B, T; const double *tlog;
-            double w; };
+            double w, c, tau; };
 
 static double kd_loss(const double *wts, void *ctx)
 {
@@ -727,32 +729,34 @@ static double kd_loss(const double *wts, void *ctx)
     double ce = tu_ref_neox_loss(k->cfg, wts, k->tok, k->B, k->T, sl), kl = 0;
     for (int64_t r = 0; r < N; r++) {
         const double *s = sl + r * V, *t = k->tlog + r * V;
-        double ms = s[0], mt = t[0], zs = 0, zt = 0;
+        double ms = s[0] / k->tau, mt = t[0] / k->tau, zs = 0, zt = 0;
         for (int64_t v = 1; v < V; v++) {
-            ms = s[v] > ms ? s[v] : ms;
-            mt = t[v] > mt ? t[v] : mt;
+            ms = s[v] / k->tau > ms ? s[v] / k->tau : ms;
+            mt = t[v] / k->tau > mt ? t[v] / k->tau : mt;
         }
         for (int64_t v = 0; v < V; v++) {
-            zs += exp(s[v] - ms);
-            zt += exp(t[v] - mt);
+            zs += exp(s[v] / k->tau - ms);
+            zt += exp(t[v] / k->tau - mt);
         }
         for (int64_t v = 0; v < V; v++) {
-            double lt = t[v] - mt - log(zt), ls = s[v] - ms - log(zs);
+            double lt = t[v] / k->tau - mt - log(zt), ls = s[v] / k->tau - ms - log(zs);
             kl += exp(lt) * (lt - ls);
         }
     }
     free(sl);
-    return ce + k->w * kl / (double)N;
+    return k->c * ce + k->w * k->tau * k->tau * kl / (double)N;
 }
 
-Test(backward, whole_model_distillation)
+/* One micro-batch of a student distilled from a teacher at CE weight c,
+ * KD weight w and temperature tau. */
+static void distillation_check(double c, double w, double tau)
 {
     struct hm_model *student = tiny_model(1, HM_ACT_GELU, 31, "fast"),
                     *teacher = tiny_model(1, HM_ACT_GELU, 32, "fast");
     const int64_t B = 2, T = 5, V = student->cfg.vocab_size;
     int32_t tok[12] = {2, 7, 1, 8, 2, 8, 1, 8, 2, 8, 4, 5};
-    const double w = 0.7;
-    struct hm_train_opts o = {.B = B, .T = T, .accum = 1, .kd_teacher = teacher, .kd_weight = w};
+    struct hm_train_opts o = {.B = B, .T = T, .accum = 1, .kd_teacher = teacher, .kd_weight = w,
+                              .kd_temperature = tau, .ce_weight = c};
     struct hm_trainer *tr;
     cr_assert_eq(hm_trainer_new(student, hm_backend_get("fast"), &o, &tr, NULL), HM_OK);
     hm_trainer_zero_grad(tr);
@@ -762,10 +766,12 @@ Test(backward, whole_model_distillation)
     double *ws = tu_ref_params_from_model(student, &n), *wt = tu_ref_params_from_model(teacher, &nt);
     double *tlog = malloc(sizeof(double) * (size_t)(B * T * V));
     tu_ref_neox_loss(&teacher->cfg, wt, tok, B, T, tlog);
-    struct kd k = {&student->cfg, tok, B, T, tlog, w};
+    struct kd k = {&student->cfg, tok, B, T, tlog, w, c, tau};
     double ref = kd_loss(ws, &k);
-    cr_expect(fabs(loss.ce + w * loss.kl - ref) < 1e-5 * fabs(ref), "CE + w KL %.9g vs ref %.9g",
-              loss.ce + w * loss.kl, ref);
+    cr_expect(fabs(loss.total - ref) < 1e-5 * fabs(ref), "c CE + w KL %.9g vs ref %.9g",
+              loss.total, ref);
+    cr_expect(loss.total == c * loss.ce + w * loss.kl, "the total is not c CE + w KL");
+    cr_expect(loss.ce > 1, "CE is measured at weight %g: %g", c, loss.ce);
     cr_expect(loss.kl > 0, "KL between different models is positive");
     double *g = malloc(sizeof(double) * (size_t)n);
     tu_fd_grad(g, ws, n, kd_loss, &k);
@@ -783,4 +789,17 @@ Test(backward, whole_model_distillation)
     hm_trainer_free(tr);
     hm_model_free(student);
     hm_model_free(teacher);
+}
+
+Test(backward, whole_model_distillation)
+{
+    distillation_check(1, 0.7, 1);
+}
+
+/* contract §10: a temperature, and pure distillation (c = 0: the gradient
+ * is the KD term's alone while CE is still measured) */
+Test(backward, whole_model_distillation_temperature)
+{
+    distillation_check(0.5, 0.7, 2);
+    distillation_check(0, 1, 0.5);
 }

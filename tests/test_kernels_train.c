@@ -5,11 +5,13 @@
  * scalar results downloaded), elementwise bit-identical to ref:
  *  - AdamW and SGD updates against the contract §4 formulas in double;
  *  - sqnorm against a double sum, first_nonfinite on NaN/Inf placements;
- *  - the KD term: its value against a double KL, its gradient against
- *    central finite differences of that double KL in the student logits;
+ *  - the KD term at temperatures 1, 2 and 0.5: its value against a double
+ *    τ²·KL, its gradient against central finite differences of that double
+ *    τ²·KL in the student logits;
  *  - fill, copy2d, clamp against loops; the memory interface round trip. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -143,23 +145,29 @@ Test(kernels_train, first_nonfinite_fill_copy2d_clamp)
     }
 }
 
-struct klc { const double *lt; int64_t V; };
+struct klc { const double *lt; int64_t V; double tau; };
 
+/* τ²·KL(p_t ‖ p_s) of one row, p = softmax(l/τ), straightforwardly in double:
+ * p_v = exp(l_v/τ − max) / Σ exp(l/τ − max), KL = Σ p_t log(p_t / p_s). */
 static double d_kl(const double *ls, void *ctx)
 {
     const struct klc *c = ctx;
+    const int64_t V = c->V;
     double ms = -INFINITY, mt = -INFINITY, ss = 0, st = 0, kl = 0;
-    for (int64_t v = 0; v < c->V; v++)
-        ms = fmax(ms, ls[v]), mt = fmax(mt, c->lt[v]);
-    for (int64_t v = 0; v < c->V; v++)
-        ss += exp(ls[v] - ms), st += exp(c->lt[v] - mt);
-    for (int64_t v = 0; v < c->V; v++) {
-        double lpt = c->lt[v] - mt - log(st), lps = ls[v] - ms - log(ss);
-        kl += exp(lpt) * (lpt - lps);
+    for (int64_t v = 0; v < V; v++)
+        ms = fmax(ms, ls[v] / c->tau), mt = fmax(mt, c->lt[v] / c->tau);
+    for (int64_t v = 0; v < V; v++)
+        ss += exp(ls[v] / c->tau - ms), st += exp(c->lt[v] / c->tau - mt);
+    for (int64_t v = 0; v < V; v++) {
+        double ps = exp(ls[v] / c->tau - ms) / ss, pt = exp(c->lt[v] / c->tau - mt) / st;
+        kl += pt * log(pt / ps);
     }
-    return kl;
+    return c->tau * c->tau * kl;
 }
 
+/* The KD term at temperatures 1 (the plain KL of contract §3), 2 and 0.5
+ * (§10): the value against d_kl, the gradient (w·scale·τ·(p_s − p_t)) against
+ * central differences of w·scale·d_kl, on every backend. */
 Test(kernels_train, kl_value_and_gradient)
 {
     const int64_t T = 5, V = 301;
@@ -168,37 +176,45 @@ Test(kernels_train, kl_value_and_gradient)
     tu_rand_fill(ls, T * V, &s, 3);
     tu_rand_fill(lt, T * V, &s, 3);
     float *lsf = tu_to_f32(ls, T * V), *ltf = tu_to_f32(lt, T * V);
-    const double w = 0.7, scale = 0.25;
-    const struct hm_backend *be;
-    TB_EACH(be) {
-        float *g = calloc((size_t)(T * V), 4);
-        for (int64_t i = 0; i < T * V; i++)
-            g[i] = 0.125f; /* += contract */
-        double kl = 0;
-        double *klb = tb_in(be, &kl, sizeof kl); /* the loss: backend memory */
-        float *gb = tb_in(be, g, TB_F(T * V));
-        hm_backend_kl_backward(be, klb, gb, tb_in(be, lsf, TB_F(T * V)),
-                               tb_in(be, ltf, TB_F(T * V)), T, V, w, scale);
-        tb_get(be, &kl, klb, sizeof kl);
-        tb_get(be, g, gb, TB_F(T * V));
-        tb_free_all(be);
-        tb_keep(be, "kl loss", &kl, sizeof kl);
-        tb_keep(be, "kl gradient", g, TB_F(T * V));
-        double want = 0;
-        double *fd = malloc(8 * T * V);
-        for (int64_t t = 0; t < T; t++) {
-            struct klc c = {lt + t * V, V};
-            want += d_kl(ls + t * V, &c);
-            tu_fd_grad(fd + t * V, ls + t * V, V, d_kl, &c);
+    const double w = 0.7, scale = 0.25, taus[] = {1, 2, 0.5};
+    for (int k = 0; k < 3; k++) {
+        const double tau = taus[k];
+        char key_l[32], key_g[32];
+        snprintf(key_l, sizeof key_l, "kl loss tau %g", tau);
+        snprintf(key_g, sizeof key_g, "kl gradient tau %g", tau);
+        const struct hm_backend *be;
+        TB_EACH(be) {
+            float *g = calloc((size_t)(T * V), 4);
+            for (int64_t i = 0; i < T * V; i++)
+                g[i] = 0.125f; /* += contract */
+            double kl = 0;
+            double *klb = tb_in(be, &kl, sizeof kl); /* the loss: backend memory */
+            float *gb = tb_in(be, g, TB_F(T * V));
+            hm_backend_kl_backward(be, klb, gb, tb_in(be, lsf, TB_F(T * V)),
+                                   tb_in(be, ltf, TB_F(T * V)), T, V, w, scale, tau);
+            tb_get(be, &kl, klb, sizeof kl);
+            tb_get(be, g, gb, TB_F(T * V));
+            tb_free_all(be);
+            tb_keep(be, key_l, &kl, sizeof kl);
+            tb_keep(be, key_g, g, TB_F(T * V));
+            double want = 0;
+            double *fd = malloc(8 * T * V);
+            for (int64_t t = 0; t < T; t++) {
+                struct klc c = {lt + t * V, V, tau};
+                want += d_kl(ls + t * V, &c);
+                tu_fd_grad(fd + t * V, ls + t * V, V, d_kl, &c);
+            }
+            cr_assert(fabs(kl - want) <= 1e-9 * fabs(want), "%s: tau %g: kl %.12g vs %.12g",
+                      hm_backend_name(be), tau, kl, want);
+            for (int64_t i = 0; i < T * V; i++) {
+                g[i] -= 0.125f;
+                fd[i] *= w * scale;
+            }
+            char what[64];
+            snprintf(what, sizeof what, "kl gradient vs finite differences, tau %g", tau);
+            tu_check_fd(what, g, fd, T * V, 5e-6);
+            free(g), free(fd);
         }
-        cr_assert(fabs(kl - want) <= 1e-9 * fabs(want), "%s: kl %.12g vs %.12g",
-                  hm_backend_name(be), kl, want);
-        for (int64_t i = 0; i < T * V; i++) {
-            g[i] -= 0.125f;
-            fd[i] *= w * scale;
-        }
-        tu_check_fd("kl gradient vs finite differences", g, fd, T * V, 5e-6);
-        free(g), free(fd);
     }
     free(ls), free(lt), free(lsf), free(ltf);
 }

@@ -90,7 +90,7 @@ static void stage2_check(enum hm_mixer mixer, int tied, int bias, unsigned compo
     struct tu_ref_table *tab = tu_ref_table_from_model(m);
     const int64_t B = 2, T = 5;
     int32_t tok[12] = {1, 4, 9, 10, 0, 3, 7, 7, 2, 5, 6, 8};
-    struct hm_train_opts o = {.B = B, .T = T, .accum = 1};
+    struct hm_train_opts o = {.B = B, .T = T, .accum = 1, .kd_temperature = 1, .ce_weight = 1};
     struct hm_trainer *tr = NULL;
     cr_assert_eq(hm_trainer_new(m, hm_backend_get(bename), &o, &tr, NULL), HM_OK);
     hm_trainer_zero_grad(tr);

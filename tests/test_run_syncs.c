@@ -171,7 +171,8 @@ static struct run_result train(const char *bename, int layers, int64_t steps, in
                             .seq_len = 16, .accum = 2, .lr = 1e-3, .warmup = 1,
                             .order = HM_ORDER_SHUFFLE, .seed = 7};
     hm_optim_cfg_defaults(&o.optim, HM_OPTIM_ADAMW, 0.1);
-    struct hm_train_opts to = {.B = o.batch, .T = o.seq_len, .accum = o.accum};
+    struct hm_train_opts to = {.B = o.batch, .T = o.seq_len, .accum = o.accum, .kd_temperature = 1,
+                               .ce_weight = 1};
     struct hm_trainer *tr;
     cr_assert_eq(hm_trainer_new(m, be, &to, &tr, &err), HM_OK, "%s", err.msg);
     struct hm_model_run nr = {.model = m, .trainer = tr, .be = be, .out_dtype = HM_DTYPE_F32};

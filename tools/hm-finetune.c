@@ -1,5 +1,6 @@
 /* hm-finetune — next-token cross-entropy training (contract §3 stage 2, §4),
- * optionally with a distillation term KL(teacher ‖ student) on the logits.
+ * optionally with a distillation term τ²·KL(teacher ‖ student) on the logits
+ * at a temperature τ (§10): loss = c·CE + w·τ²·KL.
  * The run machinery (schedule, optimizer, log, resume, NaN guard) is
  * libconvert/train/run.c; this file wires flags and models to it. */
 #include <getopt.h>
@@ -28,7 +29,8 @@ static const char usage[] =
     "\n"
     "Model:\n"
     "      --freeze embeddings  keep embed_in and embed_out fixed\n"
-    "      --kd-teacher CKPT    add w·KL(teacher ‖ student) on the logits\n"
+    "      --kd-teacher CKPT    add w·τ²·KL(teacher ‖ student) on the logits, both\n"
+    "                           softmaxes at temperature τ\n"
     "      --kd-weight W        the weight w > 0 (required with --kd-teacher)\n"
     "      --align TEACHER      stage 1b instead of cross-entropy: fit each mixer\n"
     "                           layer by layer to TEACHER's attention outputs,\n"
@@ -36,6 +38,10 @@ static const char usage[] =
     "                           norm1 output), loss mean(1 - cos) as stage 1; every\n"
     "                           mixer tensor trains (q/k/v, dense, feature maps, dt,\n"
     "                           A, D, conv, gate), norms/MLP/embeddings do not\n"
+    "      --kd-temperature T   the temperature τ > 0 (default 1; needs --kd-teacher)\n"
+    "      --ce-weight C        the weight c >= 0 of the cross-entropy (default 1):\n"
+    "                           loss = c·CE + w·τ²·KL; --ce-weight 0 is pure\n"
+    "                           distillation (needs --kd-teacher)\n"
     HM_TRAIN_USAGE
     "Common:\n"
     "  -q, --quiet  -v, --verbose  --progress  --no-progress  --json\n"
@@ -44,7 +50,8 @@ static const char usage[] =
     "Weight decay defaults to 0.1 on matrices only (never norms, biases).\n"
     "Exit status: 0 success, 1 failure, 2 bad usage.\n";
 
-enum { OPT_FREEZE = HM_OPT_FIRST_TOOL, OPT_KD_TEACHER, OPT_KD_WEIGHT, OPT_ALIGN };
+enum { OPT_FREEZE = HM_OPT_FIRST_TOOL, OPT_KD_TEACHER, OPT_KD_WEIGHT, OPT_KD_TEMP, OPT_CE_WEIGHT,
+       OPT_ALIGN };
 
 static struct hm_model *load_model(const char *path, struct hm_ckpt **ck_out, char **prov)
 {
@@ -110,13 +117,17 @@ int main(int argc, char **argv)
         {"kd-teacher", required_argument, NULL, OPT_KD_TEACHER},
         {"kd-weight", required_argument, NULL, OPT_KD_WEIGHT},
         {"align", required_argument, NULL, OPT_ALIGN},
+        {"kd-temperature", required_argument, NULL, OPT_KD_TEMP},
+        {"ce-weight", required_argument, NULL, OPT_CE_WEIGHT},
         {NULL, 0, NULL, 0},
     };
     struct hm_cli_common common = {.progress = -1};
     struct hm_train_cli t;
     int freeze = 0, c;
-    const char *kd_path = NULL, *align_path = NULL;
-    double kd_weight = 0;
+    const char *kd_path = NULL;
+    const char *align_path = NULL;
+    double kd_weight = 0, kd_temp = 1, ce_weight = 1;
+    int kd_temp_set = 0;
     hm_cli_init("hm-finetune", usage, argv);
     hm_train_cli_defaults(&t, "hm-finetune", 0.1);
     while ((c = getopt_long(argc, argv, HM_CLI_COMMON_SHORTOPTS HM_TRAIN_SHORTOPTS, longopts,
@@ -133,6 +144,13 @@ int main(int argc, char **argv)
         case OPT_KD_TEACHER: kd_path = optarg; break;
         case OPT_KD_WEIGHT: kd_weight = hm_parse_f64(optarg, "--kd-weight", 0, 1e6); break;
         case OPT_ALIGN: align_path = optarg; break;
+        case OPT_KD_TEMP:
+            kd_temp = hm_parse_f64(optarg, "--kd-temperature", 0, 1e6);
+            if (!(kd_temp > 0))
+                hm_usage_error("option '--kd-temperature' must be > 0, got '%s'", optarg);
+            kd_temp_set = 1;
+            break;
+        case OPT_CE_WEIGHT: ce_weight = hm_parse_f64(optarg, "--ce-weight", 0, 1e6); break;
         }
     }
     if (argc - optind != 1)
@@ -145,6 +163,10 @@ int main(int argc, char **argv)
         hm_usage_error("--kd-teacher needs --kd-weight W > 0 (the weight of the KL term)");
     if (align_path && kd_path)
         hm_usage_error("--align (stage 1b) and --kd-teacher are separate runs");
+    if (kd_temp_set && !kd_path)
+        hm_usage_error("--kd-temperature needs --kd-teacher");
+    if (ce_weight == 0 && !kd_path)
+        hm_usage_error("--ce-weight 0 without --kd-teacher leaves no objective to train");
     const char *in = argv[optind];
     hm_train_cli_finish(&t, argc, argv, in, common.json);
     if (align_path && t.run.out_path && hm_output_clobbers(t.run.out_path, align_path))
@@ -177,6 +199,7 @@ int main(int argc, char **argv)
                                .accum = hm_train_cli_micro_batches(&t),
                                .freeze_embeddings = freeze,
                                .kd_teacher = kd_path ? teacher : NULL, .kd_weight = kd_weight,
+                               .kd_temperature = kd_temp, .ce_weight = ce_weight,
                                .align_teacher = align_path ? teacher : NULL};
     if (t.dry_run) {
         struct hm_error err;
@@ -211,22 +234,27 @@ int main(int argc, char **argv)
     if (hm_trainer_new(m, t.backend, &to, &tr, &err) != HM_OK)
         hm_die_err("cannot train", in, &err);
     /* what the model side trains with: a resume must not change it */
-    char kd_hash[17] = "none", al_hash[17] = "none", kd_w[32], fz[4];
+    char kd_hash[17] = "none", al_hash[17] = "none", kd_w[32], kd_t[32], ce_w[32], fz[4];
     const char *t_path = kd_path ? kd_path : align_path;
     struct hm_prov_input kd_in = {t_path, t_path ? hm_run_checkpoint_hash(t_path) : 0};
     if (t_path)
         hm_xxh3_hex(kd_in.xxh3, kd_path ? kd_hash : al_hash);
     snprintf(kd_w, sizeof kd_w, "%.17g", kd_weight);
+    snprintf(kd_t, sizeof kd_t, "%.17g", kd_temp);
+    snprintf(ce_w, sizeof ce_w, "%.17g", ce_weight);
     snprintf(fz, sizeof fz, "%s", freeze ? "yes" : "no");
+    /* kd_temperature and ce_weight came later: a state without them was
+     * made with their defaults, 1 */
     const struct hm_run_field fields[] = {
-        {"kd_teacher_xxh3", kd_hash}, {"kd_weight", kd_w}, {"freeze_embeddings", fz},
-        {"align_teacher_xxh3", al_hash}};
+        {"kd_teacher_xxh3", kd_hash, NULL}, {"kd_weight", kd_w, NULL},
+        {"kd_temperature", kd_t, "1"},      {"ce_weight", ce_w, "1"},
+        {"freeze_embeddings", fz, NULL},    {"align_teacher_xxh3", al_hash, "none"}};
     t.run.fields = fields;
-    t.run.n_fields = 4;
+    t.run.n_fields = (int)(sizeof fields / sizeof *fields);
     t.run.more_inputs = t_path ? &kd_in : NULL;
     t.run.n_more_inputs = t_path ? 1 : 0;
     struct hm_model_run nr = {.model = m, .trainer = tr, .be = t.backend,
-                             .out_dtype = t.out_dtype, .kd_weight = kd_weight,
+                             .out_dtype = t.out_dtype, .log_terms = kd_path != NULL,
                              .align = align_path != NULL};
     struct hm_run_model rm;
     hm_model_run_init(&nr, &rm);

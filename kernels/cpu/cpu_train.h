@@ -24,25 +24,31 @@ static inline void adamw_one(float *w, const float *g, float *m, float *v,
     *w -= a->step_size * (*m / denom);
 }
 
-/* One row: KL(p_t ‖ p_s) and its gradient w·scale·(p_s − p_t) added to g. */
+/* One row at temperature tau: KL(p_t ‖ p_s) of p = softmax(l/τ), without the
+ * τ² the caller applies to the sum, and its gradient w·scale·τ·(p_s − p_t)
+ * added to g. l/τ is a division (exact at τ = 1, never fused into an FMA);
+ * max(l)/τ = max(l/τ) for τ > 0, division rounding being monotone. */
 static inline double kl_row(float *g, const float *ls, const float *lt, int64_t V, double w,
-                     double scale)
+                            double scale, double tau)
 {
     double ms = ls[0], mt = lt[0];
     for (int64_t v = 1; v < V; v++) {
         ms = ls[v] > ms ? ls[v] : ms;
         mt = lt[v] > mt ? lt[v] : mt;
     }
+    ms /= tau;
+    mt /= tau;
     double ss = 0, st = 0;
     for (int64_t v = 0; v < V; v++) {
-        ss += exp((double)ls[v] - ms);
-        st += exp((double)lt[v] - mt);
+        ss += exp((double)ls[v] / tau - ms);
+        st += exp((double)lt[v] / tau - mt);
     }
     double lss = ms + log(ss), lst = mt + log(st), kl = 0;
+    const double ws = w * scale * tau;
     for (int64_t v = 0; v < V; v++) {
-        double lps = (double)ls[v] - lss, lpt = (double)lt[v] - lst, pt = exp(lpt);
+        double lps = (double)ls[v] / tau - lss, lpt = (double)lt[v] / tau - lst, pt = exp(lpt);
         kl += pt * (lpt - lps);
-        g[v] += (float)(w * scale * (exp(lps) - pt));
+        g[v] += (float)(ws * (exp(lps) - pt));
     }
     return kl;
 }

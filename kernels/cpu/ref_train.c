@@ -35,13 +35,14 @@ void hm_ref_first_nonfinite(HM_CPU_CTX, int64_t *index, const float *x, int64_t 
         }
 }
 
-void hm_ref_kl_backward(HM_CPU_CTX, double *loss, float *dlogits, const float *logits, const float *tlogits,
-                          int64_t T, int64_t V, double w, double scale)
+void hm_ref_kl_backward(HM_CPU_CTX, double *loss, float *dlogits, const float *logits,
+                        const float *tlogits, int64_t T, int64_t V, double w, double scale,
+                        double tau)
 {
     double kl = 0;
     for (int64_t t = 0; t < T; t++)
-        kl += kl_row(dlogits + t * V, logits + t * V, tlogits + t * V, V, w, scale);
-    *loss += kl;
+        kl += kl_row(dlogits + t * V, logits + t * V, tlogits + t * V, V, w, scale, tau);
+    *loss += tau * tau * kl;
 }
 
 void hm_ref_fill(HM_CPU_CTX, float *x, int64_t n, float value)

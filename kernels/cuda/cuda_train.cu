@@ -170,18 +170,20 @@ __global__ void __launch_bounds__(kOneBlock)
 }
 
 /* ---- kl_backward ----------------------------------------------------------
- * dlogits accumulates (+=), so nothing can be passed through it. Kernel 1,
- * one block per row: kl_row's gradient exactly (max from element 0, Σ exp
- * in double, lse's, then g += (float)(w·scale·(p_s − p_t))). Kernel 2, one
- * block, one warp per row: KL(p_t ‖ p_s) recomputed in one pass with online
- * max/sum per lane, KL = Σ p_t (lt − ls) − (lse_t − lse_s) (= Σ p_t (log p_t
- * − log p_s), all in double), rows summed per warp in row order, then the
- * 32 warps in order. A faster version would keep the per-row KL in a
+ * dlogits accumulates (+=), so nothing can be passed through it. The logits
+ * are divided by τ where read (a division, as in kl_row: exact at τ = 1 and
+ * never fused). Kernel 1, one block per row: kl_row's gradient exactly (max
+ * from element 0, then /τ, Σ exp in double, lse's, then
+ * g += (float)(w·scale·τ·(p_s − p_t))). Kernel 2, one block, one warp per
+ * row: KL(p_t ‖ p_s) recomputed in one pass with online max/sum per lane,
+ * KL = Σ p_t (lt − ls) − (lse_t − lse_s) (= Σ p_t (log p_t − log p_s), all
+ * in double), rows summed per warp in row order, then the 32 warps in
+ * order, times τ². A faster version would keep the per-row KL in a
  * workspace of T doubles; the op has none, so kernel 2 reads both logit
  * arrays once more on one SM. */
 __global__ void __launch_bounds__(kRowThreads)
     kl_rows_kernel(float *dlogits, const float *logits, const float *tlogits, int64_t T, int64_t V,
-                   double w, double scale)
+                   double w, double scale, double tau)
 {
     __shared__ float smax[kRowThreads];
     __shared__ double ssum[kRowThreads];
@@ -194,19 +196,20 @@ __global__ void __launch_bounds__(kRowThreads)
             ms_ = a > ms_ ? a : ms_;
             mt_ = b > mt_ ? b : mt_;
         }
-        const double ms = ref_row_max(block_tree(ms_, smax, MaxF()), isnan(ls[0]));
-        const double mt = ref_row_max(block_tree(mt_, smax, MaxF()), isnan(lt[0]));
+        const double ms = ref_row_max(block_tree(ms_, smax, MaxF()), isnan(ls[0])) / tau;
+        const double mt = ref_row_max(block_tree(mt_, smax, MaxF()), isnan(lt[0])) / tau;
         double ss = 0, st = 0;
         for (int64_t v = threadIdx.x; v < V; v += blockDim.x) {
-            ss += exp((double)ls[v] - ms);
-            st += exp((double)lt[v] - mt);
+            ss += exp((double)ls[v] / tau - ms);
+            st += exp((double)lt[v] / tau - mt);
         }
         ss = block_tree(ss, ssum, SumD());
         st = block_tree(st, ssum, SumD());
-        const double lss = ms + log(ss), lst = mt + log(st);
+        const double lss = ms + log(ss), lst = mt + log(st), ws = w * scale * tau;
         for (int64_t v = threadIdx.x; v < V; v += blockDim.x) {
-            const double lps = (double)ls[v] - lss, lpt = (double)lt[v] - lst, pt = exp(lpt);
-            g[v] = __fadd_rn(g[v], (float)(w * scale * (exp(lps) - pt)));
+            const double lps = (double)ls[v] / tau - lss, lpt = (double)lt[v] / tau - lst;
+            const double pt = exp(lpt);
+            g[v] = __fadd_rn(g[v], (float)(ws * (exp(lps) - pt)));
         }
     }
 }
@@ -261,7 +264,8 @@ __device__ Online warp_online(Online o)
 }
 
 __global__ void __launch_bounds__(kOneBlock)
-    kl_loss_kernel(double *loss, const float *logits, const float *tlogits, int64_t T, int64_t V)
+    kl_loss_kernel(double *loss, const float *logits, const float *tlogits, int64_t T, int64_t V,
+                   double tau)
 {
     __shared__ double swarp[kOneBlockWarps];
     const int lane = threadIdx.x & 31, wp = threadIdx.x >> 5;
@@ -270,7 +274,7 @@ __global__ void __launch_bounds__(kOneBlock)
         const float *ls = logits + t * V, *lt = tlogits + t * V; /* [V] each */
         Online os = {-INFINITY, 0, 0}, ot = {-INFINITY, 0, 0};
         for (int64_t v = lane; v < V; v += 32) {
-            const double a = ls[v], b = lt[v];
+            const double a = ls[v] / tau, b = lt[v] / tau;
             online_add(os, a, 0.0);
             online_add(ot, b, b - a);
         }
@@ -289,7 +293,7 @@ __global__ void __launch_bounds__(kOneBlock)
         double total = 0;
         for (int i = 0; i < kOneBlockWarps; i++)
             total += swarp[i];
-        *loss += total;
+        *loss += tau * tau * total;
     }
 }
 
@@ -464,14 +468,14 @@ void cu_cross_entropy_backward(void *ctx, double *loss, float *dlogits, const fl
 
 /* loss: [1]  dlogits (+=), logits, tlogits: [T, V] */
 void cu_kl_backward(void *ctx, double *loss, float *dlogits, const float *logits,
-                    const float *tlogits, int64_t T, int64_t V, double w, double scale)
+                    const float *tlogits, int64_t T, int64_t V, double w, double scale, double tau)
 {
     if (T <= 0 || V <= 0)
         return;
     kl_rows_kernel<<<cu_blocks(T, 1), kRowThreads, 0, cu_stream(ctx)>>>(dlogits, logits, tlogits, T, V,
-                                                                     w, scale);
+                                                                     w, scale, tau);
     CU_LAUNCHED(ctx);
-    kl_loss_kernel<<<1, kOneBlock, 0, cu_stream(ctx)>>>(loss, logits, tlogits, T, V);
+    kl_loss_kernel<<<1, kOneBlock, 0, cu_stream(ctx)>>>(loss, logits, tlogits, T, V, tau);
     CU_LAUNCHED(ctx);
 }
 

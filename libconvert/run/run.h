@@ -158,11 +158,15 @@ struct hm_prov_input;
 uint64_t hm_run_checkpoint_hash(const char *path);
 
 /* A model-side setting that changes the trajectory (hm-finetune's
- * distillation teacher and weight, its frozen set): key and value, both
- * borrowed. */
+ * distillation teacher, weight and temperature, its frozen set): key and
+ * value, both borrowed. absent (borrowed, may be NULL): for a field added
+ * after states were first written, the value a state without the key was
+ * made with (it resumes when that equals value); NULL: the key must be
+ * there. */
 struct hm_run_field {
     const char *key;
     const char *value;
+    const char *absent;
 };
 
 struct hm_run_opts {

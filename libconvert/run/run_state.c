@@ -291,8 +291,18 @@ static enum hm_status expect_model_side(const cJSON *j, const struct hm_st_file 
                           "state '%s' trains %lld tensors, this run %lld: the trainable set "
                           "changed (a --freeze flag differs? resume needs the same flags)",
                           r->state_path, (long long)n, (long long)r->np);
-    for (int i = 0; i < r->o->n_fields && st == HM_OK; i++)
-        st = expect_str(j, r->o->fields[i].key, r->o->fields[i].value, r->state_path, err);
+    for (int i = 0; i < r->o->n_fields && st == HM_OK; i++) {
+        const struct hm_run_field *fl = &r->o->fields[i];
+        if (fl->absent && !cJSON_GetObjectItem(j, fl->key)) {
+            if (strcmp(fl->absent, fl->value) != 0)
+                st = hm_error_set(err, HM_ERR_INVALID,
+                                  "state '%s' was made with %s '%s' (it predates the field), "
+                                  "this run has '%s' (resume needs the same flags and data)",
+                                  r->state_path, fl->key, fl->absent, fl->value);
+        } else {
+            st = expect_str(j, fl->key, fl->value, r->state_path, err);
+        }
+    }
     return st;
 }
 

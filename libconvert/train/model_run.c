@@ -27,7 +27,11 @@ static void loss_of(void *ctx, const double *sums, double *loss, double *aux)
         return;
     }
     hm_trainer_loss(nr->trainer, sums, &l);
-    *loss = l.ce + nr->kd_weight * l.kl;
+    *loss = l.total;
+    if (nr->log_terms) {
+        aux[0] = l.ce;
+        aux[1] = l.kl;
+    }
 }
 
 static const struct hm_opt_param *params(void *ctx, int64_t *np)
@@ -59,7 +63,8 @@ void hm_model_run_init(struct hm_model_run *nr, struct hm_run_model *rm)
     hm_model_ws_init(&nr->ws);
     *rm = (struct hm_run_model){.ctx = nr, .cfg = &nr->model->cfg, .be = nr->be, .zero_grad = zero_grad,
                                 .accumulate = accumulate, .n_sums = 2, .loss_of = loss_of, .params = params, .val_sum = val_sum,
-                                .post_update = post_update, .save = save};
+                                .post_update = post_update, .save = save,
+                                .n_aux = nr->log_terms ? 2 : 0, .aux_name = "ce_kl"};
     if (nr->align) { /* one loss sum per layer, logged as layer_loss */
         rm->n_sums = (int)nr->model->cfg.num_hidden_layers;
         rm->n_aux = rm->n_sums;

@@ -228,6 +228,12 @@ enum hm_status hm_trainer_new(struct hm_model *model, const struct hm_backend *b
     const struct hm_config *c = &model->cfg;
     if (opts->B < 1 || opts->T < 1 || opts->accum < 1)
         return hm_error_set(err, HM_ERR_INVALID, "batch, seq_len and accum must be positive");
+    if (!(opts->ce_weight >= 0) || !isfinite(opts->ce_weight))
+        return hm_error_set(err, HM_ERR_INVALID, "the cross-entropy weight must be finite and "
+                            ">= 0, got %g", opts->ce_weight);
+    if (opts->kd_teacher && (!(opts->kd_temperature > 0) || !isfinite(opts->kd_temperature)))
+        return hm_error_set(err, HM_ERR_INVALID, "the distillation temperature must be finite "
+                            "and > 0, got %g", opts->kd_temperature);
     if (opts->kd_teacher && opts->kd_teacher->cfg.vocab_size != c->vocab_size)
         return hm_error_set(err, HM_ERR_INVALID,
                             "teacher vocabulary (%lld) differs from the student's (%lld)",
@@ -331,7 +337,9 @@ static void forward_layers(struct hm_trainer *tr)
 }
 
 /* Output layer + loss, ce_rows() rows at a time; fills tr->dhf and adds
- * the cross-entropy and KL sums to sums[0], sums[1] (backend memory). */
+ * the cross-entropy and τ²·KL sums to sums[0], sums[1] (backend memory).
+ * The CE gradient is scaled by ce_weight (its sum is not: CE is measured
+ * at any weight). */
 static void loss_and_head(struct hm_trainer *tr, double *sums)
 {
     const struct hm_backend *be = tr->be;
@@ -345,12 +353,12 @@ static void loss_and_head(struct hm_trainer *tr, double *sums)
         hm_backend_matmul_forward(be, tr->logits, tr->hf + r0 * d, m->embed_out, NULL, rows, d,
                                   V);
         hm_backend_cross_entropy_backward(be, sums, tr->dlogits, tr->logits, tr->tg + r0, rows, V,
-                                          (float)scale);
+                                          (float)(scale * tr->opt.ce_weight));
         if (tm && tr->opt.kd_weight != 0) {
             hm_backend_matmul_forward(be, tr->tlogits, tr->thf + r0 * d, tm->embed_out, NULL,
                                       rows, d, V);
             hm_backend_kl_backward(be, sums + 1, tr->dlogits, tr->logits, tr->tlogits, rows, V,
-                                   tr->opt.kd_weight, scale);
+                                   tr->opt.kd_weight, scale, tr->opt.kd_temperature);
         }
         hm_backend_matmul_backward(be, tr->dhf + r0 * d, dW, NULL, tr->dlogits, tr->hf + r0 * d,
                                    m->embed_out, rows, d, V);
@@ -361,6 +369,7 @@ void hm_trainer_loss(const struct hm_trainer *tr, const double sums[2], struct h
 {
     loss->ce = sums[0] / (double)tr->N;
     loss->kl = sums[1] / (double)tr->N;
+    loss->total = tr->opt.ce_weight * loss->ce + tr->opt.kd_weight * loss->kl;
 }
 
 /* The family's norm backward: dx written, dw/db accumulate (db unused by

@@ -21,8 +21,11 @@
  * each micro-batch adds (1/(B·T·accum))-scaled gradients, so `accum`
  * micro-batches then one optimizer step equal one big batch.
  *
- * Optional distillation (contract §3): with a teacher, loss = CE + w·KL(p_t‖p_s)
- * per token averaged over B·T, gradient w·(p_s − p_t) on the logits. */
+ * The objective (contract §3, §10): loss = c·CE + w·τ²·KL(p_t‖p_s), per token
+ * averaged over B·T, with p = softmax(logits/τ) of the teacher, resp. the
+ * student: gradient c·(softmax − onehot) + w·τ·(p_s − p_t) on the logits.
+ * c = ce_weight, w = kd_weight, τ = kd_temperature; without a teacher (or
+ * with w = 0) it is c·CE. CE is measured whatever c is. */
 #ifndef HM_MODEL_TRAIN_H
 #define HM_MODEL_TRAIN_H
 
@@ -40,7 +43,10 @@ struct hm_train_opts {
     int64_t accum;             /* micro-batches per optimizer step (≥ 1) */
     int freeze_embeddings;     /* embed_in and embed_out frozen */
     const struct hm_model *kd_teacher; /* borrowed; NULL for none */
-    double kd_weight;
+    double kd_weight;          /* w of the KL term */
+    double kd_temperature;     /* τ > 0 (with a teacher): 1 is the plain KL of §3 */
+    double ce_weight;          /* c ≥ 0 of the cross-entropy: 1 for plain training;
+                                  no default (0 is a valid c: pure distillation) */
     /* stage 1b (hm_trainer_align): the softmax teacher each mixer is fit to,
      * borrowed, or NULL; with it only the mixer tensors train */
     const struct hm_model *align_teacher;
@@ -69,8 +75,9 @@ void hm_trainer_zero_grad(struct hm_trainer *tr);
 void hm_trainer_post_update(struct hm_trainer *tr);
 
 struct hm_train_loss {
-    double ce;   /* mean cross-entropy over the micro-batch's B·T targets */
-    double kl;   /* mean KL(teacher‖student), 0 without a teacher */
+    double ce;    /* mean cross-entropy over the micro-batch's B·T targets */
+    double kl;    /* mean τ²·KL(teacher‖student) at τ, 0 without a teacher */
+    double total; /* the objective: ce_weight·ce + kd_weight·kl */
 };
 
 /* Forward + backward of one micro-batch; accumulates gradients.

@@ -65,7 +65,8 @@ PY
 done
 
 # distillation and the trainable set are part of the trajectory: adding,
-# dropping or changing --kd-teacher / --kd-weight, or adding --freeze, is
+# dropping or changing --kd-teacher / --kd-weight / --kd-temperature /
+# --ce-weight, or adding --freeze, is
 # refused naming what changed (never "corrupt"); a teacher without a weight
 # would distill nothing, so it is a usage error
 ok "$B/hm-init" --preset tiny -o "$T/teacher.st" --seed 9
@@ -88,6 +89,10 @@ refused "kd_weight" "$B/hm-finetune" "$T/a.st" -o "$T/kd.st" "${RUN[@]}" --resum
     --kd-teacher "$T/teacher.st" --kd-weight 0.25
 refused "kd_teacher" "$B/hm-finetune" "$T/a.st" -o "$T/kd.st" "${RUN[@]}" --resume -f \
     --kd-teacher "$T/b.st" --kd-weight 0.5
+refused "kd_temperature" "$B/hm-finetune" "$T/a.st" -o "$T/kd.st" "${RUN[@]}" --resume -f \
+    --kd-teacher "$T/teacher.st" --kd-weight 0.5 --kd-temperature 2
+refused "ce_weight" "$B/hm-finetune" "$T/a.st" -o "$T/kd.st" "${RUN[@]}" --resume -f \
+    --kd-teacher "$T/teacher.st" --kd-weight 0.5 --ce-weight 0.5
 cmp -s "$T/kd.state" "$T/kd.st.state" || fail "a refused resume changed the distillation state"
 ok "$B/hm-finetune" "$T/a.st" -o "$T/kd.st" "${RUN[@]}" --resume -f --kd-teacher "$T/teacher.st" \
     --kd-weight 0.5
@@ -96,6 +101,29 @@ ok "$B/hm-finetune" "$T/a.st" -o "$T/kdfull.st" "${RUN[@]}" --kd-teacher "$T/tea
 cmp -s <(tail -c 200000 "$T/kd.st") <(tail -c 200000 "$T/kdfull.st") ||
     fail "a resumed distillation differs from an uninterrupted one"
 grep -a -q "teacher.st" "$T/kd.st" || fail "the provenance does not name the --kd-teacher"
+# a state written before --kd-temperature and --ce-weight existed lacks their
+# fields: it was made with their defaults (1) and resumes as such; another
+# value is refused naming the field
+python3 - "$T/kd.state" "$T/kdold.st.state" <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], 'rb').read()
+n = struct.unpack('<Q', b[:8])[0]
+h = json.loads(b[8:8 + n])
+r = json.loads(h['__metadata__']['hm.run'])
+assert r.pop('kd_temperature') == '1' and r.pop('ce_weight') == '1'
+h['__metadata__']['hm.run'] = json.dumps(r)
+hdr = json.dumps(h).encode()
+hdr += b' ' * (-len(hdr) % 8)
+open(sys.argv[2], 'wb').write(struct.pack('<Q', len(hdr)) + hdr + b[8 + n:])
+PY
+refused "kd_temperature '1'" "$B/hm-finetune" "$T/a.st" -o "$T/kdold.st" "${RUN[@]}" --resume -f \
+    --kd-teacher "$T/teacher.st" --kd-weight 0.5 --kd-temperature 2
+refused "ce_weight '1'" "$B/hm-finetune" "$T/a.st" -o "$T/kdold.st" "${RUN[@]}" --resume -f \
+    --kd-teacher "$T/teacher.st" --kd-weight 0.5 --ce-weight 2
+ok "$B/hm-finetune" "$T/a.st" -o "$T/kdold.st" "${RUN[@]}" --resume -f \
+    --kd-teacher "$T/teacher.st" --kd-weight 0.5
+cmp -s <(tail -c 200000 "$T/kdold.st") <(tail -c 200000 "$T/kdfull.st") ||
+    fail "a resumed state without the temperature fields differs from an uninterrupted run"
 
 # --clip with sgd clips (one clipping path for both optimizers); sgd without
 # --clip stays unclipped (contract §4), and a changed clip is refused
