@@ -310,8 +310,8 @@ static inline int64_t hm_linattn_saved_floats(int64_t T, int64_t n_h, int64_t F2
  * (A is the normalized weight linattn_forward applies, eps included, no decay.) Adds
  * Σ_t (1/n_h) Σ_h CE_th (double; computed as (Σ_h Σ_t CE_th) / n_h) to *loss and writes
  * dphiq, dphik = scale · ∂/∂φ of that sum (=, not +=): with w_ts = P_ts / (A_ts + δ) and
- * C_t = Σ_s w_ts A_ts, ∂CE/∂e_ts = (C_t − w_ts) / D_t, then dφq_t = Σ_{s≤t} (·) φk_s and
- * dφk_s = Σ_{t≥s} (·) φq_t. O(T²) per head (the weights are never stored).
+ * C_t = Σ_s w_ts A_ts, ∂CE/∂e_ts = (C_t − w_ts) / D_t, then
+ * dφq_t = Σ_{s≤t} (·) φk_s and dφk_s = Σ_{t≥s} (·) φq_t. O(T²) per head (the weights are never stored).
  *   loss: [1]  dphiq, dphik: [T, n_h, F2] or NULL (both NULL: the loss only)
  *   phiq, phik: [T, n_h, F2] (positive: Hedgehog maps are softmaxes)
  *   q, k: element (t, h, i) at q[t * qk_row_stride + h * qk_head_stride + i] (the fused qkv

@@ -88,8 +88,8 @@ static void stage1_gradient(int parallel, int64_t F, enum hm_lin_objective obj)
             fm[k++] = p[i].w[j];
     const int ko = (int)obj;
     double ref = tu_ref_stage1_loss_obj(sc, w, fm, qkv, o, T, ko);
-    cr_expect(fabs(loss - ref) < 1e-5 * fmax(1, fabs(ref)), "%s: stage-1 loss %.9g vs independent %.9g",
-              hm_lin_objective_name(obj), loss, ref);
+    cr_expect(fabs(loss - ref) < 1e-5 * fmax(1, fabs(ref)),
+              "%s: stage-1 loss %.9g vs independent %.9g", hm_lin_objective_name(obj), loss, ref);
     cr_expect(fabs((aux[0] + aux[1]) / 2 - loss) < 1e-12, "per-layer losses average to the loss");
     /* the no-gradient pass (tests, reports) measures the same loss */
     double ev[2];
@@ -150,7 +150,8 @@ Test(linearize, objective_names)
 {
     for (int i = 0; i < 3; i++) {
         enum hm_lin_objective o;
-        cr_assert_eq(hm_lin_objective_parse(hm_lin_objective_name((enum hm_lin_objective)i), &o), 0);
+        const char *name = hm_lin_objective_name((enum hm_lin_objective)i);
+        cr_assert_eq(hm_lin_objective_parse(name, &o), 0, "%s", name);
         cr_expect_eq((int)o, i);
     }
     enum hm_lin_objective o = HM_LIN_OBJECTIVE_MSE;

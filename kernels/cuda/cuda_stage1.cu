@@ -141,7 +141,8 @@ __global__ void __launch_bounds__(kWarps * 32) ce_grad_kernel(CeArgs a, float *o
     if (r >= a.n_h * a.T) /* the whole warp leaves together */
         return;
     const int64_t h = r / a.T, i = r % a.T;
-    const int64_t lo = over_keys ? 0 : i, hi = over_keys ? i + 1 : a.T; /* the other index's range */
+    /* the other index's range */
+    const int64_t lo = over_keys ? 0 : i, hi = over_keys ? i + 1 : a.T;
     for (int64_t f0 = 0; f0 < a.F2; f0 += 32 * kRegs) {
         double acc[kRegs];
         for (int j = 0; j < kRegs; j++)

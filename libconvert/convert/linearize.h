@@ -18,7 +18,9 @@
  *            weights themselves; P the teacher's softmax weights of the rotated
  *            q, k, A the student's normalized linear-attention weights, δ = 1e-12;
  *            kernels/backend.h [attn_ce_loss]). Dense is not involved: only the
- *            feature maps and the teacher's q, k enter.
+ *            feature maps and the teacher's q, k enter. O(T²) per head with an
+ *            exp and a log per (t, s) pair: on stories260K (T = 256, one
+ *            thread) a step takes ~7.6× a cos step.
  * o_s, o_t: the student's and teacher's attention outputs after dense.
  *
  * Everything but the feature maps is the teacher's, frozen; the output
