@@ -295,6 +295,30 @@ static inline int64_t hm_linattn_saved_floats(int64_t T, int64_t n_h, int64_t F2
  * the sum by N).
  *   loss: [1] backend memory  da: [N, d] or NULL  a: [N, d] student  b: [N, d] teacher */
 
+/* [mse_loss] Stage-1 attention-output MSE of one layer (hm-linearize --objective mse, the
+ * LoLCATs attention transfer): adds Σ_t (1/d) Σ_j (a_tj − b_tj)² (double) to *loss and
+ * writes da = scale · (2/d)(a − b) (the scale · ∂/∂a of that sum). For the mean over
+ * tokens pass scale = 1/N (and divide the sum by N). d ≥ 1.
+ *   loss: [1] backend memory  da: [N, d] or NULL  a: [N, d] student  b: [N, d] teacher */
+
+/* [attn_ce_loss] Stage-1 attention-weight cross-entropy of one layer (hm-linearize
+ * --objective attn-ce, the Hedgehog objective). Per head h and query t, the teacher's
+ * causal softmax weights and the student's linear-attention weights over s ≤ t:
+ *   P_ts = softmax_{s≤t}(q_t · k_s / sqrt(p))          (q, k rotated, as the teacher uses them)
+ *   A_ts = e_ts / D_t,  e_ts = φq_t · φk_s,  D_t = Σ_{s≤t} e_ts + eps
+ *   CE_th = −Σ_{s≤t} P_ts · log(A_ts + HM_ATTN_CE_DELTA)
+ * (A is the normalized weight linattn_forward applies, eps included, no decay.) Adds
+ * Σ_t (1/n_h) Σ_h CE_th (double; computed as (Σ_h Σ_t CE_th) / n_h) to *loss and writes
+ * dphiq, dphik = scale · ∂/∂φ of that sum (=, not +=): with w_ts = P_ts / (A_ts + δ) and
+ * C_t = Σ_s w_ts A_ts, ∂CE/∂e_ts = (C_t − w_ts) / D_t, then
+ * dφq_t = Σ_{s≤t} (·) φk_s and dφk_s = Σ_{t≥s} (·) φq_t. O(T²) per head (the weights are never stored).
+ *   loss: [1]  dphiq, dphik: [T, n_h, F2] or NULL (both NULL: the loss only)
+ *   phiq, phik: [T, n_h, F2] (positive: Hedgehog maps are softmaxes)
+ *   q, k: element (t, h, i) at q[t * qk_row_stride + h * qk_head_stride + i] (the fused qkv
+ *         [T, n_h, 3, p] gives q = qkv, k = qkv + p, strides 3 n_h p and 3p)
+ *   ws: [ws_size] bytes, ≥ hm_backend_attn_ce_loss_ws_size(...) */
+#define HM_ATTN_CE_DELTA 1e-12
+
 /* ---- HedgeMamba mixer (contract §3) ---------------------------------------------
  * Per layer: causal depthwise conv over the fused qkv channels, softplus
  * step sizes, the selective scan with the ones channel, the SiLU gate. Same

@@ -1,10 +1,12 @@
-/* Stage 1 (hm-linearize): the gradient of the layer-wise cosine objective
- * against finite differences of an independent double implementation
- * (tests/support/ref_neox.c), exposed by one SGD step; the tool end to end:
+/* Stage 1 (hm-linearize): the gradient of the layer-wise objective (cos,
+ * mse and attn-ce) against finite differences of an independent double
+ * implementation (tests/support/ref_neox.c), exposed by one SGD step, and
+ * hm_linearizer_eval's loss against the training pass's; the tool end to end:
  * teacher tensors copied byte for byte, only feature maps change, the
  * per-layer loss is logged and falls, downstream tools accept the output. */
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
+#include <criterion/logging.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,7 +39,7 @@ static struct hm_model *tiny_teacher(uint64_t seed, int parallel)
     return m;
 }
 
-static void stage1_gradient(int parallel, int64_t F)
+static void stage1_gradient(int parallel, int64_t F, enum hm_lin_objective obj)
 {
     char *dir = tu_mkdtemp("lin-grad");
     char *path = tu_path(dir, "teacher.st");
@@ -50,6 +52,7 @@ static void stage1_gradient(int parallel, int64_t F)
     struct hm_linearizer *lz;
     cr_assert_eq(hm_linearizer_new(ck, F, hm_backend_get("fast"), 1, T, 1, &lz, &err), HM_OK,
                  "%s", err.msg);
+    cr_assert_eq(hm_linearizer_set_objective(lz, obj, &err), HM_OK, "%s", err.msg);
     struct hm_run_model rm;
     hm_linearizer_run_model(lz, &rm);
     int64_t np;
@@ -83,16 +86,25 @@ static void stage1_gradient(int parallel, int64_t F)
     for (int64_t i = 0, k = 0; i < np; i++)
         for (int64_t j = 0; j < p[i].n; j++)
             fm[k++] = p[i].w[j];
-    double ref = tu_ref_stage1_loss(sc, w, fm, qkv, o, T);
-    cr_expect(fabs(loss - ref) < 1e-5, "stage-1 loss %.9g vs independent %.9g", loss, ref);
+    const int ko = (int)obj;
+    double ref = tu_ref_stage1_loss_obj(sc, w, fm, qkv, o, T, ko);
+    cr_expect(fabs(loss - ref) < 1e-5 * fmax(1, fabs(ref)),
+              "%s: stage-1 loss %.9g vs independent %.9g", hm_lin_objective_name(obj), loss, ref);
     cr_expect(fabs((aux[0] + aux[1]) / 2 - loss) < 1e-12, "per-layer losses average to the loss");
+    /* the no-gradient pass (tests, reports) measures the same loss */
+    double ev[2];
+    cr_assert_eq(hm_linearizer_eval(lz, tok, T, ev, &err), HM_OK, "%s", err.msg);
+    cr_expect(fabs(ev[0] - aux[0]) <= 1e-6 * fmax(1e-3, aux[0]) &&
+                  fabs(ev[1] - aux[1]) <= 1e-6 * fmax(1e-3, aux[1]),
+              "%s: eval %.9g %.9g, training pass %.9g %.9g", hm_lin_objective_name(obj), ev[0],
+              ev[1], aux[0], aux[1]);
     const double h = 1e-6;
     for (int64_t k = 0; k < nfm; k++) {
         double x0 = fm[k];
         fm[k] = x0 + h;
-        double fp = tu_ref_stage1_loss(sc, w, fm, qkv, o, T);
+        double fp = tu_ref_stage1_loss_obj(sc, w, fm, qkv, o, T, ko);
         fm[k] = x0 - h;
-        double fmn = tu_ref_stage1_loss(sc, w, fm, qkv, o, T);
+        double fmn = tu_ref_stage1_loss_obj(sc, w, fm, qkv, o, T, ko);
         fm[k] = x0;
         g[k] = (fp - fmn) / (2 * h);
     }
@@ -114,7 +126,10 @@ static void stage1_gradient(int parallel, int64_t F)
         }
     /* fp32 forward/backward and the fp32 rounding of w1 (|w| ~ 1, /η):
      * observed 1.8e-6 and 4.3e-6 relative to the largest gradient */
-    cr_expect(errmax <= 5e-5 * mx, "exposed gradient off by %.3g (largest %.3g)", errmax, mx);
+    cr_expect(errmax <= 5e-5 * mx, "%s: exposed gradient off by %.3g (largest %.3g)",
+              hm_lin_objective_name(obj), errmax, mx);
+    cr_log_info("%s F=%lld: loss %.6g, largest gradient %.3g, exposed off by %.3g",
+                hm_lin_objective_name(obj), (long long)F, loss, mx, errmax);
     hm_optim_release(&opt);
     free(fm); free(g); free(qkv); free(o); free(w);
     hm_linearizer_free(lz);
@@ -124,8 +139,26 @@ static void stage1_gradient(int parallel, int64_t F)
     free(dir);
 }
 
-Test(linearize, gradient_parallel_F3) { stage1_gradient(1, 3); }
-Test(linearize, gradient_sequential_F5) { stage1_gradient(0, 5); }
+Test(linearize, gradient_parallel_F3) { stage1_gradient(1, 3, HM_LIN_OBJECTIVE_COS); }
+Test(linearize, gradient_sequential_F5) { stage1_gradient(0, 5, HM_LIN_OBJECTIVE_COS); }
+Test(linearize, gradient_mse_parallel_F3) { stage1_gradient(1, 3, HM_LIN_OBJECTIVE_MSE); }
+Test(linearize, gradient_mse_sequential_F5) { stage1_gradient(0, 5, HM_LIN_OBJECTIVE_MSE); }
+Test(linearize, gradient_attn_ce_parallel_F3) { stage1_gradient(1, 3, HM_LIN_OBJECTIVE_ATTN_CE); }
+Test(linearize, gradient_attn_ce_sequential_F5) { stage1_gradient(0, 5, HM_LIN_OBJECTIVE_ATTN_CE); }
+
+Test(linearize, objective_names)
+{
+    for (int i = 0; i < 3; i++) {
+        enum hm_lin_objective o;
+        const char *name = hm_lin_objective_name((enum hm_lin_objective)i);
+        cr_assert_eq(hm_lin_objective_parse(name, &o), 0, "%s", name);
+        cr_expect_eq((int)o, i);
+    }
+    enum hm_lin_objective o = HM_LIN_OBJECTIVE_MSE;
+    cr_expect_eq(hm_lin_objective_parse("cosine", &o), -1);
+    cr_expect_eq(hm_lin_objective_parse("", &o), -1);
+    cr_expect_eq((int)o, (int)HM_LIN_OBJECTIVE_MSE, "a failed parse leaves *out alone");
+}
 
 Test(linearize, tool_end_to_end, .timeout = 300)
 {

@@ -1,6 +1,6 @@
 /* hm-linearize — stage 1: softmax attention → Hedgehog linear attention.
  * Trains only the per-layer, per-head feature maps against the teacher's
- * own attention outputs (layer-wise cosine, contract §2); writes a `hedgehog`
+ * own attention (layer-wise; --objective cos, mse or attn-ce); writes a `hedgehog`
  * checkpoint holding the teacher's tensors byte for byte plus the maps.
  * The run machinery is libconvert/train/run.c (shared with hm-finetune). */
 #include <getopt.h>
@@ -23,12 +23,22 @@ static const char usage[] =
     "or llama; file, HF folder or index) with Hedgehog linear attention. Per layer\n"
     "and head,\n"
     "query and key feature maps phi(x) = [softmax(xW+b), softmax(-(xW+b))] start at\n"
-    "W = eye(p, F), b = 0 and are trained so that each layer's attention output\n"
-    "(after dense) matches the teacher's: loss = mean over layers and tokens of\n"
-    "1 - cos. Only the feature maps train; the log holds the per-layer loss.\n"
+    "W = eye(p, F), b = 0 and are trained so that each layer's attention imitates\n"
+    "the teacher's: loss = mean over layers and tokens of the objective's loss.\n"
+    "Only the feature maps train; the log holds the per-layer loss (layer_loss).\n"
     "\n"
     "Stage 1:\n"
     "      --feature-dim F      feature map width F (default: head dim)\n"
+    "      --objective O        what each layer fits (default cos):\n"
+    "                           cos      1 - cos(student, teacher attention output\n"
+    "                                    after dense), contract section 2\n"
+    "                           mse      mean over the d outputs of the squared\n"
+    "                                    difference of those outputs (LoLCATs)\n"
+    "                           attn-ce  the attention weights themselves: per head\n"
+    "                                    and query, -sum_s P log(A + 1e-12), P the\n"
+    "                                    teacher's softmax weights, A the linear\n"
+    "                                    attention's normalized weights (Hedgehog)\n"
+    "                           a resume needs the same objective\n"
     HM_TRAIN_USAGE
     "Common:\n"
     "  -q, --quiet  -v, --verbose  --progress  --no-progress  --json\n"
@@ -38,7 +48,7 @@ static const char usage[] =
     "reports the Hedgehog model's next-token cross-entropy.\n"
     "Exit status: 0 success, 1 failure, 2 bad usage.\n";
 
-enum { OPT_FEATURE_DIM = HM_OPT_FIRST_TOOL };
+enum { OPT_FEATURE_DIM = HM_OPT_FIRST_TOOL, OPT_OBJECTIVE };
 
 int main(int argc, char **argv)
 {
@@ -46,11 +56,13 @@ int main(int argc, char **argv)
         HM_CLI_COMMON_LONGOPTS,
         HM_TRAIN_LONGOPTS,
         {"feature-dim", required_argument, NULL, OPT_FEATURE_DIM},
+        {"objective", required_argument, NULL, OPT_OBJECTIVE},
         {NULL, 0, NULL, 0},
     };
     struct hm_cli_common common = {.progress = -1};
     struct hm_train_cli t;
     int64_t feature_dim = 0;
+    enum hm_lin_objective objective = HM_LIN_OBJECTIVE_COS;
     int c, lr_set = 0;
     hm_cli_init("hm-linearize", usage, argv);
     hm_train_cli_defaults(&t, "hm-linearize", 0.0);
@@ -64,6 +76,10 @@ int main(int argc, char **argv)
         HM_CLI_COMMON_CASES(&common);
         case OPT_FEATURE_DIM:
             feature_dim = hm_parse_i64(optarg, "--feature-dim", 1, 65536);
+            break;
+        case OPT_OBJECTIVE:
+            if (hm_lin_objective_parse(optarg, &objective) != 0)
+                hm_usage_error("--objective must be cos, mse or attn-ce, got '%s'", optarg);
             break;
         }
     }
@@ -100,9 +116,10 @@ int main(int argc, char **argv)
         double scratch = 4.0 * (double)(4 * t.run.seq_len * tc->num_attention_heads * 2 * F +
                                         4 * t.run.seq_len * tc->hidden_size +
                                         t.run.seq_len * tc->num_attention_heads);
-        printf("plan:       %lld steps x %lld tokens = %lld tokens, feature dim %lld\n",
+        printf("plan:       %lld steps x %lld tokens = %lld tokens, feature dim %lld, "
+               "objective %s\n",
                (long long)t.run.steps, (long long)per, (long long)(per * t.run.steps),
-               (long long)F);
+               (long long)F, hm_lin_objective_name(objective));
         printf("trainable:  %lld feature-map parameters (everything else frozen)\n",
                (long long)fm);
         printf("optimizer:  %s, peak lr %g, warm-up %lld, cosine to %g, clip %g\n",
@@ -118,8 +135,15 @@ int main(int argc, char **argv)
     struct hm_linearizer *lz;
     if (hm_linearizer_new(ck, feature_dim, t.backend, t.run.batch, t.run.seq_len,
                           hm_train_cli_micro_batches(&t),
-                          &lz, &err) != HM_OK)
+                          &lz, &err) != HM_OK ||
+        hm_linearizer_set_objective(lz, objective, &err) != HM_OK)
         hm_die_err("cannot linearize", in, &err);
+    /* the objective changes the trajectory: a resume must not change it (a
+     * state from before the field was made with cos) */
+    const struct hm_run_field fields[] = {
+        {"stage1_objective", hm_lin_objective_name(objective), "cos"}};
+    t.run.fields = fields;
+    t.run.n_fields = 1;
     struct hm_run_model rm;
     hm_linearizer_run_model(lz, &rm);
     hm_train_cli_run(&t, &rm, &common, in, "stage 1", "stage-1 loss");

@@ -13,7 +13,9 @@
  *   cuda_featuremap.cu  the Hedgehog feature maps;
  *   cuda_linear.cu    linear attention and the HedgeMamba scan (one set of
  *                     kernels), its chunk carry and one-token step;
- *   cuda_conv.cu      the HedgeMamba causal depthwise conv.
+ *   cuda_conv.cu      the HedgeMamba causal depthwise conv;
+ *   cuda_stage1.cu    the stage-1 objectives besides the cosine loss (mse_loss,
+ *                     attn_ce_loss).
  *
  * Rules every kernel follows:
  *   - Everything runs on the context's stream (cu_stream(ctx)); nothing

@@ -178,6 +178,32 @@ static int is_known(const char *k)
     return 0;
 }
 
+/* What an hm-linearize entry's final loss measures: its --objective as the
+ * recorded args give it (getopt_long's spellings: "--objective X",
+ * "--objective=X", an unambiguous prefix of at least "--ob"); cos without one. */
+static const char *stage1_loss_label(const cJSON *e)
+{
+    const cJSON *args = cJSON_GetObjectItemCaseSensitive(e, "args");
+    const char *obj = "cos";
+    int n = cJSON_IsArray(args) ? cJSON_GetArraySize(args) : 0;
+    for (int i = 0; i < n; i++) {
+        const cJSON *a = cJSON_GetArrayItem(args, i);
+        if (!cJSON_IsString(a) || strncmp(a->valuestring, "--ob", 4) != 0)
+            continue;
+        const char *name = a->valuestring + 2, *eq = strchr(name, '=');
+        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        if (len > strlen("objective") || strncmp(name, "objective", len) != 0)
+            continue;
+        const cJSON *v = eq ? NULL : cJSON_GetArrayItem(args, i + 1);
+        obj = eq ? eq + 1 : cJSON_IsString(v) ? v->valuestring : obj;
+    }
+    if (strcmp(obj, "mse") == 0)
+        return "mean squared error of the attention outputs over layers";
+    if (strcmp(obj, "attn-ce") == 0)
+        return "attention-weight cross-entropy over layers";
+    return "mean 1 - cos over layers";
+}
+
 static void evaluations(FILE *f, const cJSON *chain)
 {
     fprintf(f, "## Evaluations\n\n");
@@ -204,7 +230,7 @@ static void evaluations(FILE *f, const cJSON *chain)
         else
             fprintf(f, "-");
         if (cJSON_IsNumber(loss) && tool && strcmp(tool, "hm-linearize") == 0)
-            fprintf(f, " | %.6g (mean 1 - cos over layers) | ", loss->valuedouble);
+            fprintf(f, " | %.6g (%s) | ", loss->valuedouble, stage1_loss_label(e));
         else if (cJSON_IsNumber(loss))
             fprintf(f, " | %.6g (train PPL %.4g) | ", loss->valuedouble, exp(loss->valuedouble));
         else
@@ -222,7 +248,8 @@ static void evaluations(FILE *f, const cJSON *chain)
     if (!rows)
         fprintf(f, "None recorded: the provenance holds no losses or evaluation results.\n");
     fprintf(f, "\nA final loss is the run's last training loss: per-token cross-entropy in nats "
-               "(hm-finetune), the layer-wise cosine loss of contract §2 (hm-linearize). Measure "
+               "(hm-finetune), the layer-wise stage-1 loss of contract §2 (hm-linearize; its "
+               "--objective, 1 - cos by default). Measure "
                "held-out perplexity with `hm-eval BUNDLE --data VAL.tok --seq-len L`.\n\n");
 }
 

@@ -6,7 +6,10 @@
  *    hands over qkv after rotary): contract §2 puts rotary before the feature map;
  *  - the loss weight of one token of one layer is 1 / (L · B · T · accum), so
  *    accumulated micro-batches equal one big batch;
- *  - dense is the teacher's and frozen: only its input gradient is formed. */
+ *  - dense is the teacher's and frozen: only its input gradient is formed;
+ *  - attn-ce compares attention weights, not outputs: it runs the feature
+ *    maps alone (no linear attention, no dense) and hands dφq, dφk straight
+ *    to the feature-map backward. */
 #include "linearize.h"
 
 #include <math.h>
@@ -44,6 +47,7 @@ struct hm_linearizer {
     double *cur;                  /* [L] backend: where this pass's layer sums go */
     int want_grad;
     double scale;
+    enum hm_lin_objective objective;
     struct hm_model_ws vws;        /* validation */
 };
 
@@ -66,6 +70,46 @@ void hm_linearizer_free(struct hm_linearizer *lz)
 }
 
 struct hm_model *hm_linearizer_student(struct hm_linearizer *lz) { return lz->student; }
+
+static const char *const objective_names[] = {"cos", "mse", "attn-ce"};
+
+const char *hm_lin_objective_name(enum hm_lin_objective o)
+{
+    return (unsigned)o < 3 ? objective_names[o] : "?";
+}
+
+int hm_lin_objective_parse(const char *s, enum hm_lin_objective *out)
+{
+    for (int i = 0; i < 3; i++)
+        if (strcmp(s, objective_names[i]) == 0) {
+            *out = (enum hm_lin_objective)i;
+            return 0;
+        }
+    return -1;
+}
+
+enum hm_status hm_linearizer_set_objective(struct hm_linearizer *lz, enum hm_lin_objective o,
+                                           struct hm_error *err)
+{
+    if ((unsigned)o > HM_LIN_OBJECTIVE_ATTN_CE)
+        return hm_error_set(err, HM_ERR_INVALID, "unknown stage-1 objective %d", (int)o);
+    if (o == HM_LIN_OBJECTIVE_ATTN_CE) {
+        const struct hm_config *c = &lz->student->cfg;
+        size_t need = hm_backend_attn_ce_loss_ws_size(lz->be, lz->T, c->num_attention_heads,
+                                                      2 * c->feature_dim, c->head_dim);
+        if (need > lz->ws_size) {
+            void *ws = hm_backend_alloc(lz->be, need);
+            if (!ws)
+                return hm_error_set(err, HM_ERR_NOMEM,
+                                    "out of memory for the attn-ce workspace (%zu bytes)", need);
+            hm_backend_free(lz->be, &lz->ws);
+            lz->ws = ws;
+            lz->ws_size = need;
+        }
+    }
+    lz->objective = o;
+    return HM_OK;
+}
 
 /* Copy every skeleton tensor of src into dst by name (feature maps stay). */
 static enum hm_status copy_skeleton(const struct hm_model *src, struct hm_model *dst,
@@ -186,9 +230,29 @@ fail:
     return st;
 }
 
+/* attn-ce of layer l: the feature maps of the teacher's rotated q and k,
+ * the cross-entropy of the attention weights, the maps' backward. */
+static void on_layer_attn_ce(struct hm_linearizer *lz, const struct hm_mix *x, const float *qkv,
+                             int64_t l, int64_t T)
+{
+    const struct hm_config *c = &lz->student->cfg;
+    const int64_t nh = c->num_attention_heads, p = c->head_dim, F2 = 2 * c->feature_dim;
+    const int64_t rs = 3 * c->attn_dim, hs = 3 * p; /* qkv [T, n_h, 3, p] */
+    hm_mixer_featuremaps_forward(x, qkv, lz->phiq, lz->phik, T);
+    float *dq = lz->want_grad ? lz->dphiq : NULL, *dk = lz->want_grad ? lz->dphik : NULL;
+    hm_backend_attn_ce_loss(lz->be, lz->cur + l, dq, dk, lz->phiq, lz->phik, qkv, qkv + p, T, nh,
+                            F2, p, rs, hs, HM_LINATTN_EPS, (float)lz->scale, lz->ws,
+                            lz->ws_size);
+    if (!lz->want_grad)
+        return;
+    const struct hm_mix_grads g = {.g = &lz->g[l], .dphiq = lz->dphiq, .dphik = lz->dphik};
+    hm_mixer_featuremaps_backward(x, &g, qkv, lz->phiq, lz->phik, NULL, T);
+}
+
 /* The teacher's hook: run the student's mixer unit (hedgehog) on the
  * teacher's own rotated q, k, v of layer l, then the frozen dense, and the
- * cosine objective against the teacher's attention output. */
+ * objective against the teacher's attention output (cos, mse); attn-ce
+ * compares the attention weights instead. */
 static enum hm_status on_layer(void *ctx, int64_t l, const float *a_in, const float *qkv,
                                const float *o_t, int64_t T, int64_t d, struct hm_error *err)
 {
@@ -202,12 +266,19 @@ static enum hm_status on_layer(void *ctx, int64_t l, const float *a_in, const fl
                               .lsave = lz->want_grad ? lz->lsave : NULL};
     const struct hm_mix x = {.m = sm, .be = be, .l = l, .B = 1, .T = T, .a = &a, .ws = lz->ws,
                              .ws_size = lz->ws_size};
+    if (lz->objective == HM_LIN_OBJECTIVE_ATTN_CE) {
+        on_layer_attn_ce(lz, &x, qkv, l, T);
+        return HM_OK;
+    }
     enum hm_status st = hm_mixer_hedgehog.forward(&x, err);
     if (st != HM_OK)
         return st;
     hm_backend_matmul_forward(be, lz->os, lz->y, ly->dense_w, ly->dense_b, T, Da, d);
-    hm_backend_cosine_loss(be, lz->cur + l, lz->want_grad ? lz->dos : NULL, lz->os, o_t, T, d,
-                           (float)lz->scale);
+    float *dos = lz->want_grad ? lz->dos : NULL;
+    if (lz->objective == HM_LIN_OBJECTIVE_MSE)
+        hm_backend_mse_loss(be, lz->cur + l, dos, lz->os, o_t, T, d, (float)lz->scale);
+    else
+        hm_backend_cosine_loss(be, lz->cur + l, dos, lz->os, o_t, T, d, (float)lz->scale);
     if (!lz->want_grad)
         return HM_OK;
     hm_backend_matmul_backward(be, lz->dy, NULL, NULL, lz->dos, lz->y, ly->dense_w, T, Da, d);
@@ -250,7 +321,8 @@ static enum hm_status lz_accumulate(void *ctx, const int32_t *tokens, double *su
     return run_sequences(lz, tokens, lz->B, lz->T + 1, err);
 }
 
-/* sums: [L] per-layer cosine-loss sums over the micro-batch's B·T tokens. */
+/* sums: [L] per-layer sums of the objective's per-token loss over the
+ * micro-batch's B·T tokens. */
 static void lz_loss_of(void *ctx, const double *sums, double *loss, double *aux)
 {
     const struct hm_linearizer *lz = ctx;

@@ -9,7 +9,19 @@
  * accumulate. Peak memory: one layer of one sequence's student activations,
  * independent of depth.
  *
- *   L = mean over layers of mean over B·T tokens of (1 − cos(o_s[t], o_t[t]))
+ *   L = mean over layers of mean over B·T tokens of ℓ_l(t)
+ *
+ * with the per-token loss ℓ of the objective (hm-linearize --objective):
+ *   cos      1 − cos(o_s[t], o_t[t])                  (contract §2, the default)
+ *   mse      (1/d) Σ_j (o_s[t,j] − o_t[t,j])²         (LoLCATs' attention transfer)
+ *   attn-ce  (1/n_h) Σ_h −Σ_{s≤t} P_ts log(A_ts + δ)  (Hedgehog's: the attention
+ *            weights themselves; P the teacher's softmax weights of the rotated
+ *            q, k, A the student's normalized linear-attention weights, δ = 1e-12;
+ *            kernels/backend.h [attn_ce_loss]). Dense is not involved: only the
+ *            feature maps and the teacher's q, k enter. O(T²) per head with an
+ *            exp and a log per (t, s) pair: on stories260K (T = 256, one
+ *            thread) a step takes ~7.6× a cos step.
+ * o_s, o_t: the student's and teacher's attention outputs after dense.
  *
  * Everything but the feature maps is the teacher's, frozen; the output
  * checkpoint copies the teacher's tensors byte for byte in their stored
@@ -23,6 +35,18 @@
 
 struct hm_linearizer;
 
+/* The stage-1 objective (see above). */
+enum hm_lin_objective {
+    HM_LIN_OBJECTIVE_COS,
+    HM_LIN_OBJECTIVE_MSE,
+    HM_LIN_OBJECTIVE_ATTN_CE,
+};
+
+/* "cos", "mse", "attn-ce" (static strings). */
+const char *hm_lin_objective_name(enum hm_lin_objective o);
+/* The objective named s (hm_lin_objective_name's spelling): 0, or -1 if none. */
+int hm_lin_objective_parse(const char *s, enum hm_lin_objective *out);
+
 /* teacher_ck: the teacher checkpoint (borrowed, must stay open: its bytes
  * are copied into the output). feature_dim: F (0 = head dim). init: a
  * hedgehog checkpoint whose feature maps to start from, or NULL for the
@@ -33,6 +57,12 @@ enum hm_status hm_linearizer_new(const struct hm_ckpt *teacher_ck, int64_t featu
                                  int64_t accum, struct hm_linearizer **out,
                                  struct hm_error *err);
 void hm_linearizer_free(struct hm_linearizer *lz);
+
+/* The objective that training, the logged loss and layer_loss and
+ * hm_linearizer_eval use (a new linearizer has HM_LIN_OBJECTIVE_COS).
+ * attn-ce needs a larger workspace: allocated here. */
+enum hm_status hm_linearizer_set_objective(struct hm_linearizer *lz, enum hm_lin_objective o,
+                                           struct hm_error *err);
 
 /* The model side of the shared run loop (aux: per-layer loss). */
 void hm_linearizer_run_model(struct hm_linearizer *lz, struct hm_run_model *rm);
@@ -46,7 +76,8 @@ enum hm_status hm_linearizer_save(const struct hm_linearizer *lz, const char *pa
                                   const char *provenance, struct hm_error *err);
 
 /* Stage-1 loss on one sequence tokens [T] without gradients: per-layer
- * mean (1 − cos) into layer_loss [L] (for tests and reports). */
+ * mean over tokens of the current objective's loss (cos: 1 − cos) into
+ * layer_loss [L] (for tests and reports). */
 enum hm_status hm_linearizer_eval(struct hm_linearizer *lz, const int32_t *tokens, int64_t T,
                                   double *layer_loss, struct hm_error *err);
 

@@ -372,6 +372,43 @@ void tu_ref_neox_layers(const struct hm_config *c, const double *w, const int32_
 double tu_ref_stage1_loss(const struct hm_config *c, const double *w, const double *fm,
                           const double *qkv_all, const double *o_all, int64_t T)
 {
+    return tu_ref_stage1_loss_obj(c, w, fm, qkv_all, o_all, T, 0);
+}
+
+/* attn-ce of one head: Σ_t −Σ_{s≤t} P_ts log(A_ts + 1e-12), P the softmax
+ * of the teacher's q·k / sqrt(p), A = φq·φk / (Σ_{s≤t} φq·φk + 1e-6). */
+static double attn_ce_head(const double *qkv, const double *pq, const double *pk, int64_t T,
+                           int64_t d, int64_t h, int64_t p, int64_t F2)
+{
+    double *sc = malloc(sizeof(double) * (size_t)T), *e = malloc(sizeof(double) * (size_t)T);
+    double total = 0;
+    for (int64_t t = 0; t < T; t++) {
+        double mx = -INFINITY, z = 0, den = 1e-6;
+        for (int64_t s = 0; s <= t; s++) {
+            sc[s] = 0;
+            e[s] = 0;
+            for (int64_t i = 0; i < p; i++)
+                sc[s] += qkv[t * 3 * d + h * 3 * p + i] * qkv[s * 3 * d + h * 3 * p + p + i];
+            sc[s] /= sqrt((double)p);
+            for (int64_t f = 0; f < F2; f++)
+                e[s] += pq[t * F2 + f] * pk[s * F2 + f];
+            mx = sc[s] > mx ? sc[s] : mx;
+            den += e[s];
+        }
+        for (int64_t s = 0; s <= t; s++)
+            z += exp(sc[s] - mx);
+        for (int64_t s = 0; s <= t; s++)
+            total -= exp(sc[s] - mx) / z * log(e[s] / den + 1e-12);
+    }
+    free(sc);
+    free(e);
+    return total;
+}
+
+double tu_ref_stage1_loss_obj(const struct hm_config *c, const double *w, const double *fm,
+                              const double *qkv_all, const double *o_all, int64_t T,
+                              int objective)
+{
     struct hm_config tc = *c;
     tc.mixer = HM_MIXER_SOFTMAX;
     const double **ptr = spec_ptrs(&tc, w);
@@ -391,6 +428,10 @@ double tu_ref_stage1_loss(const struct hm_config *c, const double *w, const doub
                 fmap(pq + t * F2, qkv + t * 3 * d + h * 3 * p, Wq + h * p * F, bq + h * F, p, F);
                 fmap(pk + t * F2, qkv + t * 3 * d + h * 3 * p + p, Wk + h * p * F, bk + h * F, p, F);
             }
+            if (objective == 2) {
+                total += attn_ce_head(qkv, pq, pk, T, d, h, p, F2) / (double)nh;
+                continue;
+            }
             for (int64_t t = 0; t < T; t++) {
                 double den = 0;
                 for (int64_t i = 0; i < p; i++)
@@ -407,8 +448,15 @@ double tu_ref_stage1_loss(const struct hm_config *c, const double *w, const doub
                     y[t * d + h * p + i] /= den + 1e-6;
             }
         }
-        for (int64_t t = 0; t < T; t++) {
+        for (int64_t t = 0; t < T && objective != 2; t++) {
             linear(os, y + t * d, dw, db, d, d);
+            if (objective == 1) {
+                double se = 0;
+                for (int64_t i = 0; i < d; i++)
+                    se += (os[i] - o[t * d + i]) * (os[i] - o[t * d + i]);
+                total += se / (double)d;
+                continue;
+            }
             double ab = 0, aa = 0, bb = 0;
             for (int64_t i = 0; i < d; i++) {
                 ab += os[i] * o[t * d + i];

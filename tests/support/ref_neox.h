@@ -33,4 +33,12 @@ void tu_ref_neox_layers(const struct hm_config *cfg, const double *w, const int3
 double tu_ref_stage1_loss(const struct hm_config *cfg, const double *w, const double *fm,
                           const double *qkv, const double *o, int64_t T);
 
+/* The same under another objective (hm-linearize --objective): 0 cos (as
+ * above), 1 mse (mean over tokens of (1/d)|o_s − o_t|²), 2 attn-ce (mean
+ * over tokens of (1/n_h) Σ_h −Σ_{s≤t} P_ts log(A_ts + 1e-12), P the
+ * softmax of q·k/sqrt(p) of the rotated q, k, A the normalized linear
+ * attention weights with ε = 1e-6; dense not involved). */
+double tu_ref_stage1_loss_obj(const struct hm_config *cfg, const double *w, const double *fm,
+                              const double *qkv, const double *o, int64_t T, int objective);
+
 #endif
