@@ -241,6 +241,7 @@ struct align_ctx {
     struct tu_ref_table *teacher, *student;
     const int32_t *tok;
     int64_t B, T;
+    int mse;
 };
 
 static double align_loss(const double *x, void *ctx)
@@ -248,10 +249,10 @@ static double align_loss(const double *x, void *ctx)
     (void)x;
     struct align_ctx *c = ctx;
     return tu_ref_llama_align_loss(c->tc, tu_ref_table_get, c->teacher, c->sc, tu_ref_table_get,
-                                   c->student, c->tok, c->B, c->T);
+                                   c->student, c->tok, c->B, c->T, c->mse);
 }
 
-static void align_check(enum hm_mixer mixer, unsigned components, const char *bename)
+static void align_check(enum hm_mixer mixer, unsigned components, const char *bename, int mse)
 {
     const struct hm_backend *be = hm_backend_get(bename);
     struct hm_config tc = tiny(HM_MIXER_SOFTMAX, 1, 1), sc = tiny(mixer, 1, 1);
@@ -268,7 +269,7 @@ static void align_check(enum hm_mixer mixer, unsigned components, const char *be
     const int64_t B = 2, T = 5;
     int32_t tok[12] = {1, 4, 9, 10, 0, 3, 7, 7, 2, 5, 6, 8};
     struct hm_train_opts o = {.B = B, .T = T, .accum = 1, .freeze_embeddings = 1,
-                              .align_teacher = teacher};
+                              .align_teacher = teacher, .align_mse = mse};
     struct hm_trainer *tr = NULL;
     cr_assert_eq(hm_trainer_new(m, be, &o, &tr, &err), HM_OK, "%s", err.msg);
     struct hm_model_run nr = {.model = m, .trainer = tr, .be = be, .align = 1};
@@ -279,7 +280,7 @@ static void align_check(enum hm_mixer mixer, unsigned components, const char *be
     rm.zero_grad(rm.ctx);
     cr_assert_eq(rm.accumulate(rm.ctx, tok, sums, &err), HM_OK, "%s", err.msg);
     rm.loss_of(rm.ctx, sums, &loss, aux);
-    struct align_ctx c = {&tc, &sc, tt, st, tok, B, T};
+    struct align_ctx c = {&tc, &sc, tt, st, tok, B, T, mse};
     const double ref = align_loss(NULL, &c);
     cr_expect(fabs(loss - ref) <= 1e-5 * fabs(ref) + 1e-7, "align loss %.9g vs ref %.9g", loss,
               ref);
@@ -307,8 +308,8 @@ static void align_check(enum hm_mixer mixer, unsigned components, const char *be
         tu_check_fd(p[i].name, p[i].g, g, p[i].n, TOL);
         free(g);
     }
-    fprintf(stderr, "stage 1b %s (%s): %lld tensors checked\n", hm_mixer_name(mixer), bename,
-            (long long)np);
+    fprintf(stderr, "stage 1b %s %s (%s): %lld tensors checked\n", hm_mixer_name(mixer),
+            mse ? "mse" : "cos", bename, (long long)np);
     hm_model_run_release(&nr);
     hm_trainer_free(tr);
     tu_ref_table_free(tt);
@@ -317,10 +318,12 @@ static void align_check(enum hm_mixer mixer, unsigned components, const char *be
     hm_model_free(teacher);
 }
 
-Test(llama_backward, stage1b_hedgemamba_ref) { align_check(HM_MIXER_HEDGEMAMBA, HM_COMP_ALL, "ref"); }
-Test(llama_backward, stage1b_hedgemamba_fast) { align_check(HM_MIXER_HEDGEMAMBA, HM_COMP_ALL, "fast"); }
+Test(llama_backward, stage1b_hedgemamba_ref) { align_check(HM_MIXER_HEDGEMAMBA, HM_COMP_ALL, "ref", 0); }
+Test(llama_backward, stage1b_hedgemamba_fast) { align_check(HM_MIXER_HEDGEMAMBA, HM_COMP_ALL, "fast", 0); }
+Test(llama_backward, stage1b_hedgemamba_mse_ref) { align_check(HM_MIXER_HEDGEMAMBA, HM_COMP_ALL, "ref", 1); }
+Test(llama_backward, stage1b_hedgemamba_mse_fast) { align_check(HM_MIXER_HEDGEMAMBA, HM_COMP_ALL, "fast", 1); }
 Test(llama_backward, stage1b_hedgemamba_no_conv_fast)
 {
-    align_check(HM_MIXER_HEDGEMAMBA, HM_COMP_SSM | HM_COMP_GATE, "fast");
+    align_check(HM_MIXER_HEDGEMAMBA, HM_COMP_SSM | HM_COMP_GATE, "fast", 0);
 }
-Test(llama_backward, stage1b_hedgehog_fast) { align_check(HM_MIXER_HEDGEHOG, HM_COMP_ALL, "fast"); }
+Test(llama_backward, stage1b_hedgehog_mse_fast) { align_check(HM_MIXER_HEDGEHOG, HM_COMP_ALL, "fast", 1); }

@@ -38,6 +38,9 @@ static const char usage[] =
     "                           norm1 output), loss mean(1 - cos) as stage 1; every\n"
     "                           mixer tensor trains (q/k/v, dense, feature maps, dt,\n"
     "                           A, D, conv, gate), norms/MLP/embeddings do not\n"
+    "      --align-loss L       stage 1b's per-token loss: cos (1 - cos, default)\n"
+    "                           or mse ((1/d)|o_s - o_t|^2: fits the output scale\n"
+    "                           too, which cos leaves free)\n"
     "      --kd-temperature T   the temperature τ > 0 (default 1; needs --kd-teacher)\n"
     "      --ce-weight C        the weight c >= 0 of the cross-entropy (default 1):\n"
     "                           loss = c·CE + w·τ²·KL; --ce-weight 0 is pure\n"
@@ -51,7 +54,7 @@ static const char usage[] =
     "Exit status: 0 success, 1 failure, 2 bad usage.\n";
 
 enum { OPT_FREEZE = HM_OPT_FIRST_TOOL, OPT_KD_TEACHER, OPT_KD_WEIGHT, OPT_KD_TEMP, OPT_CE_WEIGHT,
-       OPT_ALIGN };
+       OPT_ALIGN, OPT_ALIGN_LOSS };
 
 static struct hm_model *load_model(const char *path, struct hm_ckpt **ck_out, char **prov)
 {
@@ -117,6 +120,7 @@ int main(int argc, char **argv)
         {"kd-teacher", required_argument, NULL, OPT_KD_TEACHER},
         {"kd-weight", required_argument, NULL, OPT_KD_WEIGHT},
         {"align", required_argument, NULL, OPT_ALIGN},
+        {"align-loss", required_argument, NULL, OPT_ALIGN_LOSS},
         {"kd-temperature", required_argument, NULL, OPT_KD_TEMP},
         {"ce-weight", required_argument, NULL, OPT_CE_WEIGHT},
         {NULL, 0, NULL, 0},
@@ -125,7 +129,7 @@ int main(int argc, char **argv)
     struct hm_train_cli t;
     int freeze = 0, c;
     const char *kd_path = NULL;
-    const char *align_path = NULL;
+    const char *align_path = NULL, *align_loss = NULL;
     double kd_weight = 0, kd_temp = 1, ce_weight = 1;
     int kd_temp_set = 0;
     hm_cli_init("hm-finetune", usage, argv);
@@ -144,6 +148,11 @@ int main(int argc, char **argv)
         case OPT_KD_TEACHER: kd_path = optarg; break;
         case OPT_KD_WEIGHT: kd_weight = hm_parse_f64(optarg, "--kd-weight", 0, 1e6); break;
         case OPT_ALIGN: align_path = optarg; break;
+        case OPT_ALIGN_LOSS:
+            if (strcmp(optarg, "cos") != 0 && strcmp(optarg, "mse") != 0)
+                hm_usage_error("--align-loss must be cos or mse, got '%s'", optarg);
+            align_loss = optarg;
+            break;
         case OPT_KD_TEMP:
             kd_temp = hm_parse_f64(optarg, "--kd-temperature", 0, 1e6);
             if (!(kd_temp > 0))
@@ -161,6 +170,8 @@ int main(int argc, char **argv)
      * weight 0 would load it and distill nothing, silently */
     if (kd_path && !(kd_weight > 0))
         hm_usage_error("--kd-teacher needs --kd-weight W > 0 (the weight of the KL term)");
+    if (align_loss && !align_path)
+        hm_usage_error("--align-loss needs --align TEACHER");
     if (align_path && kd_path)
         hm_usage_error("--align (stage 1b) and --kd-teacher are separate runs");
     if (kd_temp_set && !kd_path)
@@ -200,7 +211,8 @@ int main(int argc, char **argv)
                                .freeze_embeddings = freeze,
                                .kd_teacher = kd_path ? teacher : NULL, .kd_weight = kd_weight,
                                .kd_temperature = kd_temp, .ce_weight = ce_weight,
-                               .align_teacher = align_path ? teacher : NULL};
+                               .align_teacher = align_path ? teacher : NULL,
+                               .align_mse = align_loss && strcmp(align_loss, "mse") == 0};
     if (t.dry_run) {
         struct hm_error err;
         struct hm_tok_file *tf;
@@ -248,7 +260,8 @@ int main(int argc, char **argv)
     const struct hm_run_field fields[] = {
         {"kd_teacher_xxh3", kd_hash, NULL}, {"kd_weight", kd_w, NULL},
         {"kd_temperature", kd_t, "1"},      {"ce_weight", ce_w, "1"},
-        {"freeze_embeddings", fz, NULL},    {"align_teacher_xxh3", al_hash, "none"}};
+        {"freeze_embeddings", fz, NULL},    {"align_teacher_xxh3", al_hash, "none"},
+        {"align_loss", to.align_mse ? "mse" : "cos", "cos"}};
     t.run.fields = fields;
     t.run.n_fields = (int)(sizeof fields / sizeof *fields);
     t.run.more_inputs = t_path ? &kd_in : NULL;

@@ -586,8 +586,12 @@ enum hm_status hm_trainer_align(struct hm_trainer *tr, const int32_t *tokens, do
                                  .ws = tr->att_ws, .ws_size = tr->att_ws_size};
         if ((st = hm_model_mixer_forward(&x, tr->o, err)) != HM_OK)
             return st;
-        hm_backend_cosine_loss(be, sums + l, tr->dh, tr->o, tr->ot + l * N * d, N, d,
-                               (float)scale);
+        if (tr->opt.align_mse)
+            hm_backend_mse_loss(be, sums + l, tr->dh, tr->o, tr->ot + l * N * d, N, d,
+                                (float)scale);
+        else
+            hm_backend_cosine_loss(be, sums + l, tr->dh, tr->o, tr->ot + l * N * d, N, d,
+                                   (float)scale);
         hm_backend_matmul_backward(be, tr->datt, tr->g->layers[l].dense_w,
                                    tr->g->layers[l].dense_b, tr->dh, a->att,
                                    m->layers[l].dense_w, N, Da, d);

@@ -50,6 +50,7 @@ struct hm_train_opts {
     /* stage 1b (hm_trainer_align): the softmax teacher each mixer is fit to,
      * borrowed, or NULL; with it only the mixer tensors train */
     const struct hm_model *align_teacher;
+    int align_mse;             /* stage 1b's per-token loss: 0 = 1 − cos, 1 = (1/d)|o_s − o_t|² */
     int64_t ce_rows;           /* most output-layer rows per pass; 0 = automatic */
 };
 
@@ -102,14 +103,17 @@ void hm_trainer_loss(const struct hm_trainer *tr, const double sums[2],
  * the teacher (opts.align_teacher) runs once per sequence; each student
  * layer l receives the teacher's own norm1 output and its mixer (through
  * dense) is compared with the teacher's attention output o_l:
- *   L = mean over layers of mean over B·T tokens of (1 − cos(o_s, o_t)).
+ *   L = mean over layers of mean over B·T tokens of (1 − cos(o_s, o_t)),
+ * or with opts.align_mse the squared error (1/d)·|o_s − o_t|² per token
+ * (hm-linearize's mse: the output scale is fit too, which 1 − cos leaves
+ * free once dense and the gate train).
  * Norms, MLP and embeddings do not train. tokens: [B, T + 1] host memory
  * (the inputs are tokens[b, 0:T], as in hm_trainer_accumulate); sums: [L]
- * backend memory each layer's Σ (1 − cos) is added to. Accumulates the
+ * backend memory each layer's sum of the per-token loss is added to. Accumulates the
  * gradients (scaled 1/(L·B·T·accum)). */
 enum hm_status hm_trainer_align(struct hm_trainer *tr, const int32_t *tokens, double *sums,
                                 struct hm_error *err);
-/* The per-layer means aux [L] (sums / B·T) and their mean *loss. */
+/* The per-layer means aux [L] (sums / B·T) and their mean *loss. sums: [L] host. */
 void hm_trainer_align_loss(const struct hm_trainer *tr, const double *sums, double *loss,
                            double *aux);
 

@@ -69,6 +69,15 @@ for fam in tiny llama-tiny; do
     [ -s "$T/diff" ] || fail "$fam: could not compare the tensors"
     grep -q ' differ$' "$T/diff" &&
         fail "$fam: resumed alignment differs from an uninterrupted one"
+    # the squared-error loss: falls too; a resume with the other loss is refused
+    ok "$B/hm-finetune" "$T/$fam-init.st" -o "$T/$fam-mse.st" "${RUN[@]}" --align-loss mse \
+        --log "$T/$fam-mse.log"
+    first=$(head -1 "$T/$fam-mse.log" | sed 's/.*"loss": \([0-9.e-]*\).*/\1/')
+    last=$(tail -1 "$T/$fam-mse.log" | sed 's/.*"loss": \([0-9.e-]*\).*/\1/')
+    awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a && a > 0) }' ||
+        fail "$fam: the mse alignment loss did not fall ($first -> $last)"
+    ok "$B/hm-finetune" "$T/$fam-init.st" -o "$T/$fam-m.st" "${RUN[@]}" --align-loss mse --stop-after 2
+    exits 1 "align_loss" "$B/hm-finetune" "$T/$fam-init.st" -o "$T/$fam-m.st" "${RUN[@]}" --resume
     # a resume with another teacher is refused
     ok "$B/hm-init" --preset "$fam" --vocab-size 257 -o "$T/$fam-other.st" --seed 2
     ok "$B/hm-finetune" "$T/$fam-init.st" -o "$T/$fam-s.st" "${RUN[@]}" --stop-after 2
@@ -76,6 +85,10 @@ for fam in tiny llama-tiny; do
         "${RUN[@]/$fam.st/$fam-other.st}" --resume
 done
 # misuse
+exits 2 "cos or mse" "$B/hm-finetune" "$T/tiny-init.st" -o "$T/x.st" --align "$T/tiny.st" \
+    --align-loss attn-ce --data "$T/train.tok" --steps 1
+exits 2 "needs --align" "$B/hm-finetune" "$T/tiny-init.st" -o "$T/x.st" --align-loss mse \
+    --data "$T/train.tok" --steps 1
 exits 2 "separate runs" "$B/hm-finetune" "$T/tiny-init.st" -o "$T/x.st" --align "$T/tiny.st" \
     --kd-teacher "$T/tiny.st" --kd-weight 1 --data "$T/train.tok" --steps 1
 exits 1 "$T/tiny-init.st" "$B/hm-finetune" "$T/tiny-init.st" -o "$T/x.st" --align "$T/tiny-init.st" \

@@ -584,7 +584,7 @@ double tu_ref_llama_stage1_loss(const struct hm_config *tc, tu_ref_get_fn get_te
 double tu_ref_llama_align_loss(const struct hm_config *tc, tu_ref_get_fn get_teacher,
                                void *tctx, const struct hm_config *sc,
                                tu_ref_get_fn get_student, void *sctx, const int32_t *tokens,
-                               int64_t B, int64_t T)
+                               int64_t B, int64_t T, int mse)
 {
     struct rl_dims m, ms;
     rl_dims_init(&m, tc);
@@ -600,7 +600,14 @@ double tu_ref_llama_align_loss(const struct hm_config *tc, tu_ref_get_fn get_tea
             rl_norm_rows(&m, w.ln1, h, T, a);
             rl_mixer(tc, &m, HM_MIXER_SOFTMAX, &w, a, T, ot);
             rl_mixer(sc, &ms, sc->mixer, &ws, a, T, os);
-            loss += rl_mean_one_minus_cos(os, ot, T, m.d);
+            if (mse) {
+                double e = 0;
+                for (int64_t i = 0; i < T * m.d; i++)
+                    e += (os[i] - ot[i]) * (os[i] - ot[i]);
+                loss += e / (double)(T * m.d);
+            } else {
+                loss += rl_mean_one_minus_cos(os, ot, T, m.d);
+            }
             rl_residual_mlp(&m, &w, h, ot, T);
         }
     }

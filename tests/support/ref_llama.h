@@ -49,11 +49,12 @@ double tu_ref_llama_stage1_loss(const struct hm_config *teacher_cfg, tu_ref_get_
 /* Stage 1b (hm_trainer_align): as the stage-1 loss, but the student layer l is the
  * student's whole mixer (every mixer tensor from get_student: q/k/v/o, feature maps and,
  * for hedgemamba, conv, Δ, A, D, gate), fed the teacher's RMSNorm1(h_l). B sequences of
- * T inputs at tokens + b (T + 1); the mean over all B·T tokens, then over layers. */
+ * T inputs at tokens + b (T + 1); the mean over all B·T tokens, then over layers. The
+ * per-token loss: 1 − cos, or with mse (1/d)·|o_s − o_t|². */
 double tu_ref_llama_align_loss(const struct hm_config *teacher_cfg, tu_ref_get_fn get_teacher,
                                void *tctx, const struct hm_config *student_cfg,
                                tu_ref_get_fn get_student, void *sctx, const int32_t *tokens,
-                               int64_t B, int64_t T);
+                               int64_t B, int64_t T, int mse);
 
 /* The rotary inverse frequencies inv_freq [p/2] of cfg (rope_theta, head_dim and
  * rope_scaling llama3), fp32 values as HF's rotary embedding holds them. */
