@@ -3,11 +3,13 @@
 # (Debian gnuplot-nox), from the runs' JSON-lines logs and ablations.json:
 #   plots/loss_stage2.png   training loss against tokens, Table 1's runs
 #                           (first seed), Bezier-smoothed
-#   plots/loss_stage1.png   stage-1 loss (1 − cos) against tokens
+#   plots/loss_stage1.png   the bridge's stage-1b loss (squared error) against
+#                           tokens, per layer and their mean
 #   plots/ppl_budget.png    held-out PPL against total tokens (Table 4, every
 #                           seed and the mean), the teacher's as a line
-#   plots/ppl_split.png     held-out PPL against the stage-1 share (Table 3)
-# Env: OUT, SEEDS, AB_BUDGET, ALL (the full component list of run names).
+#   plots/ppl_split.png     held-out PPL against the bridge's share (Table 3)
+# Env: OUT, SEEDS, AB_BUDGET, ALL (the full component list of run names),
+# SPLIT (the recipe's bridge share).
 set -eu
 command -v gnuplot >/dev/null ||
     { echo "ablations_plots.sh: the plots need gnuplot (apt-get install gnuplot-nox)" >&2; exit 1; }
@@ -16,11 +18,12 @@ mkdir -p "$P"
 S1=$(echo $SEEDS | cut -d' ' -f1)
 # log.jsonl → "tokens loss" columns
 cols() { sed -n 's/.*"tokens": *\([0-9]*\).*"loss": *\([0-9.e+-]*\).*/\1 \2/p' "$1" > "$2"; }
-cols "$OUT/ab/hm-10-90-$ALL-s$S1.log.jsonl" "$P/hedgemamba.dat"
+R="$SPLIT-$((100 - SPLIT))"
+cols "$OUT/ab/hm-$R-$ALL-s$S1.log.jsonl" "$P/hedgemamba.dat"
 cols "$OUT/ab/hedgehog-s$S1.log.jsonl" "$P/hedgehog.dat"
 cols "$OUT/ab/naive-s$S1.log.jsonl" "$P/naive.dat"
 cols "$OUT/ab/hm-0-100-$ALL-s$S1.log.jsonl" "$P/skip.dat"
-cols "$OUT/ab/s1-$((AB_BUDGET / 10))-s$S1.log.jsonl" "$P/stage1.dat"
+cols "$OUT/ab/hm-$R-$ALL-s$S1-init.log.jsonl" "$P/stage1.dat"
 J="$OUT/ablations.json"
 tp=$(sed -n 's/.*"teacher_ppl": \([0-9.e+-]*\).*/\1/p' "$J")
 # "x value" rows of every seed, and the means
@@ -32,27 +35,28 @@ for k in 1 2 4; do
     mean "budget-$k" $((AB_BUDGET * k)) >> "$P/budget_mean.dat"
 done
 : > "$P/split.dat"; : > "$P/split_mean.dat"
-for s in 0-100:0 10-90:10 50-50:50 100-0:100; do
+for s in 0-100:0 10-90:10 recipe:$SPLIT 50-50:50 100-0:100; do
     cell "split-${s%%:*}" "${s#*:}" >> "$P/split.dat"
     mean "split-${s%%:*}" "${s#*:}" >> "$P/split_mean.dat"
 done
+sort -n -k1,1 "$P/split_mean.dat" | uniq > "$P/split_mean.sorted" && mv "$P/split_mean.sorted" "$P/split_mean.dat"
 gnuplot <<EOF
 set terminal pngcairo size 900,560 font ",11"
 set grid
 set key top right
 set output "$P/loss_stage2.png"
-set title "Cross-entropy training loss (seed $S1), stories260K teacher's corpus"
+set title "Stage-2 loss, KL(teacher || student) (seed $S1), stories260K teacher's corpus"
 set xlabel "tokens"; set ylabel "loss (nats, Bezier-smoothed)"
-plot "$P/hedgemamba.dat" using 1:2 smooth bezier with lines lw 2 title "HedgeMamba (after stage 1 + map)", \
+plot "$P/hedgemamba.dat" using 1:2 smooth bezier with lines lw 2 title "HedgeMamba (after the bridge)", \
      "$P/hedgehog.dat" using 1:2 smooth bezier with lines lw 2 title "Hedgehog (after stage 1)", \
      "$P/skip.dat" using 1:2 smooth bezier with lines lw 2 title "skip stage 1", \
      "$P/naive.dat" using 1:2 smooth bezier with lines lw 2 title "naive"
 set output "$P/loss_stage1.png"
-set title "Stage 1 (hm-linearize): mean over layers of 1 - cos(student, teacher attention output)"
-set ylabel "stage-1 loss"
+set title "Stage 1b (hm-finetune --align): mean over layers of the squared error of the attention outputs"
+set ylabel "stage-1b loss"
 plot "$P/stage1.dat" using 1:2 with lines lw 2 title "seed $S1"
 set output "$P/ppl_budget.png"
-set title "Held-out perplexity against total tokens (split 10/90)"
+set title "Held-out perplexity against total tokens (split $R)"
 set xlabel "total distillation tokens"; set ylabel "held-out PPL"
 set logscale x 2
 set xrange [$((AB_BUDGET * 3 / 4)):$((AB_BUDGET * 5))]
@@ -63,8 +67,8 @@ plot "$P/budget.dat" using 1:2 with points pt 7 ps 1.2 title "each seed", \
 unset logscale x
 set xtics autofreq
 set output "$P/ppl_split.png"
-set title "Held-out perplexity against the stage-1 share of $AB_BUDGET tokens"
-set xlabel "stage 1 share (%)"; set ylabel "held-out PPL"
+set title "Held-out perplexity against the bridge's share of $AB_BUDGET tokens"
+set xlabel "bridge (stage 1b) share (%)"; set ylabel "held-out PPL"
 set xrange [-5:105]
 plot "$P/split.dat" using 1:2 with points pt 7 ps 1.2 title "each seed", \
      "$P/split_mean.dat" using 1:2 with linespoints lw 2 pt 5 title "mean", \

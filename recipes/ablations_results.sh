@@ -4,7 +4,8 @@
 # their mean and range; the paper's numbers beside (contract §4, Pythia-1B on
 # OpenWebText); comparisons say "holds" only when the seed ranges do not
 # overlap, else "within the seed spread".
-# Env: OUT, SEEDS, CELLS ("name:run-base ..."), AB_BUDGET.
+# Env: OUT, SEEDS, CELLS ("name:run-base ..."), AB_BUDGET, SPLIT (the recipe's
+# bridge share, percent).
 set -eu
 ppl() { sed -n 's/.*"ppl": *\([0-9.e+-]*\).*/\1/p' "$1"; }
 case ${1:-} in
@@ -50,11 +51,11 @@ md)
     echo
     echo "$head"; echo "|---|---|---|---|"
     awk -v t="$tp" 'BEGIN { printf "| teacher | %.3f | | 13.86 |\n", t }'
-    row "Hedgehog (stage 1 + CE)" hedgehog 14.89
-    row "HedgeMamba (10/90)" hedgemamba 14.11
-    row "naive (random mixer + CE)" naive "> 100"
+    row "Hedgehog (stage 1 10 % + stage 2)" hedgehog 14.89
+    row "HedgeMamba (bridge $SPLIT % + stage 2)" hedgemamba 14.11
+    row "naive (random mixer + stage 2)" naive "> 100"
     echo
-    echo "Table 2 — components (hm-map-ssm --components), split 10/90"
+    echo "Table 2 — components (hm-map-ssm --components), split $SPLIT/$((100 - SPLIT))"
     echo
     echo "$head"; echo "|---|---|---|---|"
     row "Hedgehog (none active)" c-hedgehog "14.89"
@@ -62,15 +63,16 @@ md)
     row "+Conv" c-conv "–"
     row "+Gate (= HedgeMamba)" c-gate "14.11; the gate gives the largest single gain"
     echo
-    echo "Table 3 — stage-1/stage-2 split of one budget"
+    echo "Table 3 — bridge (stage 1)/stage-2 split of one budget"
     echo
     echo "$head"; echo "|---|---|---|---|"
-    row "100/0 (stage 1 only, mapped)" split-100-0 25.71
+    row "100/0 (bridge only)" split-100-0 25.71
     row "50/50" split-50-50 14.58
+    [ "$SPLIT" = 10 ] || [ "$SPLIT" = 50 ] || row "$SPLIT/$((100 - SPLIT)) (the recipe)" split-recipe "–"
     row "10/90" split-10-90 14.11
     row "0/100 (skip stage 1)" split-0-100 17.08
     echo
-    echo "Table 4 — total budget, split 10/90"
+    echo "Table 4 — total budget, split $SPLIT/$((100 - SPLIT))"
     echo
     echo "$head"; echo "|---|---|---|---|"
     row "x1 ($AB_BUDGET tokens)" budget-1 "16.56 (1B tokens)"
@@ -84,6 +86,7 @@ md)
     better split-10-90 split-0-100
     better split-10-90 split-100-0
     better split-10-90 split-50-50
+    better split-recipe split-0-100
     better c-gate c-conv
     better c-conv c-ssm
     better c-ssm c-hedgehog

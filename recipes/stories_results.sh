@@ -3,17 +3,18 @@
 # files of recipes/stories260k.mk: one row per model of $MODELS with its
 # held-out perplexity (text the teacher generated from unseen seeds), the
 # TinyStories sample's perplexity and the multiple-choice accuracy.
-# Env: OUT, MODELS, BUDGET.
+# Env: OUT, MODELS, BUDGET, BRIDGE_PCT.
 set -eu
 num() { sed -n "s/.*\"$1\": *\([-0-9.e+]*\).*/\1/p" "$2" | head -1; }
 what() {
     case $1 in
     teacher) echo "teacher (stories260K, softmax attention)" ;;
     control) echo "control: the teacher fine-tuned on the same tokens" ;;
-    hedgemamba) echo "HedgeMamba: stage 1 (10 %) + map + stage 2 (90 %)" ;;
-    hedgehog-ft) echo "Hedgehog: stage 1 (10 %) + cross-entropy (90 %)" ;;
-    skip-stage1) echo "skip stage 1: mapped from the teacher + stage 2 (100 %)" ;;
-    naive) echo "naive: random mixer + stage 2 (100 %)" ;;
+    hedgemamba) echo "HedgeMamba: map (decay from the teacher) + stage 1b (${BRIDGE_PCT:-30} %) + stage 2 KL" ;;
+    hedgemamba-paper) echo "HedgeMamba, the paper's recipe: stage 1 (10 %) + map + cross-entropy (90 %)" ;;
+    hedgehog-ft) echo "Hedgehog: stage 1 (10 %) + stage 2 KL (90 %)" ;;
+    skip-stage1) echo "skip stage 1: mapped from the teacher + stage 2 KL (100 %)" ;;
+    naive) echo "naive: random mixer + stage 2 KL (100 %)" ;;
     *) echo "$1" ;;
     esac
 }

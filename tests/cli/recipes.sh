@@ -63,7 +63,7 @@ fi
 O="$T/st"
 SMALL="OUT=$O CORPUS_SAMPLES=24 HELD_SAMPLES=16 STORY_TOKENS=120 SEQ=64 BATCH=4 BUDGET=4000"
 $M -f recipes/stories260k.mk $SMALL >"$T/out" 2>"$T/err" || fail "stories260k.mk: $(tail -5 "$T/err")"
-for f in teacher hedgemamba hedgehog-ft skip-stage1 naive control; do
+for f in teacher hedgemamba hedgemamba-paper hedgehog-ft skip-stage1 naive control; do
     [ -s "$O/$f.st" ] || fail "stories260k.mk: no $f.st"
     grep -q "\"model\": \"$f\", \"held_ppl\": [0-9]" "$O/results.json" || fail "results.json: no row for $f"
 done
@@ -86,7 +86,7 @@ $M -f recipes/ablations.mk $SMALL >"$T/out" 2>"$T/err" || fail "ablations.mk: $(
 for t in "Table 1" "Table 2" "Table 3" "Table 4"; do
     grep -q "^$t" "$A/ablations.md" || fail "ablations.md: no $t"
 done
-grep -q '"budget-4": {"run": "hm-40-360-ssm+conv+gate", "ppl": \[[0-9.e+-]*, [0-9.e+-]*\]' "$A/ablations.json" ||
+grep -q '"budget-4": {"run": "hm-[0-9]*-[0-9]*-ssm+conv+gate", "ppl": \[[0-9.e+-]*, [0-9.e+-]*\]' "$A/ablations.json" ||
     fail "ablations.json: budget-4 without two seeds"
 for p in loss_stage2 loss_stage1 ppl_budget ppl_split; do
     [ "$(head -c 8 "$A/plots/$p.png" | od -An -c | tr -d ' ')" = "211PNG\r\n032\n" ] || fail "no PNG $p"
