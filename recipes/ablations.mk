@@ -26,7 +26,7 @@ OUT ?= out/ablations
 AB_BUDGET ?= 200000
 SEEDS ?= 1 2
 # the recipe's bridge share (recipes/stories260k.mk BRIDGE_PCT)
-SPLIT ?= 30
+SPLIT ?= 50
 STAGE1_LR ?= 1e-2
 ALIGN_LR ?= 1e-2
 STAGE2_LR ?= 3e-3

@@ -28,7 +28,7 @@
 # round 2's cross-entropy.
 OUT ?= out/stories260k
 BUDGET ?= 1000000
-BRIDGE_PCT ?= 30
+BRIDGE_PCT ?= 50
 pct_of = $(shell echo $$(( $(BUDGET) * $(1) / 100 )))
 BRIDGE_TOKENS = $(call pct_of,$(BRIDGE_PCT))
 REST_TOKENS = $(shell echo $$(( $(BUDGET) - $(BUDGET) * $(BRIDGE_PCT) / 100 )))

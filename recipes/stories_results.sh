@@ -10,7 +10,7 @@ what() {
     case $1 in
     teacher) echo "teacher (stories260K, softmax attention)" ;;
     control) echo "control: the teacher fine-tuned on the same tokens" ;;
-    hedgemamba) echo "HedgeMamba: map (decay from the teacher) + stage 1b (${BRIDGE_PCT:-30} %) + stage 2 KL" ;;
+    hedgemamba) echo "HedgeMamba: map (decay from the teacher) + stage 1b (${BRIDGE_PCT:-50} %) + stage 2 KL" ;;
     hedgemamba-paper) echo "HedgeMamba, the paper's recipe: stage 1 (10 %) + map + cross-entropy (90 %)" ;;
     hedgehog-ft) echo "Hedgehog: stage 1 (10 %) + stage 2 KL (90 %)" ;;
     skip-stage1) echo "skip stage 1: mapped from the teacher + stage 2 KL (100 %)" ;;
