@@ -41,6 +41,21 @@ __device__ T block_tree(T v, T *s, Op op)
     return r;
 }
 
+/* One block's per-warp sums added in warp order: lane 0 of warp w leaves acc
+ * in s[w] (s: nwarps doubles of shared memory); thread 0 gets their sum,
+ * the other threads 0. Every thread of the block must call it. */
+__device__ double block_warps_total(double acc, double *s, int nwarps)
+{
+    if ((threadIdx.x & 31) == 0)
+        s[threadIdx.x >> 5] = acc;
+    __syncthreads();
+    double total = 0;
+    if (threadIdx.x == 0)
+        for (int i = 0; i < nwarps; i++)
+            total += s[i];
+    return total;
+}
+
 /* The max over the warp of values that are never NaN. */
 __device__ double warp_max(double v)
 {

@@ -57,15 +57,9 @@ __global__ void __launch_bounds__(kOneBlock)
         }
         acc += cu_warp_sum(s) / (double)d;
     }
-    if (lane == 0)
-        swarp[wp] = acc;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        double total = 0;
-        for (int i = 0; i < kOneBlockWarps; i++)
-            total += swarp[i];
+    const double total = block_warps_total(acc, swarp, kOneBlockWarps);
+    if (threadIdx.x == 0)
         *loss += total;
-    }
 }
 
 /* ---- attn_ce_loss -------------------------------------------------------------- */

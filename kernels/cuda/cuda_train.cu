@@ -286,15 +286,9 @@ __global__ void __launch_bounds__(kOneBlock)
         const double lss = os.m + log(os.s), lst = ot.m + log(ot.s);
         acc += ot.a / ot.s - (lst - lss);
     }
-    if (lane == 0)
-        swarp[wp] = acc;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        double total = 0;
-        for (int i = 0; i < kOneBlockWarps; i++)
-            total += swarp[i];
+    const double total = block_warps_total(acc, swarp, kOneBlockWarps);
+    if (threadIdx.x == 0)
         *loss += tau * tau * total;
-    }
 }
 
 /* ---- cosine_loss ------------------------------------------------------------
@@ -349,7 +343,7 @@ __global__ void __launch_bounds__(kOneBlock)
     cosine_loss_kernel(double *loss, const float *a, const float *b, int64_t N, int64_t d)
 {
     __shared__ double swarp[kOneBlockWarps];
-    const int lane = threadIdx.x & 31, wp = threadIdx.x >> 5;
+    const int wp = threadIdx.x >> 5;
     double acc = 0;
     for (int64_t t = wp; t < N; t += kOneBlockWarps) {
         const Dots s = row_dots(a + t * d, b + t * d, d);
@@ -358,15 +352,9 @@ __global__ void __launch_bounds__(kOneBlock)
         else
             acc += 1 - s.ab / (sqrt(s.aa) * sqrt(s.bb));
     }
-    if (lane == 0)
-        swarp[wp] = acc;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        double total = 0;
-        for (int i = 0; i < kOneBlockWarps; i++)
-            total += swarp[i];
+    const double total = block_warps_total(acc, swarp, kOneBlockWarps);
+    if (threadIdx.x == 0)
         *loss += total;
-    }
 }
 
 /* ---- optimizers, norms, the non-finite search ------------------------------ */

@@ -20,22 +20,8 @@ enum hm_status hm_decay_teacher_load(const struct hm_ckpt *ck, struct hm_model *
      * the teacher's softmax mixer (the feature maps are simply not read) */
     sc.mixer = HM_MIXER_SOFTMAX;
     sc.feature_dim = 0;
-    struct hm_model *m = NULL;
-    enum hm_status st = hm_model_check_tensors(ck, err);
-    if (st == HM_OK)
-        st = hm_config_finish(&sc, err);
-    if (st == HM_OK)
-        st = hm_model_new(&sc, &m, err);
-    for (int64_t i = 0; st == HM_OK && i < m->n_views; i++) {
-        const struct hm_tensor_view *v = &m->views[i];
-        st = hm_ckpt_load_f32(ck, v->spec.name, v->spec.ndim, v->spec.shape, v->data, err);
-    }
-    if (st != HM_OK) {
-        hm_model_free(m);
-        return st;
-    }
-    *out = m;
-    return HM_OK;
+    enum hm_status st = hm_config_finish(&sc, err);
+    return st == HM_OK ? hm_model_load_as(ck, &sc, out, err) : st;
 }
 
 /* ---- the statistic ------------------------------------------------------------ */

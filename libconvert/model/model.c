@@ -281,15 +281,15 @@ enum hm_status hm_model_check_tensors(const struct hm_ckpt *ck, struct hm_error 
                         other == 1 ? " is" : "s are", hm_arch_name(cfg), first);
 }
 
-enum hm_status hm_model_load(const struct hm_ckpt *ck, struct hm_model **out,
-                             struct hm_error *err)
+enum hm_status hm_model_load_as(const struct hm_ckpt *ck, const struct hm_config *cfg,
+                                struct hm_model **out, struct hm_error *err)
 {
     *out = NULL;
     struct hm_model *m = NULL;
     enum hm_status st = hm_model_check_tensors(ck, err);
     if (st != HM_OK)
         return st;
-    st = hm_model_new(hm_ckpt_config(ck), &m, err);
+    st = hm_model_new(cfg, &m, err);
     for (int64_t i = 0; st == HM_OK && i < m->n_views; i++) {
         const struct hm_tensor_view *v = &m->views[i];
         st = hm_ckpt_load_f32(ck, v->spec.name, v->spec.ndim, v->spec.shape, v->data, err);
@@ -300,6 +300,12 @@ enum hm_status hm_model_load(const struct hm_ckpt *ck, struct hm_model **out,
     }
     *out = m;
     return HM_OK;
+}
+
+enum hm_status hm_model_load(const struct hm_ckpt *ck, struct hm_model **out,
+                             struct hm_error *err)
+{
+    return hm_model_load_as(ck, hm_ckpt_config(ck), out, err);
 }
 
 enum hm_status hm_model_check_placed(const struct hm_model *m, const struct hm_backend *be,

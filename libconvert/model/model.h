@@ -139,6 +139,10 @@ enum hm_status hm_model_check_tensors(const struct hm_ckpt *ck, struct hm_error 
  * with a message naming it. out: owned, free with hm_model_free(). */
 enum hm_status hm_model_load(const struct hm_ckpt *ck, struct hm_model **out,
                             struct hm_error *err);
+/* The same with another config cfg (finished) whose tensors ck holds: e.g.
+ * the softmax teacher inside a hedgehog checkpoint (its skeleton). */
+enum hm_status hm_model_load_as(const struct hm_ckpt *ck, const struct hm_config *cfg,
+                                struct hm_model **out, struct hm_error *err);
 
 void hm_model_free(struct hm_model *m); /* accepts NULL */
 
