@@ -42,6 +42,9 @@ ALIGN_LR ?= 1e-2
 STAGE2_LR ?= 3e-3
 STAGE2_OBJ ?= --kd-teacher $(OUT)/teacher.st --kd-weight 1 --ce-weight 0
 DECAY ?= --decay-from $(OUT)/corpus.tok --seq-len $(SEQ)
+# the feature maps' F of the recipe's mapping (empty: the head dim, 8); 32
+# measured 4.380 against 4.398 (seed 1) at 4× the state and ~1.4× the time
+FEATURE_DIM ?=
 SEED ?= 1
 .DEFAULT_GOAL := all
 include recipes/stories_common.mk
@@ -63,7 +66,8 @@ all: $(OUT)/results.md $(OUT)/hedgemamba.samples.txt
 # CMD_FILE): changing a variable reruns the runs whose command it changes.
 RUN_hedgehog = $(BIN)/hm-linearize $(OUT)/teacher.st -o $(OUT)/hedgehog.st -f $(TRAIN) \
     --tokens $(STAGE1_TOKENS) --lr $(STAGE1_LR) --log $(OUT)/hedgehog.log.jsonl
-RUN_mapped = $(BIN)/hm-map-ssm $(OUT)/teacher.st -o $(OUT)/mapped.st -f -q $(DECAY) --threads $(THREADS)
+RUN_mapped = $(BIN)/hm-map-ssm $(OUT)/teacher.st -o $(OUT)/mapped.st -f -q $(DECAY) --threads $(THREADS) \
+    $(if $(FEATURE_DIM),--feature-dim $(FEATURE_DIM))
 RUN_bridge = $(BIN)/hm-finetune $(OUT)/mapped.st -o $(OUT)/bridge.st -f $(TRAIN) \
     --align $(OUT)/teacher.st --align-loss mse --lr $(ALIGN_LR) --warmup 5 \
     --tokens $(BRIDGE_TOKENS) --log $(OUT)/bridge.log.jsonl
