@@ -13,7 +13,8 @@
 #   Table 2  components: Hedgehog -> +SSM -> +Conv -> +Gate (hm-map-ssm
 #            --components none | ssm | ssm,conv | ssm,conv,gate: one code path)
 #   Table 3  bridge/stage-2 splits 100/0, 50/50, SPLIT/(100-SPLIT), 10/90, 0/100
-#   Table 4  total budgets x1, x2, x4 (split SPLIT)
+#   Table 4  total budgets x1, x2, x4 (split SPLIT), and skip stage 1 (0/100)
+#            at the same budgets
 # Outputs: DIR/ablations.json, DIR/ablations.md, DIR/plots/*.png (gnuplot,
 # from the JSON-lines logs), every run under DIR/ab/.
 #
@@ -45,7 +46,7 @@ S_R := $(SPLIT)-$(REST)
 S_R2 := $(shell echo $$(( 2 * $(SPLIT) )))-$(shell echo $$(( 2 * $(REST) )))
 S_R4 := $(shell echo $$(( 4 * $(SPLIT) )))-$(shell echo $$(( 4 * $(REST) )))
 # every split/budget cell of the full mixer, each once (SPLIT may be 10 or 50)
-HM_SPLITS := $(sort $(S_R) 100-0 50-50 10-90 0-100 $(S_R2) $(S_R4))
+HM_SPLITS := $(sort $(S_R) 100-0 50-50 10-90 0-100 $(S_R2) $(S_R4) 0-200 0-400)
 
 .PHONY: all
 all: $(OUT)/ablations.md $(OUT)/plots/.done
@@ -119,7 +120,8 @@ CELLS := hedgehog:hedgehog naive:naive hedgemamba:hm-$(S_R)-$(ALL) \
          c-hedgehog:hm-$(S_R)-none c-ssm:hm-$(S_R)-ssm c-conv:hm-$(S_R)-ssm+conv \
          c-gate:hm-$(S_R)-$(ALL) split-100-0:hm-100-0-$(ALL) split-50-50:hm-50-50-$(ALL) \
          split-recipe:hm-$(S_R)-$(ALL) split-10-90:hm-10-90-$(ALL) split-0-100:hm-0-100-$(ALL) \
-         budget-1:hm-$(S_R)-$(ALL) budget-2:hm-$(S_R2)-$(ALL) budget-4:hm-$(S_R4)-$(ALL)
+         budget-1:hm-$(S_R)-$(ALL) budget-2:hm-$(S_R2)-$(ALL) budget-4:hm-$(S_R4)-$(ALL) \
+         skip-1:hm-0-100-$(ALL) skip-2:hm-0-200-$(ALL) skip-4:hm-0-400-$(ALL)
 RUN_BASES := $(sort $(foreach c,$(CELLS),$(word 2,$(subst :, ,$(c)))))
 HELD := $(OUT)/teacher.held.json $(foreach b,$(RUN_BASES),$(foreach s,$(SEEDS),$(AB)/$(b)-s$(s).held.json))
 

@@ -78,6 +78,9 @@ md)
     row "x1 ($AB_BUDGET tokens)" budget-1 "16.56 (1B tokens)"
     row "x2" budget-2 "15.61 (2B)"
     row "x4" budget-4 "15.15 (3B); 14.11 (10B)"
+    row "x1, skip stage 1 (0/100)" skip-1 "17.08 (10B)"
+    row "x2, skip stage 1" skip-2 "–"
+    row "x4, skip stage 1" skip-4 "–"
     echo
     echo "The paper's findings at this scale (lower is better):"
     echo
@@ -92,6 +95,9 @@ md)
     better c-ssm c-hedgehog
     better budget-2 budget-1
     better budget-4 budget-2
+    better budget-1 skip-1
+    better budget-2 skip-2
+    better budget-4 skip-4
     ;;
 *)
     echo "usage: ablations_results.sh json|md" >&2
