@@ -3,8 +3,8 @@
 # (Debian gnuplot-nox), from the runs' JSON-lines logs and ablations.json:
 #   plots/loss_stage2.png   training loss against tokens, Table 1's runs
 #                           (first seed), Bezier-smoothed
-#   plots/loss_stage1.png   the bridge's stage-1b loss (squared error) against
-#                           tokens, per layer and their mean
+#   plots/loss_stage1.png   the bridge's stage-1b loss (squared error, mean over
+#                           layers) against tokens
 #   plots/ppl_budget.png    held-out PPL against total tokens (Table 4, every
 #                           seed and the mean), the teacher's as a line
 #   plots/ppl_split.png     held-out PPL against the bridge's share (Table 3)
