@@ -180,9 +180,13 @@ race "$T/w-pack.tar" "$T/m.st" "$B/hm-pack" - --bytes -o "$T/w-pack.tar" -q
 # process stands for a running writer; killed (-9), its lock file stays but
 # holds no lock, and the next run reuses it
 printf 'x' > "$T/fake.bin"
-(exec 9> "$T/w-imp.st.lock"; flock -n 9 && exec sleep 60) &
+# (the holder waits for the lock: the probe below holds it for an instant, and
+# a non-blocking try there would make the holder give up under load)
+(exec 9> "$T/w-imp.st.lock"; flock 9 && exec sleep 60) &
 holder=$!
-for i in $(seq 1 100); do flock -n "$T/w-imp.st.lock" true || break; sleep 0.05; done
+held=0
+for i in $(seq 1 400); do flock -n "$T/w-imp.st.lock" true || { held=1; break; }; sleep 0.05; done
+[ $held -eq 1 ] || fail "the lock holder never took the lock"
 refused "cannot write '$T/w-imp.st': another run" "$B/hm-import" llama2c "$T/fake.bin" \
     -o "$T/w-imp.st" -f
 kill -9 $holder
