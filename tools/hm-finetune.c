@@ -85,7 +85,8 @@ static void print_plan(const struct hm_train_cli *t, const struct hm_model *m,
     double weights = (double)m->n_params * 4, grads = weights;
     double adam = r->optim.kind == HM_OPTIM_ADAMW ? (double)trainable * 8 : 0;
     double acts = (double)hm_trainer_activation_bytes(&m->cfg, to);
-    double teacher = to->kd_teacher ? (double)to->kd_teacher->n_params * 4 : 0;
+    const struct hm_model *tm = to->kd_teacher ? to->kd_teacher : to->align_teacher;
+    double teacher = tm ? (double)tm->n_params * 4 : 0;
     int64_t per = r->batch * r->seq_len * hm_train_cli_micro_batches(t);
     if (json) {
         printf("{\"version\": 1, \"steps\": %lld, \"tokens_per_step\": %lld, \"tokens\": %lld, "
@@ -107,7 +108,7 @@ static void print_plan(const struct hm_train_cli *t, const struct hm_model *m,
            0.1 * r->lr, r->optim.clip, r->optim.weight_decay);
     printf("memory:     %.1f MB weights + %.1f MB grads + %.1f MB optimizer + %.1f MB "
            "activations%s = %.1f MB\n", weights / 1e6, grads / 1e6, adam / 1e6, acts / 1e6,
-           to->kd_teacher ? " + teacher" : "",
+           tm ? " + teacher" : "",
            (weights + grads + adam + acts + teacher) / 1e6);
 }
 
