@@ -12,14 +12,12 @@
  *   hm-verify logits CKPT --reference FILE --data TOKENS
  *                                           logits equal a stored reference
  *   hm-verify bundle BUNDLE                 every checksum of the manifest holds */
-#include <cjson/cJSON.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "bundle.h"
 #include "checkpoint.h"
 #include "atomic_file.h"
 #include "cli.h"
@@ -31,6 +29,7 @@
 #include "recurrent.h"
 #include "threads.h"
 #include "tokfile.h"
+#include "verify_bundle.h"
 
 static const char usage[] =
     "usage: hm-verify mapping HEDGEHOG HEDGEMAMBA [--data TOKENS | --random-tokens N]\n"
@@ -533,70 +532,6 @@ fail:
     return 2;
 }
 
-/* ---- bundle -------------------------------------------------------------------- */
-
-struct findings {
-    int json;
-    cJSON *arr;
-};
-
-static void on_finding(void *ctx, const char *member, const char *tensor, const char *msg)
-{
-    struct findings *f = ctx;
-    if (f->json) {
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "member", member);
-        if (tensor)
-            cJSON_AddStringToObject(o, "tensor", tensor);
-        else
-            cJSON_AddNullToObject(o, "tensor");
-        cJSON_AddStringToObject(o, "message", msg);
-        cJSON_AddItemToArray(f->arr, o);
-    } else if (tensor) {
-        printf("'%s': tensor '%s': %s\n", member, tensor, msg);
-    } else if (member[0]) {
-        printf("'%s': %s\n", member, msg);
-    } else {
-        printf("%s\n", msg);
-    }
-}
-
-static int check_bundle(const struct opts *o)
-{
-    struct findings f = {o->common.json, cJSON_CreateArray()};
-    struct hm_bundle_verify_stats stats;
-    struct hm_error err;
-    hm_error_clear(&err);
-    if (hm_bundle_verify(o->a, on_finding, &f, &stats, &err) != HM_OK) {
-        hm_error("cannot check '%s': %s", o->a, err.msg);
-        cJSON_Delete(f.arr);
-        return 2;
-    }
-    if (o->common.json) {
-        cJSON *r = cJSON_CreateObject();
-        cJSON_AddNumberToObject(r, "version", 1);
-        cJSON_AddStringToObject(r, "check", "bundle");
-        cJSON_AddBoolToObject(r, "valid", stats.findings == 0);
-        cJSON_AddNumberToObject(r, "files", (double)stats.files);
-        cJSON_AddNumberToObject(r, "tensors", (double)stats.tensors);
-        cJSON_AddItemToObject(r, "findings", f.arr);
-        char *s = cJSON_PrintUnformatted(r);
-        if (s)
-            puts(s);
-        free(s);
-        cJSON_Delete(r);
-    } else {
-        cJSON_Delete(f.arr);
-        if (stats.findings)
-            printf("NOT valid: %lld finding%s in '%s'\n", (long long)stats.findings,
-                   stats.findings > 1 ? "s" : "", o->a);
-        else
-            printf("valid: %lld files and %lld tensors match the manifest\n",
-                   (long long)stats.files, (long long)stats.tensors);
-    }
-    return stats.findings ? 1 : 0;
-}
-
 int main(int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -652,7 +587,7 @@ int main(int argc, char **argv)
     if (strcmp(o.mode, "bundle") == 0) {
         if (o.data || o.random_tokens || o.ref)
             hm_usage_error("bundle takes no --data, --random-tokens or --reference");
-        return hm_cli_finish(check_bundle(&o));
+        return hm_cli_finish(hm_verify_bundle_cli(o.a, o.common.json));
     }
     if (!!o.data == !!o.random_tokens && strcmp(o.mode, "logits") != 0)
         hm_usage_error("give one of --data or --random-tokens");
