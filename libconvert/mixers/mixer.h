@@ -117,7 +117,8 @@ struct hm_mixer_unit {
     const float *(*proj_backward)(const struct hm_mix *x, const struct hm_mix_grads *g,
                                   const float *dproj, float *dxraw);
     /* (optional) input-gradient terms besides the projection, added to da
-     * [N, d] (hedgemamba: Δ and gate) */
+     * [N, d] (hedgemamba: Δ and gate); da NULL: their parameter gradients
+     * only */
     void (*backward_tail)(const struct hm_mix *x, const struct hm_mix_grads *g, float *da);
     /* (optional) identity values of the mixer's own tensors (contract §2, §3) */
     void (*identity)(struct hm_model *m, int64_t l);

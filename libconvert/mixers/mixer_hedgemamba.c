@@ -142,13 +142,16 @@ static void hb_backward_tail(const struct hm_mix *x, const struct hm_mix_grads *
     const int64_t N = x->B * x->T, d = c->hidden_size, nh = c->num_attention_heads;
     const int64_t Da = c->attn_dim;
     const int act_ssm = (g->active & HM_COMP_SSM) != 0, act_gate = (g->active & HM_COMP_GATE) != 0;
+    float *dtmp = da ? g->da_tmp : NULL; /* da NULL: parameter gradients only */
     hm_backend_softplus_backward(x->be, g->ddtz, g->ddt, a->dtz, N * nh);
-    hm_backend_matmul_backward(x->be, g->da_tmp, act_ssm ? g->g->dt_w : NULL,
+    hm_backend_matmul_backward(x->be, dtmp, act_ssm ? g->g->dt_w : NULL,
                                act_ssm ? g->g->dt_b : NULL, g->ddtz, a->a, ly->dt_w, N, d, nh);
-    hm_backend_add_forward(x->be, da, da, g->da_tmp, N * d);
-    hm_backend_matmul_backward(x->be, g->da_tmp, act_gate ? g->g->gate_w : NULL,
+    if (da)
+        hm_backend_add_forward(x->be, da, da, g->da_tmp, N * d);
+    hm_backend_matmul_backward(x->be, dtmp, act_gate ? g->g->gate_w : NULL,
                                act_gate ? g->g->gate_b : NULL, g->dz, a->a, ly->gate_w, N, d, Da);
-    hm_backend_add_forward(x->be, da, da, g->da_tmp, N * d);
+    if (da)
+        hm_backend_add_forward(x->be, da, da, g->da_tmp, N * d);
 }
 
 /* contract §3's table: the mixer computes exactly the stage-1 linear attention. */

@@ -416,12 +416,13 @@ static void mlp_backward(struct hm_trainer *tr, const struct hm_layer *w, struct
                                I);
 }
 
-/* The mixer of layer l backward: tr->datt [N, n_h p] → tr->dt1 [N, d], the
- * gradient of its input (norm1's output), all mixer inputs summed. Order:
+/* The mixer of layer l backward: tr->datt [N, n_h p] → da [N, d], the
+ * gradient of its input (norm1's output), all mixer inputs summed (da NULL:
+ * parameter gradients only). Order:
  * the unit's backward (to per-head q, k, v), rotary, the GQA expansion
  * (llama), the unit's projection backward (hedgemamba: the conv), the
  * projection matmul, then the unit's other input terms (Δ, gate). */
-static void mixer_backward(struct hm_trainer *tr, int64_t l)
+static void mixer_backward(struct hm_trainer *tr, int64_t l, float *da)
 {
     const struct hm_backend *be = tr->be;
     const struct hm_model *m = tr->m;
@@ -446,10 +447,10 @@ static void mixer_backward(struct hm_trainer *tr, int64_t l)
         hm_backend_qkv_expand_backward(be, tr->dproj, tr->dqkv, N, nh, c->num_key_value_heads, p);
     const float *dp = u->proj_backward ? u->proj_backward(&x, &g, tr->dproj, tr->dxraw)
                                        : tr->dproj;
-    hm_backend_matmul_backward(be, tr->dt1, gw->qkv_w, gw->qkv_b, dp, a->a, m->layers[l].qkv_w, N,
-                               d, Q);
+    hm_backend_matmul_backward(be, da, gw->qkv_w, gw->qkv_b, dp, a->a, m->layers[l].qkv_w, N, d,
+                               Q);
     if (u->backward_tail)
-        u->backward_tail(&x, &g, tr->dt1);
+        u->backward_tail(&x, &g, da);
 }
 
 static void backward_layers(struct hm_trainer *tr)
@@ -478,7 +479,7 @@ static void backward_layers(struct hm_trainer *tr)
         /* attention branch */
         hm_backend_matmul_backward(be, tr->datt, gw->dense_w, gw->dense_b, tr->dh, a->att,
                                    w->dense_w, N, c->attn_dim, d);
-        mixer_backward(tr, l);
+        mixer_backward(tr, l, tr->dt1);
         norm_backward(tr, tr->dt3, gw->ln1_w, gw->ln1_b, tr->dt1, a->h, a->mean1, a->rstd1,
                       w->ln1_w);
         hm_backend_add_forward(be, tr->dh, tr->dh, tr->dt3, N * d);
@@ -595,7 +596,7 @@ enum hm_status hm_trainer_align(struct hm_trainer *tr, const int32_t *tokens, do
         hm_backend_matmul_backward(be, tr->datt, tr->g->layers[l].dense_w,
                                    tr->g->layers[l].dense_b, tr->dh, a->att,
                                    m->layers[l].dense_w, N, Da, d);
-        mixer_backward(tr, l); /* its input gradient (dt1) is not needed */
+        mixer_backward(tr, l, NULL); /* the input is the teacher's: no gradient */
     }
     return hm_backend_sync(be, err);
 }
