@@ -11,6 +11,7 @@
 
 #include "atomic_file.h"
 #include "cli.h"
+#include "json_out.h"
 #include "fileio.h"
 #include "hash.h"
 #include "import_llama2c.h"
@@ -73,12 +74,7 @@ static void print_json(const struct import_opts *o, const struct hm_config *cfg,
     cJSON_AddNumberToObject(r, "parameters", (double)n_params);
     cJSON_AddBoolToObject(r, "dry_run", o->dry);
     cJSON_AddItemToObject(r, "config", c);
-    char *s = cJSON_PrintUnformatted(r);
-    if (!s)
-        hm_die("out of memory");
-    printf("%s\n", s);
-    free(s);
-    cJSON_Delete(r);
+    hm_json_put(r);
 }
 
 static int import_llama2c(const struct import_opts *o)

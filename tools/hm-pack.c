@@ -15,6 +15,7 @@
 #include "bundle.h"
 #include "checkpoint.h"
 #include "cli.h"
+#include "json_out.h"
 #include "fileio.h"
 #include "hash.h"
 #include "model.h"
@@ -344,11 +345,7 @@ int main(int argc, char **argv)
         cJSON_AddNumberToObject(j, "bytes", (double)res.total_bytes);
         cJSON_AddNumberToObject(j, "weights_bytes", (double)res.weights_bytes);
         cJSON_AddBoolToObject(j, "dry_run", o.dry_run);
-        char *txt = cJSON_PrintUnformatted(j);
-        if (txt)
-            puts(txt);
-        free(txt);
-        cJSON_Delete(j);
+        hm_json_put(j);
     }
     else
         hm_info(&o.common, "%s '%s': %s bundle, %lld files (%llu bytes), %lld tensors; %lld "

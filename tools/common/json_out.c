@@ -1,6 +1,11 @@
 /* json_out.c — see json_out.h. */
 #include "json_out.h"
 
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+
+#include "cli.h"
+
 void hm_json_write_string(FILE *f, const char *s, size_t n)
 {
     const unsigned char *p = (const unsigned char *)s;
@@ -39,4 +44,14 @@ void hm_json_write_string(FILE *f, const char *s, size_t n)
         i += k;
     }
     fputc('"', f);
+}
+
+void hm_json_put(cJSON *j)
+{
+    char *s = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    if (!s)
+        hm_die("out of memory");
+    puts(s);
+    free(s);
 }

@@ -1,4 +1,5 @@
-/* json_out.h — writing JSON by hand where a tool streams its own objects. */
+/* json_out.h — a tool's JSON output: strings written by hand where a tool
+ * streams its own objects, and whole cJSON results. */
 #ifndef HM_JSON_OUT_H
 #define HM_JSON_OUT_H
 
@@ -10,5 +11,10 @@
  * UTF-8 (overlong forms, surrogates, > U+10FFFF, truncated sequences)
  * written as \ufffd, so the output is always valid JSON in UTF-8. */
 void hm_json_write_string(FILE *f, const char *s, size_t n);
+
+struct cJSON;
+/* Prints j as one line of JSON on stdout and deletes it (a tool's --json
+ * result); out of memory ends the tool (hm_die). */
+void hm_json_put(struct cJSON *j);
 
 #endif

@@ -8,6 +8,7 @@
 
 #include "bundle.h"
 #include "cli.h"
+#include "json_out.h"
 
 struct findings {
     int json;
@@ -54,11 +55,7 @@ int hm_verify_bundle_cli(const char *path, int json)
         cJSON_AddNumberToObject(r, "files", (double)stats.files);
         cJSON_AddNumberToObject(r, "tensors", (double)stats.tensors);
         cJSON_AddItemToObject(r, "findings", f.arr);
-        char *s = cJSON_PrintUnformatted(r);
-        if (s)
-            puts(s);
-        free(s);
-        cJSON_Delete(r);
+        hm_json_put(r);
     } else {
         cJSON_Delete(f.arr);
         if (stats.findings)
