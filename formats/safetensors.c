@@ -544,6 +544,19 @@ const void *hm_st_data_view(const struct hm_st_file *f, int64_t i)
     return (i >= 0 && i < f->n) ? f->data + f->entries[i].t.begin : NULL;
 }
 
+void hm_st_data_release(const struct hm_st_file *f, int64_t i)
+{
+    if (!f->mapped || i < 0 || i >= f->n)
+        return;
+    const long pg = sysconf(_SC_PAGESIZE);
+    const uintptr_t page = pg > 0 ? (uintptr_t)pg : 4096u;
+    const uintptr_t lo = (uintptr_t)(f->data + f->entries[i].t.begin);
+    const uintptr_t hi = lo + (uintptr_t)f->entries[i].t.nbytes;
+    const uintptr_t a = (lo + page - 1) / page * page, b = hi / page * page;
+    if (b > a) /* a read-only private file mapping: the pages come back from the file */
+        (void)madvise((void *)a, b - a, MADV_DONTNEED);
+}
+
 int64_t hm_st_n_metadata(const struct hm_st_file *f) { return f->n_meta; }
 const char *hm_st_metadata_key(const struct hm_st_file *f, int64_t i) { return f->meta_keys[i]; }
 const char *hm_st_metadata_value(const struct hm_st_file *f, int64_t i) { return f->meta_vals[i]; }

@@ -100,6 +100,11 @@ const struct hm_st_tensor *hm_st_tensor_at(const struct hm_st_file *f, int64_t i
 int64_t hm_st_find(const struct hm_st_file *f, const char *name);
 /* Borrowed: the tensor's bytes (little-endian), valid until hm_st_close(). */
 const void *hm_st_data_view(const struct hm_st_file *f, int64_t i);
+/* Done with tensor i's bytes for now: a mapped file drops the pages wholly
+ * inside them from this process's memory (they are read again from the file
+ * if viewed later), so streaming a large file through views keeps the
+ * resident size bounded. No-op for files held in memory. */
+void hm_st_data_release(const struct hm_st_file *f, int64_t i);
 
 /* Metadata (`__metadata__`), in header order. Borrowed strings. */
 int64_t hm_st_n_metadata(const struct hm_st_file *f);

@@ -482,5 +482,9 @@ void hm_backend_download(const struct hm_backend *be, void *dst, const void *src
 /* alloc + upload of bytes from src: owned, free with hm_backend_free();
  * NULL when out of memory. */
 void *hm_backend_alloc_copy(const struct hm_backend *be, const void *src, size_t bytes);
+/* 1 when be's memory is plain host memory (malloc/free/memcpy: ref, fast),
+ * so a host buffer may be adopted as be's without a copy (hm_model_place);
+ * 0 for guarded (checked) or device memory. */
+int hm_backend_host_memory(const struct hm_backend *be);
 
 #endif

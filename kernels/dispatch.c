@@ -315,6 +315,12 @@ void *hm_backend_alloc_copy(const struct hm_backend *be, const void *src, size_t
     return p;
 }
 
+int hm_backend_host_memory(const struct hm_backend *be)
+{
+    return !be->ops->mem_alloc && !be->ops->mem_free && !be->ops->mem_upload &&
+           !be->ops->mem_download;
+}
+
 void hm_backend_free(const struct hm_backend *be, void **p)
 {
     if (!p || !*p)

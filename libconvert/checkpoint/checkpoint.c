@@ -519,6 +519,12 @@ const void *hm_ckpt_data_view(const struct hm_ckpt *ck, int64_t i)
     return hm_st_data_view(ck->files[ck->t[i].file], ck->st_index[i]);
 }
 
+void hm_ckpt_data_release(const struct hm_ckpt *ck, int64_t i)
+{
+    if (i >= 0 && i < ck->n)
+        hm_st_data_release(ck->files[ck->t[i].file], ck->st_index[i]);
+}
+
 static void shape_str(int ndim, const int64_t *shape, char *buf, size_t size)
 {
     size_t k = 0;
@@ -547,6 +553,7 @@ enum hm_status hm_ckpt_load_f32(const struct hm_ckpt *ck, const char *name, int 
                             name, got, want);
     }
     enum hm_status st = hm_to_f32(hm_ckpt_data_view(ck, i), t->dtype, t->numel, dst, err);
+    hm_ckpt_data_release(ck, i); /* the file's pages are not a second copy of the model */
     if (st != HM_OK)
         hm_error_prefix(err, "tensor '%s': ", name);
     return st;

@@ -54,6 +54,10 @@ const struct hm_ckpt_tensor *hm_ckpt_tensor_at(const struct hm_ckpt *ck, int64_t
 int64_t hm_ckpt_find(const struct hm_ckpt *ck, const char *name); /* -1 if absent */
 /* Borrowed raw little-endian bytes, valid until hm_ckpt_close(). */
 const void *hm_ckpt_data_view(const struct hm_ckpt *ck, int64_t i);
+/* Done with tensor i's bytes for now (hm_st_data_release): loaders call it
+ * after converting a tensor, so a mapped checkpoint does not stay resident
+ * beside the model made from it. */
+void hm_ckpt_data_release(const struct hm_ckpt *ck, int64_t i);
 
 /* Load tensor `name` converted to F32 into dst[numel]. The stored shape must
  * equal shape[ndim] exactly; errors name the tensor and both shapes. */

@@ -206,6 +206,12 @@ enum hm_status hm_model_place(struct hm_model *m, const struct hm_backend *be,
 {
     if (m->be == be)
         return HM_OK;
+    /* host memory to host memory (NULL, ref, fast): the buffers are adopted
+     * as they are, so the peak stays one copy of the weights */
+    if ((!m->be || hm_backend_host_memory(m->be)) && (!be || hm_backend_host_memory(be))) {
+        m->be = be;
+        return HM_OK;
+    }
     const size_t bytes = sizeof(float) * (size_t)(m->n_params > 0 ? m->n_params : 1);
     const size_t fbytes = sizeof(float) * (size_t)(m->cfg.rotary_dims / 2 + 1);
     float *host = m->storage, *hfreq = m->inv_freq;

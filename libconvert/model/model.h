@@ -150,7 +150,8 @@ void hm_model_free(struct hm_model *m); /* accepts NULL */
  * memory with be = NULL; every view and slot follows. A model is built and
  * loaded in host memory (conversions edit it there) and placed on a
  * backend before its ops run; ops reject it otherwise (the checked backend
- * proves it). No-op when already there. */
+ * proves it). No-op when already there; between host memories (host, ref,
+ * fast: hm_backend_host_memory) the buffers are adopted without a copy. */
 enum hm_status hm_model_place(struct hm_model *m, const struct hm_backend *be,
                               struct hm_error *err);
 /* HM_OK when m is placed on be, else HM_ERR_INVALID saying where it is. */

@@ -17,7 +17,6 @@ struct run {
     int64_t np;
     struct hm_optim opt;
     int64_t step;    /* completed optimizer steps */
-    float *host;     /* the host mirror while saving or loading state (run_state.c) */
     int64_t tokens;  /* training tokens consumed */
     uint64_t data_hash;
     uint64_t base_hash;  /* the input checkpoint's bytes (0: a stream, unknown) */

@@ -1,5 +1,5 @@
 /* run_state.c — a run's state file (contract §4 resume, run.h): writing it
- * from the backend through a host mirror, reading it back with every check
+ * from the backend tensor by tensor, reading it back with every check
  * that makes a resumed run continue bit-for-bit, and the checkpoint saves. */
 #include "run_internal.h"
 
@@ -57,98 +57,152 @@ uint64_t run_base_checkpoint_hash(const char *path)
 
 uint64_t hm_run_checkpoint_hash(const char *path) { return run_base_checkpoint_hash(path); }
 
-/* xxh3 over the state's tensors in file order (w., m., v. per parameter):
- * the hash of the per-tensor hashes. get(ctx, i, k) gives tensor k (0 w,
- * 1 m, 2 v) of parameter i, or NULL. */
-typedef const float *(*state_tensor_fn)(void *ctx, int64_t i, int k);
-static uint64_t payload_hash(int64_t np, const struct hm_opt_param *p, state_tensor_fn get,
-                             void *ctx)
-{
-    uint64_t *hs = calloc((size_t)(3 * np) + 1, sizeof *hs), h;
-    int64_t k = 0;
-    if (!hs)
-        return 0;
-    for (int64_t i = 0; i < np; i++)
-        for (int t = 0; t < 3; t++) {
-            const float *x = get(ctx, i, t);
-            if (x)
-                hs[k++] = hm_xxh3(x, sizeof(float) * (size_t)p[i].n);
-        }
-    h = hm_xxh3(hs, sizeof *hs * (size_t)k);
-    free(hs);
-    return h;
-}
+/* ---- the state's tensors, one at a time ------------------------------------
+ * Saving and loading stream tensor by tensor between the trainer's own
+ * buffers and the file: nothing mirrors the whole state (a 1B model's
+ * weights and moments are 3 × 4 GB). Host-memory backends (ref, fast) are
+ * read in place; others go through one staging buffer of the largest tensor,
+ * so a save holds at most two tensors beyond the trainer's memory. */
 
-/* The host mirror of the trainable state while a state file is written or
- * read: regions [w | m | v], each [Σ n] in p's order (r->host, owned). The
- * weights and moments themselves live on the backend. */
-static float *mirror(const struct run *r, int64_t i, int k)
+/* Tensor k (0 w, 1 m, 2 v) of parameter i in backend memory on this
+ * process, or NULL: no such tensor (SGD has no moments) or another process
+ * owns its moments (ZeRO-1). */
+static const float *backend_tensor(const struct run *r, int64_t i, int k)
 {
-    if (k > 0 && r->o->optim.kind != HM_OPTIM_ADAMW)
+    if (k == 0)
+        return r->p[i].w;
+    if (!r->opt.m || i < r->own0 || i >= r->own1)
         return NULL;
-    return r->host + (size_t)k * (size_t)r->off[r->np] + (size_t)r->off[i];
+    return (k == 1 ? r->opt.m : r->opt.v) + (r->off[i] - r->off[r->own0]);
 }
 
-static enum hm_status mirror_alloc(struct run *r, struct hm_error *err)
+static int has_tensor(const struct run *r, int k)
 {
-    free(r->host);
-    r->host = malloc(sizeof(float) * (3 * (size_t)r->off[r->np] + 1));
-    return r->host ? HM_OK : hm_error_set(err, HM_ERR_NOMEM, "out of memory for the state");
+    return k == 0 || r->o->optim.kind == HM_OPTIM_ADAMW;
 }
 
-/* dir 0: backend → mirror; 1: mirror → backend. The moments are this
- * process's, of tensors [own0, own1) (all of them without ZeRO-1); with
- * ZeRO-1 dir 0 then gathers every owner's into the primary's mirror
- * (share_moments). */
-/* ZeRO-1: every tensor's moments from its owner to the primary's mirror, a
- * tensor at a time (elsewhere through r->hw, the largest tensor). Every
- * process. */
-static enum hm_status share_moments(struct run *r, struct hm_error *err)
+/* The host bytes of tensor k of parameter i, for the primary: *out points
+ * into host-memory backend storage, or at buf [p[i].n] after a download or,
+ * with ZeRO-1, the owner's broadcast. Every process calls it for every
+ * (i, k) in the same order: a moment under ZeRO-1 is a collective (the
+ * others receive into buf and drop it). */
+static enum hm_status state_tensor(struct run *r, int64_t i, int k, float *buf,
+                                   const float **out, struct hm_error *err)
 {
-    const struct hm_run_comm *c = r->o->comm;
+    const struct hm_backend *be = r->model->be;
+    const float *src = backend_tensor(r, i, k);
+    const size_t bytes = sizeof(float) * (size_t)r->p[i].n;
     enum hm_status st = HM_OK;
-    for (int k = 1; k <= 2 && st == HM_OK; k++)
-        for (int64_t i = 0; i < r->np && st == HM_OK; i++) {
-            const int q = run_owner(r, i);
-            float *buf = r->primary ? mirror(r, i, k) : r->hw;
-            if (q == c->rank && !r->primary) {
-                const float *src = (k == 1 ? r->opt.m : r->opt.v) + (r->off[i] - r->off[r->own0]);
-                hm_backend_download(r->model->be, buf, src, sizeof(float) * (size_t)r->p[i].n);
-                st = hm_backend_sync(r->model->be, err);
-            }
-            if (st == HM_OK)
-                st = c->bcast_floats(c->ctx, buf, r->p[i].n, q, err);
+    *out = NULL;
+    if (r->zero1 && k > 0) {
+        const int q = run_owner(r, i);
+        if (src) {
+            hm_backend_download(be, buf, src, bytes);
+            st = hm_backend_sync(be, err);
         }
+        if (st == HM_OK)
+            st = r->o->comm->bcast_floats(r->o->comm->ctx, buf, r->p[i].n, q, err);
+        *out = buf;
+        return st;
+    }
+    if (!r->primary)
+        return HM_OK;
+    if (hm_backend_host_memory(be)) {
+        *out = src;
+        return HM_OK;
+    }
+    hm_backend_download(be, buf, src, bytes);
+    *out = buf;
+    return hm_backend_sync(be, err);
+}
+
+/* The staging buffer of the largest tensor (owned by the caller), or NULL
+ * when nothing needs one (host memory, no ZeRO-1). */
+static enum hm_status stage_alloc(const struct run *r, float **buf, struct hm_error *err)
+{
+    int64_t most = 0;
+    *buf = NULL;
+    if (hm_backend_host_memory(r->model->be) && !r->zero1)
+        return HM_OK;
+    for (int64_t i = 0; i < r->np; i++)
+        most = r->p[i].n > most ? r->p[i].n : most;
+    *buf = malloc(sizeof(float) * (size_t)(most + 1));
+    return *buf ? HM_OK
+                : hm_error_set(err, HM_ERR_NOMEM, "out of memory for a %.1f MB state tensor",
+                               (double)most * 4e-6);
+}
+
+/* The checksum of the state (payload_hash over the live tensors), on the
+ * primary; every process takes part. */
+static enum hm_status live_payload_hash(struct run *r, float *buf, uint64_t *hash,
+                                        struct hm_error *err)
+{
+    uint64_t *hs = calloc((size_t)(3 * r->np) + 1, sizeof *hs);
+    int64_t n = 0;
+    enum hm_status st = hs ? HM_OK : hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+    for (int64_t i = 0; i < r->np && st == HM_OK; i++)
+        for (int k = 0; k < 3 && st == HM_OK; k++) {
+            const float *x = NULL;
+            if (!has_tensor(r, k))
+                continue;
+            st = state_tensor(r, i, k, buf, &x, err);
+            if (st == HM_OK && x)
+                hs[n++] = hm_xxh3(x, sizeof(float) * (size_t)r->p[i].n);
+        }
+    *hash = st == HM_OK ? hm_xxh3(hs, sizeof *hs * (size_t)n) : 0;
+    free(hs);
     return st;
 }
 
-static enum hm_status mirror_move(struct run *r, int dir, struct hm_error *err)
+/* The file order of the state: tensors sorted by name ("m.*", "v.*", "w.*",
+ * each by parameter name), which is the order the safetensors writer
+ * writes, so the ZeRO-1 broadcasts of a save follow the writer's fills. */
+struct state_entry {
+    int64_t i;
+    int k;
+};
+static const struct run *sort_run;
+static int by_param_name(const void *a, const void *b)
 {
-    const struct hm_backend *be = r->model->be;
-    const size_t n = (size_t)(r->off[r->own1] - r->off[r->own0]);
-    for (int64_t i = 0; i < r->np; i++) {
-        const size_t bytes = sizeof(float) * (size_t)r->p[i].n;
-        if (dir == 0)
-            hm_backend_download(be, mirror(r, i, 0), r->p[i].w, bytes);
-        else
-            hm_backend_upload(be, r->p[i].w, mirror(r, i, 0), bytes);
+    return strcmp(sort_run->p[*(const int64_t *)a].name, sort_run->p[*(const int64_t *)b].name);
+}
+static struct state_entry *state_order(const struct run *r, int64_t *n)
+{
+    int64_t *idx = malloc(sizeof *idx * (size_t)(r->np + 1));
+    struct state_entry *e = malloc(sizeof *e * (size_t)(3 * r->np + 1));
+    *n = 0;
+    if (!idx || !e) {
+        free(idx);
+        free(e);
+        return NULL;
     }
-    if (!r->opt.m)
-        return HM_OK;
-    if (dir == 1) {
-        hm_backend_upload(be, r->opt.m, mirror(r, r->own0, 1), sizeof(float) * n);
-        hm_backend_upload(be, r->opt.v, mirror(r, r->own0, 2), sizeof(float) * n);
-        return HM_OK;
-    }
-    hm_backend_download(be, mirror(r, r->own0, 1), r->opt.m, sizeof(float) * n);
-    hm_backend_download(be, mirror(r, r->own0, 2), r->opt.v, sizeof(float) * n);
-    enum hm_status st = hm_backend_sync(be, err);
-    return st == HM_OK && r->zero1 ? share_moments(r, err) : st;
+    for (int64_t i = 0; i < r->np; i++)
+        idx[i] = i;
+    sort_run = r;
+    qsort(idx, (size_t)r->np, sizeof *idx, by_param_name);
+    static const int kinds[3] = {1, 2, 0}; /* "m." < "v." < "w." */
+    for (int j = 0; j < 3; j++)
+        for (int64_t t = 0; t < r->np && has_tensor(r, kinds[j]); t++)
+            e[(*n)++] = (struct state_entry){idx[t], kinds[j]};
+    free(idx);
+    return e;
 }
 
-static const float *live_tensor(void *ctx, int64_t i, int k)
+struct save_ctx {
+    struct run *r;
+    const struct state_entry *e; /* [n] in the writer's order */
+};
+
+/* hm_st_fill_fn: the writer's one-tensor buffer filled from the backend. */
+static enum hm_status fill_state(void *ctx, int64_t index, void *dst, size_t nbytes,
+                                 struct hm_error *err)
 {
-    return mirror(ctx, i, k);
+    const struct save_ctx *c = ctx;
+    const float *x = NULL;
+    enum hm_status st = state_tensor(c->r, c->e[index].i, c->e[index].k, dst, &x, err);
+    if (st == HM_OK && x != dst)
+        memcpy(dst, x, nbytes);
+    return st;
 }
 
 /* ---- the state file ----------------------------------------------------- */
@@ -197,38 +251,40 @@ enum hm_status run_save_state(struct run *r, struct hm_error *err)
 {
     struct hm_st_writer *w = hm_st_writer_new();
     char *meta = run_json(r), *cfg = hm_config_to_json(r->model->cfg);
+    float *buf = NULL;
+    int64_t ne = 0;
+    struct state_entry *order = state_order(r, &ne);
+    uint64_t hash = 0;
     enum hm_status st = HM_OK;
     char name[512];
-    if (!w || !meta || !cfg) {
+    if (!w || !meta || !cfg || !order) {
         st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
         goto out;
     }
+    if ((st = stage_alloc(r, &buf, err)) != HM_OK ||
+        (st = live_payload_hash(r, buf, &hash, err)) != HM_OK)
+        goto out;
     if (!r->primary) {
-        /* the primary reads its own, or gathers the moments (ZeRO-1) */
-        st = r->zero1 ? share_moments(r, err) : HM_OK;
+        /* the primary writes; under ZeRO-1 the others send their moments
+         * in the order the writer asks for them */
+        const float *x;
+        for (int64_t j = 0; j < ne && st == HM_OK && r->zero1; j++)
+            if (order[j].k > 0)
+                st = state_tensor(r, order[j].i, order[j].k, buf, &x, err);
         goto out;
     }
-    if ((st = mirror_alloc(r, err)) != HM_OK || (st = mirror_move(r, 0, err)) != HM_OK)
-        goto out;
-    for (int64_t i = 0; i < r->np && st == HM_OK; i++) {
-        int64_t shape[1] = {r->p[i].n};
-        snprintf(name, sizeof name, "w.%s", r->p[i].name);
-        st = hm_st_writer_add(w, name, HM_DTYPE_F32, 1, shape, mirror(r, i, 0), err);
-        if (st == HM_OK && r->opt.m) {
-            snprintf(name, sizeof name, "m.%s", r->p[i].name);
-            st = hm_st_writer_add(w, name, HM_DTYPE_F32, 1, shape, mirror(r, i, 1), err);
-        }
-        if (st == HM_OK && r->opt.v) {
-            snprintf(name, sizeof name, "v.%s", r->p[i].name);
-            st = hm_st_writer_add(w, name, HM_DTYPE_F32, 1, shape, mirror(r, i, 2), err);
-        }
+    struct save_ctx sc = {r, order};
+    static const char *pre[3] = {"w.", "m.", "v."};
+    for (int64_t j = 0; j < ne && st == HM_OK; j++) {
+        int64_t shape[1] = {r->p[order[j].i].n};
+        snprintf(name, sizeof name, "%s%s", pre[order[j].k], r->p[order[j].i].name);
+        st = hm_st_writer_add_fill(w, name, HM_DTYPE_F32, 1, shape, fill_state, &sc, err);
     }
     if (st == HM_OK) {
         /* the checksum of what follows: a flipped bit never resumes silently */
         cJSON *j = cJSON_Parse(meta);
         char hex[17];
-        snprintf(hex, sizeof hex, "%016llx",
-                 (unsigned long long)payload_hash(r->np, r->p, live_tensor, r));
+        snprintf(hex, sizeof hex, "%016llx", (unsigned long long)hash);
         if (j)
             cJSON_AddStringToObject(j, "payload_xxh3", hex);
         char *full = j ? cJSON_PrintUnformatted(j) : NULL;
@@ -246,9 +302,9 @@ enum hm_status run_save_state(struct run *r, struct hm_error *err)
 out:
     free(meta);
     free(cfg);
+    free(order);
+    free(buf);
     hm_st_writer_free(w);
-    free(r->host);
-    r->host = NULL;
     return st;
 }
 
@@ -349,46 +405,63 @@ enum hm_status run_load_state(struct run *r, struct hm_error *err)
         st = hm_error_set(err, HM_ERR_FORMAT, "state '%s' has a bad step", r->state_path);
         goto out;
     }
-    if ((st = mirror_alloc(r, err)) != HM_OK)
-        goto out;
+    /* every tensor checked and hashed where the file maps it, then uploaded
+     * (each process its own moments) with its pages released behind it */
+    uint64_t *hs = calloc((size_t)(3 * r->np) + 1, sizeof *hs);
+    int64_t nh = 0, *at = calloc((size_t)(3 * r->np) + 1, sizeof *at);
+    if (!hs || !at)
+        st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
     for (int64_t i = 0; i < r->np && st == HM_OK; i++) {
         char name[512];
         const char *pre[3] = {"w.", "m.", "v."};
-        float *dst[3] = {mirror(r, i, 0), mirror(r, i, 1), mirror(r, i, 2)};
         for (int k = 0; k < 3 && st == HM_OK; k++) {
-            if (!dst[k])
+            if (!has_tensor(r, k))
                 continue;
             snprintf(name, sizeof name, "%s%s", pre[k], r->p[i].name);
             int64_t idx = hm_st_find(f, name);
             const struct hm_st_tensor *tt = idx >= 0 ? hm_st_tensor_at(f, idx) : NULL;
-            if (!tt || tt->dtype != HM_DTYPE_F32 || tt->numel != r->p[i].n)
+            if (!tt || tt->dtype != HM_DTYPE_F32 || tt->numel != r->p[i].n) {
                 st = hm_error_set(err, HM_ERR_INVALID,
                                   "state '%s' lacks F32 tensor '%s' of %lld values",
                                   r->state_path, name, (long long)r->p[i].n);
-            else
-                memcpy(dst[k], hm_st_data_view(f, idx), sizeof(float) * (size_t)tt->numel);
+                break;
+            }
+            /* the same hash of per-tensor hashes, in (i; w, m, v) order, as the save */
+            hs[nh] = hm_xxh3(hm_st_data_view(f, idx), sizeof(float) * (size_t)tt->numel);
+            at[nh++] = idx;
+            hm_st_data_release(f, idx);
         }
     }
     if (st == HM_OK) {
         const cJSON *ph = cJSON_GetObjectItem(j, "payload_xxh3");
         char hex[17];
         snprintf(hex, sizeof hex, "%016llx",
-                 (unsigned long long)payload_hash(r->np, r->p, live_tensor, r));
+                 (unsigned long long)hm_xxh3(hs, sizeof *hs * (size_t)nh));
         if (!cJSON_IsString(ph) || strcmp(ph->valuestring, hex) != 0)
             st = hm_error_set(err, HM_ERR_FORMAT,
                               "state '%s' is corrupt: its tensors do not match its checksum "
                               "(payload_xxh3 %s, computed %s)", r->state_path,
                               cJSON_IsString(ph) ? ph->valuestring : "missing", hex);
     }
+    for (int64_t i = 0, q = 0; i < r->np && st == HM_OK; i++)
+        for (int k = 0; k < 3; k++) {
+            if (!has_tensor(r, k))
+                continue;
+            const int64_t idx = at[q++];
+            float *dst = (float *)backend_tensor(r, i, k); /* this process's own buffer */
+            if (dst)
+                hm_backend_upload(r->model->be, dst, hm_st_data_view(f, idx),
+                                  sizeof(float) * (size_t)r->p[i].n);
+            hm_st_data_release(f, idx);
+        }
+    free(hs);
+    free(at);
     if (st != HM_OK)
         goto out;
-    mirror_move(r, 1, err);
     r->step = (int64_t)step->valuedouble;
     r->opt.t = (int64_t)t->valuedouble;
     r->tokens = (int64_t)tok->valuedouble;
 out:
-    free(r->host);
-    r->host = NULL;
     free(mine_txt);
     cJSON_Delete(j);
     cJSON_Delete(mine);
