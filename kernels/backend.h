@@ -74,6 +74,12 @@ enum hm_gelu_kind {
     HM_GELU_TANH,    /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), HF "gelu_new" */
 };
 
+/* The narrow dtypes a frozen weight may keep in backend memory (widen_rows). */
+enum hm_narrow {
+    HM_NARROW_BF16 = 0,
+    HM_NARROW_F16,
+};
+
 /* ---- lifecycle ---------------------------------------------------------------
  * Backends by name: "ref", "fast" (alias "cpu"), "checked" (ref's ops on
  * guarded memory: any host access to it, and any op handed memory that is
@@ -175,6 +181,13 @@ void hm_rotary_inv_freq(float *inv_freq, int64_t r, double base);
 
 /* [embedding_forward] y[t] = table[ids[t]].   y: [T, d]  ids: [T], each 0 <= id < rows of table
  *   (the caller checks)  table: [V, d] */
+
+/* [widen_rows] Rows of a narrow table widened to fp32 (exactly: kernels/narrow.h):
+ * y[i] = widen(x[ids ? ids[i] : i]) — a lookup of a narrow embedding, or with
+ * ids NULL the contiguous widening of N·d values (a frozen weight before the
+ * op that reads it).
+ *   y: [N, d]  ids: [N] or NULL, each 0 <= id < rows of x (the caller checks)
+ *   x: [rows, d] bf16 or f16 bits (kind) */
 
 /* [nll_forward] Per-position cross-entropy: nll[t] = logsumexp(logits[t]) − logits[t, targets[t]]
  * (the negative log-softmax at the target), sums kept in double.

@@ -201,12 +201,12 @@ static enum hm_status fill_logits(void *vctx, int64_t index, void *dst, size_t n
         float *lg = out + w0 * L * V; /* [n, L, V] */
         enum hm_status st = load_batch(c, w0, n, err);
         if (st == HM_OK)
-            st = hm_model_forward_batch(c->m, c->be, c->in, n, L, lg, &c->ws, err);
+            st = hm_model_forward_batch(c->m, c->be, c->in, c->tg, n, L, lg, c->nll, &c->ws,
+                                        err);
         if (st != HM_OK) {
             hm_error_prefix(err, "window %lld: ", (long long)w0);
             return st;
         }
-        hm_backend_nll_forward(c->be, c->nll, NULL, lg, c->tg, n * L, V);
         for (int64_t k = 0; k < n; k++)
             account(c, w0 + k, k);
     }
@@ -586,7 +586,9 @@ int main(int argc, char **argv)
     if (o.unigram) {
         load_unigram(&cx, o.unigram);
     } else {
-        if (hm_ckpt_open(o.ckpt, &ck, &err) != HM_OK || hm_model_load(ck, &m, &err) != HM_OK)
+        /* straight into the backend, bf16/f16 layer weights kept narrow */
+        if (hm_ckpt_open(o.ckpt, &ck, &err) != HM_OK ||
+            hm_model_load_narrow(ck, hm_ckpt_config(ck), be, &m, &err) != HM_OK)
             hm_die_err("cannot read", o.ckpt, &err);
         /* --mc: the tokenizer given, else the bundle's own (hm-generate's rule) */
         if (o.mc && !(mc_tok = hm_gen_load_tokenizer(ck, o.ckpt, o.tokenizer, o.bytes)))
@@ -594,8 +596,6 @@ int main(int argc, char **argv)
                    "or --bytes", o.ckpt, o.mc);
         hm_ckpt_close(ck);
         hm_warn_nonfinite(o.ckpt, m);
-        if (hm_model_place(m, be, &err) != HM_OK)
-            hm_die_err("cannot place", o.ckpt, &err);
     }
     cx.m = m;
     struct mc mc = {0};

@@ -78,6 +78,21 @@ static struct hm_model *load_model(const char *path, struct hm_ckpt **ck_out, ch
     return m;
 }
 
+static struct hm_model *load_teacher(const char *path, const struct hm_backend *be)
+{
+    struct hm_ckpt *ck;
+    struct hm_model *m;
+    struct hm_error err;
+    hm_error_clear(&err);
+    if (hm_ckpt_open(path, &ck, &err) != HM_OK)
+        hm_die_err("cannot read", path, &err);
+    if (hm_model_load_narrow(ck, hm_ckpt_config(ck), be, &m, &err) != HM_OK)
+        hm_die_err("cannot load", path, &err);
+    hm_ckpt_close(ck);
+    hm_warn_nonfinite(path, m);
+    return m;
+}
+
 static void print_plan(const struct hm_train_cli *t, const struct hm_model *m,
                        const struct hm_train_opts *to, int64_t trainable, int json)
 {
@@ -86,7 +101,7 @@ static void print_plan(const struct hm_train_cli *t, const struct hm_model *m,
     double adam = r->optim.kind == HM_OPTIM_ADAMW ? (double)trainable * 8 : 0;
     double acts = (double)hm_trainer_activation_bytes(&m->cfg, to);
     const struct hm_model *tm = to->kd_teacher ? to->kd_teacher : to->align_teacher;
-    double teacher = tm ? (double)tm->n_params * 4 : 0;
+    double teacher = tm ? hm_model_weight_bytes(tm) : 0;
     int64_t per = r->batch * r->seq_len * hm_train_cli_micro_batches(t);
     if (json) {
         printf("{\"version\": 1, \"steps\": %lld, \"tokens_per_step\": %lld, \"tokens\": %lld, "
@@ -192,14 +207,15 @@ int main(int argc, char **argv)
 
     char *prov = NULL;
     struct hm_model *m = load_model(in, NULL, &prov), *teacher = NULL;
+    /* a teacher is only run: straight onto the backend, bf16 layers kept narrow */
     if (kd_path) {
-        teacher = load_model(kd_path, NULL, NULL);
+        teacher = load_teacher(kd_path, t.backend);
         if (teacher->cfg.vocab_size != m->cfg.vocab_size)
             hm_die("teacher '%s' has vocabulary %lld, the student %lld", kd_path,
                    (long long)teacher->cfg.vocab_size, (long long)m->cfg.vocab_size);
     }
     if (align_path) {
-        teacher = load_model(align_path, NULL, NULL);
+        teacher = load_teacher(align_path, t.backend);
         if (teacher->cfg.mixer != HM_MIXER_SOFTMAX)
             hm_die("--align '%s' is a %s model; the teacher must have softmax attention",
                    align_path, hm_arch_name(&teacher->cfg));

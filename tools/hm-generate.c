@@ -525,8 +525,8 @@ int main(int argc, char **argv)
     struct hm_error err;
     struct hm_ckpt *ck = NULL;
     struct run r = {.o = &o, .be = be};
-    if (hm_ckpt_open(o.model, &ck, &err) != HM_OK || hm_model_load(ck, &r.m, &err) != HM_OK ||
-        hm_model_place(r.m, be, &err) != HM_OK)
+    if (hm_ckpt_open(o.model, &ck, &err) != HM_OK ||
+        hm_model_load_narrow(ck, hm_ckpt_config(ck), be, &r.m, &err) != HM_OK)
         hm_die_err("cannot read", o.model, &err);
     if (!o.bench)
         r.tok = hm_gen_load_tokenizer(ck, o.model, o.tokenizer, o.bytes);

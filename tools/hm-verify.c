@@ -505,7 +505,7 @@ static int check_logits(const struct opts *o)
         int64_t n = W - q0 < B ? W - q0 : B;
         for (int64_t b = 0; b < n; b++)
             memcpy(in + b * T, s.tok + (q0 + b) * (T + 1), sizeof(int32_t) * (size_t)T);
-        if (hm_model_forward_batch(m, be, in, n, T, lg, &ws, &err) != HM_OK) {
+        if (hm_model_forward_batch(m, be, in, NULL, n, T, lg, NULL, &ws, &err) != HM_OK) {
             hm_error("cannot run '%s': %s", o->a, err.msg);
             rc = 2;
             break;

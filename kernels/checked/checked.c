@@ -142,7 +142,8 @@ static void ck_skip(struct ck_arena *a, const char *op, const char *arg, ...)
 
 #define CK_ARG(a, op, x)                                                                 \
     _Generic((x), float *: ck_ptr, const float *: ck_ptr, double *: ck_ptr,               \
-             int32_t *: ck_ptr, const int32_t *: ck_ptr, int64_t *: ck_ptr, void *: ck_ptr, \
+             int32_t *: ck_ptr, const int32_t *: ck_ptr, int64_t *: ck_ptr, void *: ck_ptr,        \
+             const uint16_t *: ck_ptr, \
              default: ck_skip)(a, op, #x, x);
 
 /* CK_EACH(a, op, args...): CK_ARG on each of up to 26 arguments. */

@@ -12,6 +12,7 @@
 #include "cpu_ops.h"
 #include "cpu_simd.h"
 #include "cpu_vexp.h"
+#include "narrow.h"
 
 #ifdef HM_HAVE_BLAS
 #include <cblas.h>
@@ -168,6 +169,23 @@ void hm_fast_add_forward(HM_CPU_CTX, float *y, const float *a, const float *b, i
 #pragma omp parallel for simd schedule(static) if (n >= HM_PAR_MIN)
     for (int64_t i = 0; i < n; i++)
         y[i] = a[i] + b[i];
+}
+
+void hm_fast_widen_rows(HM_CPU_CTX, float *y, const int32_t *ids, const uint16_t *x, int64_t N,
+                        int64_t d, enum hm_narrow kind)
+{
+#pragma omp parallel for schedule(static) if (N * d >= HM_PAR_MIN)
+    for (int64_t i = 0; i < N; i++) {
+        const uint16_t *row = x + (ids ? (int64_t)ids[i] : i) * d;
+        float *out = y + i * d;
+        if (kind == HM_NARROW_F16)
+            for (int64_t j = 0; j < d; j++)
+                out[j] = hm_f16_f32(row[j]);
+        else
+#pragma omp simd
+            for (int64_t j = 0; j < d; j++)
+                out[j] = hm_bf16_f32(row[j]);
+    }
 }
 
 void hm_fast_embedding_forward(HM_CPU_CTX, float *y, const int32_t *ids, const float *table, int64_t T,

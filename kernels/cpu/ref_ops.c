@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cpu_ops.h"
+#include "narrow.h"
 
 void hm_ref_matmul_forward(HM_CPU_CTX, float *y, const float *x, const float *w, const float *b,
                            int64_t T, int64_t in, int64_t out)
@@ -64,6 +65,17 @@ void hm_ref_embedding_forward(HM_CPU_CTX, float *y, const int32_t *ids, const fl
 {
     for (int64_t t = 0; t < T; t++)
         memcpy(y + t * d, table + (int64_t)ids[t] * d, sizeof(float) * (size_t)d);
+}
+
+void hm_ref_widen_rows(HM_CPU_CTX, float *y, const int32_t *ids, const uint16_t *x, int64_t N,
+                       int64_t d, enum hm_narrow kind)
+{
+    for (int64_t i = 0; i < N; i++) {
+        const uint16_t *row = x + (ids ? (int64_t)ids[i] : i) * d;
+        float *out = y + i * d;
+        for (int64_t j = 0; j < d; j++)
+            out[j] = kind == HM_NARROW_F16 ? hm_f16_f32(row[j]) : hm_bf16_f32(row[j]);
+    }
 }
 
 void hm_ref_nll_forward(HM_CPU_CTX, float *nll, float *lse, const float *logits, const int32_t *targets,

@@ -22,6 +22,7 @@
  * y) use __fmul_rn / __fadd_rn so nvcc does not contract them into an FMA
  * with a different rounding from ref's. */
 #include "cuda_internal.h"
+#include "narrow.h"
 
 #include <limits.h>
 #include <math.h>
@@ -358,6 +359,19 @@ __global__ void k_embedding_fwd(float *y, const int32_t *ids, const float *table
     }
 }
 
+/* y: [N, d] ← widen(x[ids ? ids[i] : i]) (kernels/narrow.h) */
+__global__ void k_widen_rows(float *y, const int32_t *ids, const uint16_t *x, int64_t N,
+                             int64_t d, int f16)
+{
+    const int64_t n = N * d;
+    for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j < n;
+         j += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t t = j / d, i = j - t * d;
+        const uint16_t b = x[(ids ? (int64_t)ids[t] : t) * d + i];
+        y[j] = f16 ? hm_f16_f32(b) : hm_bf16_f32(b);
+    }
+}
+
 constexpr int CU_EMB_THREADS = 128; /* columns per block */
 constexpr int CU_EMB_TILE = 1024;   /* ids staged in shared memory at a time */
 constexpr int CU_EMB_GROUPS = 64;   /* most id groups (gridDim.y) */
@@ -676,6 +690,16 @@ void cu_embedding_forward(void *ctx, float *y, const int32_t *ids, const float *
         return;
     k_embedding_fwd<<<cu_blocks(T * d, CU_THREADS), CU_THREADS, 0, cu_stream(ctx)>>>(y, ids, table,
                                                                                     T, d);
+    CU_LAUNCHED(ctx);
+}
+
+void cu_widen_rows(void *ctx, float *y, const int32_t *ids, const uint16_t *x, int64_t N,
+                   int64_t d, enum hm_narrow kind)
+{
+    if (N <= 0 || d <= 0)
+        return;
+    k_widen_rows<<<cu_blocks(N * d, CU_THREADS), CU_THREADS, 0, cu_stream(ctx)>>>(
+        y, ids, x, N, d, kind == HM_NARROW_F16);
     CU_LAUNCHED(ctx);
 }
 

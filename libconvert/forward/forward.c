@@ -78,6 +78,7 @@ enum hm_status hm_model_layers_forward(const struct hm_model *m, const struct hm
 
     hm_backend_embedding_forward(be, f->la[0].h, tokens, m->embed_in, N, d);
     for (int64_t l = 0; l < L; l++) {
+        hm_model_widen_layer(m, l); /* a narrow model's layer, widened once here */
         const struct hm_layer *ly = &m->layers[l];
         struct hm_layer_acts *a = &f->la[f->shared ? 0 : l];
         float *hn = l + 1 < L ? f->la[f->shared ? 0 : l + 1].h : f->h_out;

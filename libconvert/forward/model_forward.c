@@ -65,14 +65,17 @@ enum hm_status hm_model_hidden(const struct hm_model *m, const struct hm_backend
 }
 
 enum hm_status hm_model_forward_batch(const struct hm_model *m, const struct hm_backend *be,
-                                      const int32_t *tokens, int64_t B, int64_t T,
-                                      float *logits, struct hm_model_ws *ws,
-                                      struct hm_error *err)
+                                      const int32_t *tokens, const int32_t *targets, int64_t B,
+                                      int64_t T, float *logits, float *nll,
+                                      struct hm_model_ws *ws, struct hm_error *err)
 {
-    enum hm_status st = hidden_batch(m, be, tokens, B, T, ws, NULL, err);
+    enum hm_status st = targets ? check_ids(targets, B, T, m->cfg.vocab_size, "target", err)
+                                : HM_OK;
+    if (st == HM_OK)
+        st = hidden_batch(m, be, tokens, B, T, ws, NULL, err);
     if (st != HM_OK)
         return st;
-    const int64_t n = B * T * m->cfg.vocab_size;
+    const int64_t N = B * T, n = N * m->cfg.vocab_size;
     if (n > ws->out_cap) {
         hm_backend_free(be, (void **)&ws->out);
         ws->out_cap = 0;
@@ -80,9 +83,14 @@ enum hm_status hm_model_forward_batch(const struct hm_model *m, const struct hm_
             return hm_error_set(err, HM_ERR_NOMEM, "out of memory for %lld logits", (long long)n);
         ws->out_cap = n;
     }
-    hm_backend_matmul_forward(be, ws->out, ws->hf, m->embed_out, NULL, B * T,
+    hm_backend_matmul_forward(be, ws->out, ws->hf, m->embed_out, NULL, N,
                               m->cfg.hidden_size, m->cfg.vocab_size);
     hm_backend_download(be, logits, ws->out, sizeof(float) * (size_t)n);
+    if (targets) { /* the NLLs of these logits, on the backend (ws->tg, ws->nll: [B·T]) */
+        hm_backend_upload(be, ws->tg, targets, sizeof(int32_t) * (size_t)N);
+        hm_backend_nll_forward(be, ws->nll, NULL, ws->out, ws->tg, N, m->cfg.vocab_size);
+        hm_backend_download(be, nll, ws->nll, sizeof(float) * (size_t)N);
+    }
     return hm_backend_sync(be, err);
 }
 
@@ -90,7 +98,7 @@ enum hm_status hm_model_forward(const struct hm_model *m, const struct hm_backen
                                const int32_t *tokens, int64_t T, float *logits,
                                struct hm_model_ws *ws, struct hm_error *err)
 {
-    return hm_model_forward_batch(m, be, tokens, 1, T, logits, ws, err);
+    return hm_model_forward_batch(m, be, tokens, NULL, 1, T, logits, NULL, ws, err);
 }
 
 enum hm_status hm_model_nll_batch(const struct hm_model *m, const struct hm_backend *be,

@@ -20,11 +20,13 @@ enum hm_status hm_model_hidden(const struct hm_model *m, const struct hm_backend
                               const struct hm_model_hooks *hooks, struct hm_error *err);
 
 /* logits: [B, T, V] (caller-owned host memory, downloaded) for tokens: [B, T], B independent
- * sequences each at positions 0..T-1. hm_model_forward is B = 1. */
+ * sequences each at positions 0..T-1. With targets: [B, T] (each < V; else NULL), also
+ * nll: [B, T] (caller-owned host memory) = −log softmax(logits)[targets], computed on the
+ * backend from the same logits. hm_model_forward is B = 1 without targets. */
 enum hm_status hm_model_forward_batch(const struct hm_model *m, const struct hm_backend *be,
-                                      const int32_t *tokens, int64_t B, int64_t T,
-                                      float *logits, struct hm_model_ws *ws,
-                                      struct hm_error *err);
+                                      const int32_t *tokens, const int32_t *targets, int64_t B,
+                                      int64_t T, float *logits, float *nll,
+                                      struct hm_model_ws *ws, struct hm_error *err);
 enum hm_status hm_model_forward(const struct hm_model *m, const struct hm_backend *be,
                                const int32_t *tokens, int64_t T, float *logits,
                                struct hm_model_ws *ws, struct hm_error *err);

@@ -8,6 +8,7 @@
 #include "model.h"
 
 #include "mixer.h"
+#include "model_internal.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -45,7 +46,7 @@ static const size_t layer_slot_off[HM_SLOT_COUNT] = {
     [HM_SLOT_FC2_B] = offsetof(struct hm_layer, fc2_b),
 };
 
-static float **slot_ptr(struct hm_model *m, const struct hm_param_spec *s)
+float **hm_model_slot(struct hm_model *m, const struct hm_param_spec *s)
 {
     switch (s->slot) {
     case HM_SLOT_EMBED: return &m->embed_in;
@@ -84,8 +85,8 @@ void hm_model_inv_freq(const struct hm_config *c, float *inv_freq)
     }
 }
 
-enum hm_status hm_model_new(const struct hm_config *cfg, struct hm_model **out,
-                            struct hm_error *err)
+enum hm_status hm_model_build(const struct hm_config *cfg, const unsigned char *narrow,
+                                  struct hm_model **out, struct hm_error *err)
 {
     *out = NULL;
     const int64_t d = cfg->hidden_size, I = cfg->intermediate_size, V = cfg->vocab_size;
@@ -119,7 +120,7 @@ enum hm_status hm_model_new(const struct hm_config *cfg, struct hm_model **out,
         for (int k = 0; k < specs[i].ndim; k++)
             numel *= specs[i].shape[k]; /* checked by hm_param_specs */
         views[i] = (struct hm_tensor_view){.spec = specs[i], .numel = numel};
-        if (hm_add_i64(total, numel, &total))
+        if (!(narrow && narrow[i]) && hm_add_i64(total, numel, &total))
             total = INT64_MAX;
     }
     free(specs);
@@ -140,26 +141,38 @@ enum hm_status hm_model_new(const struct hm_config *cfg, struct hm_model **out,
     /* carve the storage in table order; a slot points at its first tensor */
     float *p = m->storage;
     for (int64_t i = 0; i < n; i++) {
+        if (narrow && narrow[i])
+            continue;
         views[i].data = p;
         p += views[i].numel;
-        float **slot = slot_ptr(m, &views[i].spec);
+        float **slot = hm_model_slot(m, &views[i].spec);
         if (!*slot)
             *slot = views[i].data;
     }
     if (cfg->tie_word_embeddings)
         m->embed_out = m->embed_in; /* one tensor, stored once (contract §1b) */
     const struct hm_mixer_unit *u = hm_mixer_unit(cfg->mixer);
-    for (int64_t l = 0; u->identity && l < L; l++)
+    for (int64_t l = 0; u->identity && !narrow && l < L; l++)
         u->identity(m, l); /* the mixer's own tensors start at their identity values */
     hm_model_inv_freq(cfg, m->inv_freq);
     *out = m;
     return HM_OK;
 }
 
+enum hm_status hm_model_new(const struct hm_config *cfg, struct hm_model **out,
+                            struct hm_error *err)
+{
+    return hm_model_build(cfg, NULL, out, err);
+}
+
 const char *hm_model_first_nonfinite(const struct hm_model *m, int64_t *index)
 {
+    if (m->scanned) { /* found while loading: its weights are in m->be's memory */
+        *index = m->bad_at;
+        return m->bad_view < 0 ? NULL : m->views[m->bad_view].spec.name;
+    }
     for (int64_t i = 0; i < m->n_views; i++)
-        for (int64_t j = 0; j < m->views[i].numel; j++)
+        for (int64_t j = 0; m->views[i].data && j < m->views[i].numel; j++)
             if (!isfinite(m->views[i].data[j])) {
                 *index = j;
                 return m->views[i].spec.name;
@@ -176,6 +189,11 @@ void hm_model_free(struct hm_model *m)
         hm_backend_free(m->be, (void **)&m->storage);
         hm_backend_free(m->be, (void **)&m->inv_freq);
     }
+    if (m->narrow) {
+        hm_backend_free(m->be, (void **)&m->narrow->bits);
+        hm_backend_free(m->be, (void **)&m->narrow->wide);
+        free(m->narrow);
+    }
     free(m->storage);
     free(m->layers);
     free(m->inv_freq);
@@ -190,10 +208,11 @@ static void rebase(struct hm_model *m, const float *from, float *to, float *inv_
     for (int64_t i = 0; i < m->n_views; i++) {
         /* several views may share one slot (llama's q, k, v projections):
          * a slot moves once, while it still points into the old storage */
-        float **slot = slot_ptr(m, &m->views[i].spec);
+        float **slot = hm_model_slot(m, &m->views[i].spec);
         if (*slot && *slot >= from && *slot < from + m->n_params)
             *slot = to + (*slot - from);
-        m->views[i].data = to + (m->views[i].data - from);
+        if (!m->views[i].narrow && m->views[i].data) /* narrow: the widened layer */
+            m->views[i].data = to + (m->views[i].data - from);
     }
     if (m->cfg.tie_word_embeddings)
         m->embed_out = m->embed_in;
@@ -206,6 +225,9 @@ enum hm_status hm_model_place(struct hm_model *m, const struct hm_backend *be,
 {
     if (m->be == be)
         return HM_OK;
+    if (m->narrow)
+        return hm_error_set(err, HM_ERR_INVALID, "a model with narrow weights stays on backend "
+                            "'%s' (hm_model_load_narrow)", hm_backend_name(m->be));
     /* host memory to host memory (NULL, ref, fast): the buffers are adopted
      * as they are, so the peak stays one copy of the weights */
     if ((!m->be || hm_backend_host_memory(m->be)) && (!be || hm_backend_host_memory(be))) {

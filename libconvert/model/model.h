@@ -71,8 +71,25 @@ struct hm_layer {
 /* One tensor of a model: its table entry and its storage. */
 struct hm_tensor_view {
     struct hm_param_spec spec; /* name, ndim, shape, group, layer, is_matrix, slot */
-    float *data;               /* borrowed from the model's storage */
+    float *data;               /* borrowed from the model's storage; a narrow tensor's
+                                * points into the widened-layer buffer (valid only while
+                                * hm_model_widen_layer has its layer there) */
     int64_t numel;
+    const uint16_t *narrow;    /* [numel] bf16/f16 bits in the backend's memory when the
+                                * tensor is kept narrow (hm_model_load_narrow), else NULL */
+};
+
+/* The narrow part of a model (hm_model_load_narrow): its frozen layer
+ * matrices in the checkpoint's dtype and the one buffer a layer is widened
+ * into before the ops read it. Owned by the model, in m->be's memory. */
+struct hm_model_narrow {
+    enum hm_narrow kind;
+    uint16_t *bits;      /* [n_bits] every narrow tensor, table order */
+    int64_t n_bits;
+    float *wide;         /* [n_wide] one layer's narrow tensors widened, table order */
+    int64_t n_wide;
+    int64_t layer;       /* the layer now in wide, −1 none (the forward's state: a
+                          * narrow model runs one forward at a time) */
 };
 
 /* One layer's activations for N = B·T rows. Training keeps one per layer
@@ -117,6 +134,10 @@ struct hm_model {
     int64_t n_params;             /* floats in storage, inv_freq excluded */
     struct hm_tensor_view *views; /* [n_views] every tensor, hm_param_specs order */
     int64_t n_views;
+    struct hm_model_narrow *narrow; /* owned; NULL: every weight is fp32 in storage */
+    int scanned;                  /* hm_model_load_narrow found bad_view while loading */
+    int64_t bad_view, bad_at;     /* the first view holding a NaN or Inf and its element
+                                   * (−1: none), when scanned */
 };
 
 /* A model with every weight zero (callers fill them: tests, benchmarks),
@@ -143,6 +164,32 @@ enum hm_status hm_model_load(const struct hm_ckpt *ck, struct hm_model **out,
  * the softmax teacher inside a hedgehog checkpoint (its skeleton). */
 enum hm_status hm_model_load_as(const struct hm_ckpt *ck, const struct hm_config *cfg,
                                 struct hm_model **out, struct hm_error *err);
+
+/* A frozen model loaded straight into be's memory at the width it needs:
+ * when every 2-D layer tensor of ck is bf16 (or every one f16), they stay
+ * in that dtype (m->narrow) and a layer is widened into one fp32 buffer
+ * when the forward reaches it (hm_model_widen_layer); everything else is
+ * fp32. Widening is exact, so every result equals hm_model_load's + place
+ * bit for bit. Peak memory: the narrow weights, the fp32 rest, one layer
+ * widened; a host-memory backend adopts the fp32 part without a copy and
+ * the checkpoint's pages are released tensor by tensor. For models that
+ * are only run (hm-eval, hm-generate, teachers): a narrow tensor has no
+ * host-writable fp32 copy. Another checkpoint (fp32, mixed) loads as
+ * hm_model_load_as + hm_model_place. out: owned, free with hm_model_free(). */
+enum hm_status hm_model_load_narrow(const struct hm_ckpt *ck, const struct hm_config *cfg,
+                                    const struct hm_backend *be, struct hm_model **out,
+                                    struct hm_error *err);
+
+/* Makes layer l's weights readable as fp32 through m->layers[l] on m->be:
+ * widens its narrow tensors into m->narrow->wide unless l is there already.
+ * No-op for a model without narrow tensors. The skeleton calls it before
+ * each layer (forward/forward.c); so must any code that reads a layer's
+ * weights outside the skeleton. */
+void hm_model_widen_layer(const struct hm_model *m, int64_t l);
+
+/* Bytes of m's weights in memory: fp32 storage plus narrow bits plus the
+ * widened-layer buffer (what a plan counts). */
+double hm_model_weight_bytes(const struct hm_model *m);
 
 void hm_model_free(struct hm_model *m); /* accepts NULL */
 

@@ -28,9 +28,16 @@ enum hm_status hm_model_save(const struct hm_model *m, const char *path, int fla
         free(v);
         return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
     }
-    /* a placed model's weights are downloaded into a host copy first */
+    if (m->narrow) {
+        free(t);
+        free(v);
+        return hm_error_set(err, HM_ERR_INVALID, "a model loaded with narrow weights is run, "
+                            "not saved (hm_model_load_narrow)");
+    }
+    /* a model on a device is downloaded into a host copy first; host memory
+     * (ref, fast) is written from where it is */
     float *host = NULL;
-    if (m->be) {
+    if (m->be && !hm_backend_host_memory(m->be)) {
         host = malloc(sizeof(float) * (size_t)(m->n_params > 0 ? m->n_params : 1));
         if (!host) {
             free(t);

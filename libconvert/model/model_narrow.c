@@ -1,0 +1,187 @@
+/* model_narrow.c — frozen models at the width they need (model.h
+ * hm_model_load_narrow): layer matrices kept in the checkpoint's bf16/f16 in
+ * the backend's memory, one layer widened at a time by the widen_rows op.
+ *
+ * Gotchas: all layers' narrow views share one widened buffer at the same
+ * offsets, so a pointer into it is only valid for the layer last widened;
+ * llama's q, k, v share one slot and stay back to back in it (table order). */
+#include "model_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "narrow.h"
+
+/* The narrow kind every 2-D layer tensor of ck shares, or −1 (none, mixed,
+ * fp32, absent: the plain loader reports what is wrong). mask [n] marks them. */
+static int narrow_kind(const struct hm_ckpt *ck, const struct hm_param_spec *specs, int64_t n,
+                       unsigned char *mask)
+{
+    int kind = -1;
+    for (int64_t i = 0; i < n; i++) {
+        mask[i] = specs[i].ndim == 2 && specs[i].layer >= 0;
+        if (!mask[i])
+            continue;
+        const int64_t j = hm_ckpt_find(ck, specs[i].name);
+        const enum hm_dtype dt = j >= 0 ? hm_ckpt_tensor_at(ck, j)->dtype : HM_DTYPE_F32;
+        const int k = dt == HM_DTYPE_BF16 ? HM_NARROW_BF16 : dt == HM_DTYPE_F16 ? HM_NARROW_F16 : -1;
+        if (k < 0 || (kind >= 0 && k != kind))
+            return -1;
+        kind = k;
+    }
+    return kind;
+}
+
+/* Tensor i's bits from ck into its narrow slot on be (shape checked as
+ * hm_ckpt_load_f32 does); notes the first non-finite value. */
+static enum hm_status upload_narrow(struct hm_model *m, int64_t i, const struct hm_ckpt *ck,
+                                    struct hm_error *err)
+{
+    const struct hm_tensor_view *v = &m->views[i];
+    const int64_t j = hm_ckpt_find(ck, v->spec.name);
+    const struct hm_ckpt_tensor *t = hm_ckpt_tensor_at(ck, j);
+    if (t->ndim != 2 || t->shape[0] != v->spec.shape[0] || t->shape[1] != v->spec.shape[1])
+        return hm_error_set(err, HM_ERR_INVALID,
+                            "tensor '%s' has %d dims [%lld, ...], expected [%lld, %lld]",
+                            v->spec.name, t->ndim, (long long)(t->ndim ? t->shape[0] : 0),
+                            (long long)v->spec.shape[0], (long long)v->spec.shape[1]);
+    const uint16_t *bits = hm_ckpt_data_view(ck, j);
+    const struct hm_model_narrow *nw = m->narrow;
+    for (int64_t e = 0; m->bad_view < 0 && e < v->numel; e++) {
+        const float x = nw->kind == HM_NARROW_F16 ? hm_f16_f32(bits[e]) : hm_bf16_f32(bits[e]);
+        if (!isfinite(x))
+            m->bad_view = i, m->bad_at = e;
+    }
+    hm_backend_upload(m->be, (void *)v->narrow, bits, sizeof(uint16_t) * (size_t)v->numel);
+    hm_ckpt_data_release(ck, j);
+    return HM_OK;
+}
+
+/* Carves m->narrow's bits and widened buffer over the masked views and
+ * points the views and slots at them; allocates both on m->be. */
+static enum hm_status carve_narrow(struct hm_model *m, const unsigned char *mask, int kind,
+                                   struct hm_error *err)
+{
+    struct hm_model_narrow *nw = calloc(1, sizeof *nw);
+    if (!nw)
+        return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+    m->narrow = nw;
+    *nw = (struct hm_model_narrow){.kind = (enum hm_narrow)kind, .layer = -1};
+    int64_t cur = -1, in_layer = 0;
+    for (int64_t i = 0; i < m->n_views; i++) {
+        if (!mask[i])
+            continue;
+        if (m->views[i].spec.layer != cur)
+            cur = m->views[i].spec.layer, in_layer = 0;
+        nw->n_bits += m->views[i].numel;
+        in_layer += m->views[i].numel;
+        nw->n_wide = in_layer > nw->n_wide ? in_layer : nw->n_wide;
+    }
+    nw->bits = hm_backend_alloc(m->be, sizeof(uint16_t) * (size_t)nw->n_bits);
+    nw->wide = hm_backend_alloc(m->be, sizeof(float) * (size_t)nw->n_wide);
+    if (!nw->bits || !nw->wide)
+        return hm_error_set(err, HM_ERR_NOMEM,
+                            "out of memory for %.2f GB of narrow weights and %.2f GB for a "
+                            "widened layer on backend '%s'", 2e-9 * (double)nw->n_bits,
+                            4e-9 * (double)nw->n_wide, hm_backend_name(m->be));
+    int64_t boff = 0, woff = 0;
+    cur = -1;
+    for (int64_t i = 0; i < m->n_views; i++) {
+        struct hm_tensor_view *v = &m->views[i];
+        if (!mask[i])
+            continue;
+        if (v->spec.layer != cur)
+            cur = v->spec.layer, woff = 0;
+        v->narrow = nw->bits + boff;
+        v->data = nw->wide + woff;
+        boff += v->numel;
+        woff += v->numel;
+        float **slot = hm_model_slot(m, &v->spec);
+        if (!*slot)
+            *slot = v->data;
+    }
+    return HM_OK;
+}
+
+/* Records m's first non-finite fp32 weight while m is in host memory (the
+ * narrow ones are scanned as they upload): hm_model_first_nonfinite answers
+ * from it once the weights are on the backend. */
+static void scan(struct hm_model *m)
+{
+    const char *bad = hm_model_first_nonfinite(m, &m->bad_at);
+    m->bad_view = -1;
+    for (int64_t i = 0; bad && i < m->n_views; i++)
+        if (m->views[i].spec.name == bad)
+            m->bad_view = i;
+    m->scanned = 1;
+}
+
+enum hm_status hm_model_load_narrow(const struct hm_ckpt *ck, const struct hm_config *cfg,
+                                    const struct hm_backend *be, struct hm_model **out,
+                                    struct hm_error *err)
+{
+    *out = NULL;
+    struct hm_param_spec *specs = NULL;
+    struct hm_model *m = NULL;
+    const int64_t n = hm_param_specs(cfg, &specs);
+    unsigned char *mask = n >= 0 ? calloc((size_t)n + 1, 1) : NULL;
+    enum hm_status st = mask ? hm_model_check_tensors(ck, err)
+                             : hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+    const int kind = st == HM_OK ? narrow_kind(ck, specs, n, mask) : -1;
+    free(specs);
+    if (st == HM_OK && kind < 0) { /* nothing to keep narrow */
+        free(mask);
+        if ((st = hm_model_load_as(ck, cfg, &m, err)) == HM_OK)
+            scan(m);
+        if (st == HM_OK && (st = hm_model_place(m, be, err)) == HM_OK)
+            *out = m;
+        else
+            hm_model_free(m);
+        return st;
+    }
+    if (st == HM_OK)
+        st = hm_model_build(cfg, mask, &m, err);
+    for (int64_t i = 0; st == HM_OK && i < m->n_views; i++) {
+        const struct hm_tensor_view *v = &m->views[i];
+        if (!mask[i])
+            st = hm_ckpt_load_f32(ck, v->spec.name, v->spec.ndim, v->spec.shape, v->data, err);
+    }
+    if (st == HM_OK)
+        scan(m); /* the fp32 part, while it is in host memory */
+    if (st == HM_OK)
+        st = hm_model_place(m, be, err); /* the fp32 part: adopted on host memory */
+    if (st == HM_OK)
+        st = carve_narrow(m, mask, kind, err);
+    for (int64_t i = 0; st == HM_OK && i < m->n_views; i++)
+        if (mask[i])
+            st = upload_narrow(m, i, ck, err);
+    free(mask);
+    if (st != HM_OK) {
+        hm_model_free(m);
+        return st;
+    }
+    *out = m;
+    return HM_OK;
+}
+
+void hm_model_widen_layer(const struct hm_model *m, int64_t l)
+{
+    struct hm_model_narrow *nw = m->narrow;
+    if (!nw || nw->layer == l)
+        return;
+    for (int64_t i = 0; i < m->n_views; i++) {
+        const struct hm_tensor_view *v = &m->views[i];
+        if (v->narrow && v->spec.layer == l)
+            hm_backend_widen_rows(m->be, v->data, NULL, v->narrow, v->spec.shape[0],
+                                  v->spec.shape[1], nw->kind);
+    }
+    nw->layer = l;
+}
+
+double hm_model_weight_bytes(const struct hm_model *m)
+{
+    const struct hm_model_narrow *nw = m->narrow;
+    return 4.0 * (double)m->n_params +
+           (nw ? 2.0 * (double)nw->n_bits + 4.0 * (double)nw->n_wide : 0.0);
+}

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Narrow frozen weights (SPEC §11, model.h hm_model_load_narrow): hm-eval,
+# hm-generate and the --kd-teacher of hm-finetune keep a bf16/f16
+# checkpoint's layer matrices in that dtype and widen a layer at a time.
+# Widening is exact, so every result must equal the fp32 checkpoint of the
+# same values bit for bit (logits dumps, greedy ids, a KD run's output), on
+# every CPU backend; and the narrow run must really hold less memory (peak
+# RSS), or the test would pass with narrow weights never kept.
+set -euo pipefail
+B="$HM_BIN"
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fail=0
+peak() { # peak RSS (KB) of a command, its output discarded
+    python3 -c 'import resource, subprocess, sys
+r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL)
+if r.returncode: sys.exit(r.returncode)
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)' "$@"
+}
+head -c 3000 /dev/urandom | base64 > "$T/text.txt"
+"$B/hm-tokenize" --bytes "$T/text.txt" -o "$T/text.tok" -q
+cat > "$T/neox.json" <<'J'
+{"model_type": "gpt_neox", "hidden_size": 512, "num_hidden_layers": 6, "num_attention_heads": 8,
+ "intermediate_size": 2048, "vocab_size": 512, "max_position_embeddings": 512,
+ "rotary_pct": 0.25, "use_parallel_residual": true, "layer_norm_eps": 1e-5}
+J
+cat > "$T/llama.json" <<'J'
+{"model_type": "llama", "hidden_size": 512, "num_hidden_layers": 6, "num_attention_heads": 8,
+ "num_key_value_heads": 2, "intermediate_size": 1536, "vocab_size": 512,
+ "max_position_embeddings": 512, "rms_norm_eps": 1e-5, "tie_word_embeddings": true}
+J
+for fam in neox llama; do
+    for dt in bf16 f16; do
+        n="$T/$fam-$dt"
+        "$B/hm-init" --config "$T/$fam.json" --dtype $dt --seed 3 -o "$n.safetensors" -q
+        # the same values in fp32 (widening is exact)
+        "$B/hm-pack" --bytes --dtype f32 "$n.safetensors" -o "$n.b32" -q
+        for be in fast ref checked; do
+            # ref and checked are slow loops: a few windows are enough there
+            w=64 mt=2048; [ $be = fast ] || w=16 mt=64
+            "$B/hm-eval" "$n.safetensors" --data "$T/text.tok" --seq-len $w --max-tokens $mt \
+                --backend $be --dump-logits "$n.narrow.$be.st" -q
+            "$B/hm-eval" "$n.b32/model.safetensors" --data "$T/text.tok" --seq-len $w \
+                --max-tokens $mt --backend $be --dump-logits "$n.f32.$be.st" -q
+            if cmp -s "$n.narrow.$be.st" "$n.f32.$be.st"; then echo "ok $fam $dt eval $be"
+            else echo "FAIL $fam $dt eval $be: logits differ from the fp32 checkpoint's"; fail=1; fi
+        done
+        g1=$("$B/hm-generate" "$n.safetensors" --prompt-ids 1,2,3 --temperature 0 \
+            --max-new-tokens 12 --ids || true)
+        g2=$("$B/hm-generate" "$n.b32/model.safetensors" --prompt-ids 1,2,3 --temperature 0 \
+            --max-new-tokens 12 --ids || true)
+        if [ -n "$g1" ] && [ "$g1" = "$g2" ]; then echo "ok $fam $dt generate"
+        else echo "FAIL $fam $dt generate: '$g1' vs '$g2'"; fail=1; fi
+        # memory: the narrow run holds the layer matrices at half the bytes
+        # (6 layers of ~3 M floats: ~36 MB less at bf16); fp32 pages mapped
+        # from the file are released as they are read, in both runs
+        p16=$(peak "$B/hm-eval" "$n.safetensors" --data "$T/text.tok" --seq-len 64 -q)
+        p32=$(peak "$B/hm-eval" "$n.b32/model.safetensors" --data "$T/text.tok" --seq-len 64 -q)
+        if [ $((p32 - p16)) -gt 20000 ]; then echo "ok $fam $dt peak ${p16} KB < ${p32} KB"
+        else echo "FAIL $fam $dt peak: narrow ${p16} KB, fp32 ${p32} KB (narrow not kept?)"; fail=1; fi
+    done
+done
+# a bf16 teacher for KD: the same student after training against the fp32
+# copy of the teacher, byte for byte
+n="$T/neox-bf16"
+"$B/hm-finetune" "$n.b32/model.safetensors" --data "$T/text.tok" --steps 2 --batch 1 \
+    --seq-len 32 --kd-teacher "$n.safetensors" --kd-weight 0.5 -o "$T/kd16.st" -q
+"$B/hm-finetune" "$n.b32/model.safetensors" --data "$T/text.tok" --steps 2 --batch 1 \
+    --seq-len 32 --kd-teacher "$n.b32/model.safetensors" --kd-weight 0.5 -o "$T/kd32.st" -q
+# the tensor table only (names, shapes, hashes): paths and times differ
+if "$B/hm-inspect" --tensors --hash "$T/kd16.st" | sed -n '/^tensors:/,$p' > "$T/h16" &&
+   "$B/hm-inspect" --tensors --hash "$T/kd32.st" | sed -n '/^tensors:/,$p' > "$T/h32" &&
+   [ "$(wc -l < "$T/h16")" -gt 70 ] && cmp -s "$T/h16" "$T/h32"; then echo "ok kd teacher bf16 = f32"
+else echo "FAIL kd teacher: the student trained against the bf16 teacher differs"; fail=1; fi
+exit $fail
