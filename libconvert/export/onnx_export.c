@@ -667,14 +667,16 @@ enum hm_status hm_onnx_write_files(const struct hm_onnx *x, const char *path, in
             goto out;
         }
         n++;
-        if ((st = hm_onnx_write_data(x, hm_afile_stream(af[0]), err)) != HM_OK) {
-            hm_error_prefix(err, "'%s': ", data_path);
-            goto out;
-        }
     }
+    /* both opened before the gigabytes are written: an existing graph
+     * without force fails first */
     if ((st = hm_afile_open(path, flags, &af[n], err)) != HM_OK)
         goto out;
     n++;
+    if (x->location && (st = hm_onnx_write_data(x, hm_afile_stream(af[0]), err)) != HM_OK) {
+        hm_error_prefix(err, "'%s': ", data_path);
+        goto out;
+    }
     if (fwrite(x->graph, 1, x->graph_len, hm_afile_stream(af[n - 1])) != x->graph_len) {
         st = hm_error_set_errno(err, HM_ERR_IO, errno, "write failed");
         goto out;
