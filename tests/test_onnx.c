@@ -10,12 +10,16 @@
  *     token with the carried state, and prefill + chunk + steps, on a batch
  *     of two sequences. Without node or onnxruntime-node that part skips
  *     visibly (HM_REQUIRE_ORT=1, as CI sets it, makes it fail instead).
+ * The same with external data (contract §11, the threshold lowered to 0):
+ * every weight's data_location, location, offset (a multiple of 64) and
+ * length (numel · 4) and its bytes in the data file; ONNX Runtime reading it.
  * Softmax teachers are refused. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "model.h"
 #include "model_forward.h"
@@ -119,13 +123,76 @@ static struct hm_model *make_model(enum kind k)
     return m;
 }
 
-static Onnx__ModelProto *export_parse(const struct hm_model *m, void **bytes, size_t *len)
+/* Exports m (external data when ext) and parses the graph back. *x: owned. */
+static Onnx__ModelProto *export_parse(const struct hm_model *m, int ext, struct hm_onnx **x)
 {
     struct hm_error err;
-    cr_assert_eq(hm_onnx_export(m, bytes, len, &err), HM_OK, "%s", err.msg);
-    Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, *len, *bytes);
+    struct hm_onnx_opts o = HM_ONNX_OPTS_INIT;
+    if (ext)
+        o.external_above = 0;
+    cr_assert_eq(hm_onnx_build(m, &o, x, &err), HM_OK, "%s", err.msg);
+    size_t len;
+    const void *bytes = hm_onnx_graph(*x, &len);
+    Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, len, bytes);
     cr_assert_not_null(mp, "the exported bytes do not parse as an onnx.ModelProto");
     return mp;
+}
+
+/* The value of key in t's external_data, or NULL. */
+static const char *ext_entry(const Onnx__TensorProto *t, const char *key)
+{
+    for (size_t i = 0; i < t->n_external_data; i++)
+        if (strcmp(t->external_data[i]->key, key) == 0)
+            return t->external_data[i]->value;
+    return NULL;
+}
+
+/* The external data file of x, in memory: *len bytes (owned: free()). */
+static uint8_t *data_file(const struct hm_onnx *x, size_t *len)
+{
+    char *buf = NULL;
+    FILE *fp = open_memstream(&buf, len);
+    struct hm_error err;
+    cr_assert_not_null(fp);
+    cr_assert_eq(hm_onnx_write_data(x, fp, &err), HM_OK, "%s", err.msg);
+    cr_assert_eq(fclose(fp), 0);
+    return (uint8_t *)buf;
+}
+
+/* t's data_location, offset and length: external data in the one file
+ * HM_ONNX_DATA_LOCATION, the offset a multiple of 64 past the end *at of
+ * the previous tensor (bytes between are zeros), the length numel · 4, and
+ * the bytes those of want. */
+static void check_external(const Onnx__TensorProto *t, const float *want, int64_t numel,
+                           const uint8_t *data, size_t data_len, uint64_t *at)
+{
+    cr_assert(t->has_data_location &&
+              t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL,
+              "%s: data_location is not EXTERNAL", t->name);
+    cr_assert(!t->has_raw_data, "%s: raw_data beside external data", t->name);
+    cr_assert_eq(t->n_external_data, 3, "%s: %zu external_data entries", t->name,
+                 t->n_external_data);
+    const char *loc = ext_entry(t, "location"), *off = ext_entry(t, "offset"),
+               *len = ext_entry(t, "length");
+    cr_assert(loc && off && len, "%s: location, offset or length missing", t->name);
+    cr_assert_str_eq(loc, HM_ONNX_DATA_LOCATION, "%s", t->name);
+    char *end;
+    const uint64_t o = strtoull(off, &end, 10);
+    cr_assert(!*end, "%s: offset '%s'", t->name, off);
+    const uint64_t n = strtoull(len, &end, 10);
+    cr_assert(!*end, "%s: length '%s'", t->name, len);
+    cr_assert_eq(o % 64, 0, "%s: offset %llu is not a multiple of 64", t->name,
+                 (unsigned long long)o);
+    cr_assert_eq(n, sizeof(float) * (uint64_t)numel, "%s: length %llu, numel %lld", t->name,
+                 (unsigned long long)n, (long long)numel);
+    cr_assert(o >= *at && o - *at < 64, "%s: offset %llu after %llu", t->name,
+              (unsigned long long)o, (unsigned long long)*at);
+    cr_assert_leq(o + n, data_len, "%s: past the end of the data file", t->name);
+    for (uint64_t i = *at; i < o; i++)
+        cr_assert_eq(data[i], 0, "padding byte %llu is not zero", (unsigned long long)i);
+    cr_assert_eq(memcmp(data + o, want, n), 0, "%s: external bytes differ from the model's",
+                 t->name);
+    *at = o + n;
 }
 
 /* ---- structure ------------------------------------------------------------------ */
@@ -222,13 +289,24 @@ static size_t check_graph(const Onnx__GraphProto *g, struct names *defined)
     return nodes;
 }
 
-static void check_structure(enum kind k)
+static void check_structure(enum kind k, int ext)
 {
     struct hm_model *m = make_model(k);
     const struct hm_config *c = &m->cfg;
-    void *bytes = NULL;
-    size_t len = 0;
-    Onnx__ModelProto *mp = export_parse(m, &bytes, &len);
+    struct hm_onnx *x = NULL;
+    Onnx__ModelProto *mp = export_parse(m, ext, &x);
+    size_t len = 0, data_len = 0;
+    hm_onnx_graph(x, &len);
+    uint8_t *data = NULL;
+    uint64_t data_end = 0;
+    if (ext) {
+        cr_assert_str_eq(hm_onnx_data_location(x), HM_ONNX_DATA_LOCATION);
+        data = data_file(x, &data_len);
+        cr_assert_eq(data_len, hm_onnx_data_size(x));
+    } else {
+        cr_assert_null(hm_onnx_data_location(x));
+        cr_assert_eq(hm_onnx_data_size(x), 0);
+    }
     cr_assert(mp->has_ir_version && mp->ir_version >= 8);
     cr_assert_eq(mp->n_opset_import, 1);
     cr_assert(!mp->opset_import[0]->domain || !mp->opset_import[0]->domain[0]);
@@ -282,6 +360,10 @@ static void check_structure(enum kind k)
         if (!v) {
             cr_assert(strncmp(t->name, "hm.", 3) == 0, "unexpected initializer '%s'", t->name);
             consts++;
+            if (ext && strcmp(t->name, "hm.rotary.inv_freq") == 0) /* a view too: external */
+                check_external(t, m->inv_freq, c->rotary_dims / 2, data, data_len, &data_end);
+            else /* the graph's small constants stay inline */
+                cr_assert(t->has_raw_data && !t->n_external_data, "%s", t->name);
             continue;
         }
         found++;
@@ -289,11 +371,18 @@ static void check_structure(enum kind k)
         cr_assert_eq(t->n_dims, (size_t)v->spec.ndim, "%s rank", t->name);
         for (int d = 0; d < v->spec.ndim; d++)
             cr_assert_eq(t->dims[d], v->spec.shape[d], "%s dim %d", t->name, d);
+        if (ext) {
+            check_external(t, v->data, v->numel, data, data_len, &data_end);
+            continue;
+        }
+        cr_assert(!t->has_data_location && !t->n_external_data, "%s: external", t->name);
         cr_assert(t->has_raw_data && t->raw_data.len == sizeof(float) * (size_t)v->numel,
                   "%s: raw_data of %zu bytes", t->name, t->raw_data.len);
         cr_assert_eq(memcmp(t->raw_data.data, v->data, t->raw_data.len), 0,
                      "%s: bytes differ from the model's", t->name);
     }
+    cr_assert_eq(data_end, data_len, "%s: the data file has %zu bytes, its tensors end at %llu",
+                 kind_names[k], data_len, (unsigned long long)data_end);
     cr_assert_eq(found, (size_t)m->n_views, "%s: %zu of %lld model tensors are initializers",
                  kind_names[k], found, (long long)m->n_views);
     cr_assert_eq(g->n_initializer, (size_t)m->n_views + consts);
@@ -309,17 +398,86 @@ static void check_structure(enum kind k)
     }
     cr_assert_eq(scans, (size_t)L, "%s: %zu Scan nodes", kind_names[k], scans);
     cr_assert_eq(convs, ssm ? (size_t)L : 0);
-    fprintf(stderr, "onnx %s: %zu bytes, %zu nodes, %zu initializers (%zu constants)\n",
-            kind_names[k], len, nodes, g->n_initializer, consts);
+    fprintf(stderr, "onnx %s%s: %zu bytes (+ %zu external), %zu nodes, %zu initializers "
+            "(%zu constants)\n", kind_names[k], ext ? " external" : "", len, data_len, nodes,
+            g->n_initializer, consts);
     onnx__model_proto__free_unpacked(mp, NULL);
-    free(bytes);
+    free(data);
+    hm_onnx_free(x);
     hm_model_free(m);
 }
 
-Test(onnx, structure_neox_hedgehog) { check_structure(NEOX_HEDGEHOG); }
-Test(onnx, structure_neox_hedgemamba) { check_structure(NEOX_HEDGEMAMBA); }
-Test(onnx, structure_llama_hedgehog) { check_structure(LLAMA_HEDGEHOG); }
-Test(onnx, structure_llama_hedgemamba) { check_structure(LLAMA_HEDGEMAMBA); }
+Test(onnx, structure_neox_hedgehog) { check_structure(NEOX_HEDGEHOG, 0); }
+Test(onnx, structure_neox_hedgemamba) { check_structure(NEOX_HEDGEMAMBA, 0); }
+Test(onnx, structure_llama_hedgehog) { check_structure(LLAMA_HEDGEHOG, 0); }
+Test(onnx, structure_llama_hedgemamba) { check_structure(LLAMA_HEDGEMAMBA, 0); }
+/* the same graphs with external data (the threshold lowered to 0) */
+Test(onnx, structure_external_neox_hedgehog) { check_structure(NEOX_HEDGEHOG, 1); }
+Test(onnx, structure_external_neox_hedgemamba) { check_structure(NEOX_HEDGEMAMBA, 1); }
+Test(onnx, structure_external_llama_hedgehog) { check_structure(LLAMA_HEDGEHOG, 1); }
+Test(onnx, structure_external_llama_hedgemamba) { check_structure(LLAMA_HEDGEMAMBA, 1); }
+
+/* The external data are the only difference: the same initializers in the
+ * same order, and the rest of the model (nodes, inputs, outputs, metadata)
+ * byte for byte (both packed without their initializers). */
+Test(onnx, external_differs_only_in_the_initializers)
+{
+    struct hm_model *m = make_model(LLAMA_HEDGEMAMBA);
+    struct hm_onnx *xi = NULL, *xe = NULL;
+    Onnx__ModelProto *mi = export_parse(m, 0, &xi), *me = export_parse(m, 1, &xe);
+    const size_t n_init = mi->graph->n_initializer;
+    cr_assert_eq(n_init, me->graph->n_initializer);
+    for (size_t i = 0; i < n_init; i++)
+        cr_assert_str_eq(mi->graph->initializer[i]->name, me->graph->initializer[i]->name);
+    mi->graph->n_initializer = me->graph->n_initializer = 0;
+    size_t ni = onnx__model_proto__get_packed_size(mi), ne = onnx__model_proto__get_packed_size(me);
+    cr_assert_eq(ni, ne);
+    uint8_t *bi = malloc(ni), *be = malloc(ne);
+    onnx__model_proto__pack(mi, bi);
+    onnx__model_proto__pack(me, be);
+    cr_assert_eq(memcmp(bi, be, ni), 0, "the graphs differ beyond their initializers");
+    mi->graph->n_initializer = me->graph->n_initializer = n_init; /* for free_unpacked */
+    free(bi), free(be);
+    onnx__model_proto__free_unpacked(mi, NULL);
+    onnx__model_proto__free_unpacked(me, NULL);
+    hm_onnx_free(xi);
+    hm_onnx_free(xe);
+    hm_model_free(m);
+}
+
+/* Writing both files: -o - is refused with external data, a location with a
+ * '/' is refused, and an existing data file without force leaves nothing
+ * new behind (the graph is not written either). */
+Test(onnx, external_files_are_written_together)
+{
+    struct hm_model *m = make_model(NEOX_HEDGEMAMBA);
+    struct hm_onnx *x = NULL;
+    struct hm_error err;
+    struct hm_onnx_opts o = {0, "../evil.data"};
+    cr_assert_eq(hm_onnx_build(m, &o, &x, &err), HM_ERR_INVALID);
+    cr_assert(strstr(err.msg, "../evil.data"), "%s", err.msg);
+    o.location = NULL;
+    cr_assert_eq(hm_onnx_build(m, &o, &x, &err), HM_OK, "%s", err.msg);
+    cr_assert_neq(hm_onnx_write_files(x, "-", 0, &err), HM_OK);
+    cr_assert(strstr(err.msg, "stdout"), "%s", err.msg);
+    char *dir = tu_mkdtemp("onnx_ext");
+    char *model = tu_path(dir, "model.onnx"), *data = tu_path(dir, HM_ONNX_DATA_LOCATION);
+    char *path = hm_onnx_data_path(x, model);
+    cr_assert_str_eq(path, data);
+    free(path);
+    tu_write_file(data, "x", 1);
+    cr_assert_neq(hm_onnx_write_files(x, model, 0, &err), HM_OK);
+    cr_assert(strstr(err.msg, data), "%s", err.msg);
+    cr_assert(access(model, F_OK) != 0, "a refused export left '%s'", model);
+    cr_assert_eq(hm_onnx_write_files(x, model, 1, &err), HM_OK, "%s", err.msg);
+    size_t len;
+    char *got = tu_read_file(data, &len);
+    cr_assert_eq(len, hm_onnx_data_size(x));
+    free(got);
+    hm_onnx_free(x);
+    hm_model_free(m);
+    free(model), free(data), free(dir);
+}
 
 Test(onnx, softmax_teachers_are_refused)
 {
@@ -329,18 +487,17 @@ Test(onnx, softmax_teachers_are_refused)
     cr_assert_eq(hm_config_finish(&c, &err), HM_OK, "%s", err.msg);
     struct hm_model *m = NULL;
     cr_assert_eq(hm_model_new(&c, &m, &err), HM_OK, "%s", err.msg);
-    void *bytes = (void *)1;
-    size_t len = 1;
-    cr_assert_eq(hm_onnx_export(m, &bytes, &len, &err), HM_ERR_UNSUPPORTED);
-    cr_assert_null(bytes);
-    cr_assert_eq(len, 0);
+    struct hm_onnx *x = (struct hm_onnx *)1;
+    cr_assert_eq(hm_onnx_build(m, NULL, &x, &err), HM_ERR_UNSUPPORTED);
+    cr_assert_null(x);
     cr_assert(strstr(err.msg, "students"), "%s", err.msg);
     hm_model_free(m);
 }
 
-/* Over protobuf's 2 GiB: refused with a message before anything is built.
- * (The 2.2 GB of weights are calloc'ed and never touched: zero pages.) */
-Test(onnx, models_over_2_gib_are_refused)
+/* Over protobuf's 2 GiB: the weights go to external data by default, and
+ * the graph stays small (it holds no weight). (The 2.2 GB of weights are
+ * calloc'ed and never touched: zero pages; the data file is not written.) */
+Test(onnx, models_over_2_gib_get_external_data)
 {
 #ifdef __SANITIZE_ADDRESS__
     cr_skip_test("a 2.2 GB allocation under ASan");
@@ -357,12 +514,18 @@ Test(onnx, models_over_2_gib_are_refused)
     cr_assert_eq(hm_config_finish(&c, &err), HM_OK, "%s", err.msg);
     struct hm_model *m = NULL;
     cr_assert_eq(hm_model_new(&c, &m, &err), HM_OK, "%s", err.msg);
-    void *bytes = NULL;
-    size_t len = 0;
-    cr_assert_eq(hm_onnx_export(m, &bytes, &len, &err), HM_ERR_UNSUPPORTED);
-    cr_assert_null(bytes);
-    cr_assert(strstr(err.msg, "2 GiB"), "%s", err.msg);
-    fprintf(stderr, "over 2 GiB: %s\n", err.msg);
+    struct hm_onnx *x = NULL;
+    cr_assert_eq(hm_onnx_build(m, NULL, &x, &err), HM_OK, "%s", err.msg);
+    cr_assert_str_eq(hm_onnx_data_location(x), HM_ONNX_DATA_LOCATION);
+    size_t len;
+    hm_onnx_graph(x, &len);
+    const uint64_t want = sizeof(float) * (uint64_t)(m->n_params + c.rotary_dims / 2);
+    cr_assert_geq(hm_onnx_data_size(x), want);
+    cr_assert_lt(hm_onnx_data_size(x), want + 64 * (uint64_t)(m->n_views + 1));
+    cr_assert_lt(len, 1 << 20, "the graph is %zu bytes", len);
+    fprintf(stderr, "over 2 GiB: graph %zu bytes, external data %llu bytes\n", len,
+            (unsigned long long)hm_onnx_data_size(x));
+    hm_onnx_free(x);
     hm_model_free(m);
 }
 
@@ -374,7 +537,8 @@ Test(onnx, models_over_2_gib_are_refused)
 /* Writes DIR/model.onnx, DIR/tokens.tok (W windows of L random tokens) and
  * DIR/logits.safetensors (hm's logits [W, L, V], ref backend: m is placed
  * on it), then runs run_ort.mjs on them. */
-static void check_ort(struct hm_model *m, const char *tag, int64_t Lt, const char *extra)
+static void check_ort(struct hm_model *m, const char *tag, int64_t Lt, const char *extra,
+                      int ext)
 {
     char *out = NULL;
     if (tu_run("command -v node", NULL, NULL) != 0) {
@@ -386,11 +550,14 @@ static void check_ort(struct hm_model *m, const char *tag, int64_t Lt, const cha
     char *dir = tu_mkdtemp("onnx");
     char *model = tu_path(dir, "model.onnx"), *tokp = tu_path(dir, "tokens.tok");
     char *refp = tu_path(dir, "logits.safetensors");
-    void *bytes = NULL;
-    size_t len = 0;
-    cr_assert_eq(hm_onnx_export(m, &bytes, &len, &err), HM_OK, "%s", err.msg);
-    tu_write_file(model, bytes, len);
-    free(bytes);
+    struct hm_onnx *x = NULL;
+    struct hm_onnx_opts o = HM_ONNX_OPTS_INIT;
+    if (ext) /* ONNX Runtime reads model.onnx.data beside model.onnx */
+        o.external_above = 0;
+    cr_assert_eq(hm_onnx_build(m, &o, &x, &err), HM_OK, "%s", err.msg);
+    cr_assert_eq(hm_onnx_write_files(x, model, 0, &err), HM_OK, "%s", err.msg);
+    cr_assert_eq(!!hm_onnx_data_location(x), !!ext);
+    hm_onnx_free(x);
 
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)n);
     float *logits = malloc(sizeof(float) * (size_t)(n * V));
@@ -436,7 +603,16 @@ static void check_ort(struct hm_model *m, const char *tag, int64_t Lt, const cha
 static void ort_kind(enum kind k)
 {
     struct hm_model *m = make_model(k);
-    check_ort(m, kind_names[k], L_TOKENS, NULL);
+    check_ort(m, kind_names[k], L_TOKENS, NULL, 0);
+    hm_model_free(m);
+}
+
+static void ort_external(enum kind k)
+{
+    struct hm_model *m = make_model(k);
+    char tag[64];
+    snprintf(tag, sizeof tag, "%s external", kind_names[k]);
+    check_ort(m, tag, 16, NULL, 1);
     hm_model_free(m);
 }
 
@@ -444,6 +620,8 @@ Test(onnx, ort_neox_hedgehog, .timeout = 300) { ort_kind(NEOX_HEDGEHOG); }
 Test(onnx, ort_neox_hedgemamba, .timeout = 300) { ort_kind(NEOX_HEDGEMAMBA); }
 Test(onnx, ort_llama_hedgehog, .timeout = 300) { ort_kind(LLAMA_HEDGEHOG); }
 Test(onnx, ort_llama_hedgemamba, .timeout = 300) { ort_kind(LLAMA_HEDGEMAMBA); }
+Test(onnx, ort_external_neox_hedgemamba, .timeout = 300) { ort_external(NEOX_HEDGEMAMBA); }
+Test(onnx, ort_external_llama_hedgehog, .timeout = 300) { ort_external(LLAMA_HEDGEHOG); }
 
 /* hm's chunked forms (SSM chunks of 32, linear attention of 64) against the
  * Scan over a longer sequence, with prefill and chunk lengths that cross
@@ -451,7 +629,7 @@ Test(onnx, ort_llama_hedgemamba, .timeout = 300) { ort_kind(LLAMA_HEDGEMAMBA); }
 Test(onnx, ort_long_and_conv_width_1, .timeout = 300)
 {
     struct hm_model *m = make_model(NEOX_HEDGEMAMBA);
-    check_ort(m, "neox-hedgemamba T=150", 150, "--prefill 70 --chunk 66");
+    check_ort(m, "neox-hedgemamba T=150", 150, "--prefill 70 --chunk 66", 0);
     hm_model_free(m);
     struct hm_config c = kind_cfg(LLAMA_HEDGEMAMBA);
     c.conv_width = 1;
@@ -459,6 +637,6 @@ Test(onnx, ort_long_and_conv_width_1, .timeout = 300)
     cr_assert_eq(hm_config_finish(&c, &err), HM_OK, "%s", err.msg);
     cr_assert_eq(hm_model_new(&c, &m, &err), HM_OK, "%s", err.msg);
     fill_random(m, 77);
-    check_ort(m, "llama-hedgemamba K=1", 12, NULL);
+    check_ort(m, "llama-hedgemamba K=1", 12, NULL, 0);
     hm_model_free(m);
 }

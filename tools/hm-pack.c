@@ -1,7 +1,8 @@
 /* hm-pack — pack a checkpoint into a bundle for downstream runtimes (contract §5
  * "Bundles", docs/bundle.md): a folder or an archive holding
  * model.safetensors, config.json, the tokenizer, README.md (the model card),
- * optionally onnx/model.onnx, and MANIFEST.json with every checksum. */
+ * optionally onnx/model.onnx (and past 2 GiB its external data
+ * onnx/model.onnx.data), and MANIFEST.json with every checksum. */
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <getopt.h>
@@ -33,8 +34,8 @@ static const char usage[] =
     "with HF names; legacy buffers are not packed), config.json (HF field names),\n"
     "the tokenizer (tokenizer.json or tokenizer.bin), README.md (the model card:\n"
     "what it is, how it was made, its recorded evaluations), onnx/model.onnx with\n"
-    "--onnx, and MANIFEST.json (bytes and XXH3-64 of every file and tensor, the\n"
-    "provenance). The same input and flags give the same bytes: entries sorted,\n"
+    "--onnx (and onnx/model.onnx.data, its weights, for students over 2 GiB), and\n"
+    "MANIFEST.json (bytes and XXH3-64 of every file and tensor, the provenance). The same input and flags give the same bytes: entries sorted,\n"
     "times from SOURCE_DATE_EPOCH (or 0), owner 0, no wall-clock time anywhere.\n"
     "\n"
     "Options:\n"
@@ -47,7 +48,9 @@ static const char usage[] =
     "                           input), a --tokenizer recorded in the provenance, or\n"
     "                           tokenizer.json in a HuggingFace folder input\n"
     "      --bytes              the byte-level vocabulary, written as tokenizer.json\n"
-    "      --onnx               add onnx/model.onnx (students; SPEC 9)\n"
+    "      --onnx               add onnx/model.onnx (students; SPEC 9); past 2 GiB\n"
+    "                           of fp32 weights they go to onnx/model.onnx.data\n"
+    "                           beside it (ONNX external data; docs/onnx.md)\n"
     "  -f, --force              replace an existing output (a file, or a bundle folder)\n"
     "  -n, --dry-run            check and hash everything, write nothing\n"
     "      --json               one JSON object on stdout: version, output, format,\n"
@@ -56,12 +59,17 @@ static const char usage[] =
     "\n"
     "Exit status: 0 success, 1 failure, 2 bad usage.\n";
 
-enum { OPT_FORMAT = HM_OPT_FIRST_TOOL, OPT_DTYPE, OPT_TOKENIZER, OPT_BYTES, OPT_ONNX };
+enum { OPT_FORMAT = HM_OPT_FIRST_TOOL, OPT_DTYPE, OPT_TOKENIZER, OPT_BYTES, OPT_ONNX,
+       OPT_ONNX_EXTERNAL };
 
 struct opts {
     struct hm_cli_common common;
     const char *in, *out, *tokenizer, *dtype_name;
     int kind, dtype, bytes, onnx, force, dry_run;
+    /* --onnx-external-threshold, a hidden test hook (docs/onnx.md): the ONNX
+     * weights go to external data above this many bytes */
+    int onnx_external_set;
+    uint64_t onnx_external_above;
 };
 
 struct tok {
@@ -184,18 +192,26 @@ static uint64_t input_hash(const char *in, const struct hm_ckpt *ck)
     return h;
 }
 
-static void *export_onnx(const struct opts *o, const struct hm_ckpt *ck, size_t *len)
+/* The ONNX export of the checkpoint: *m (owned, hm_model_free) holds the
+ * weights its external data are streamed from, so it lives until packed.
+ * owned: free with hm_onnx_free(). */
+static struct hm_onnx *export_onnx(const struct opts *o, const struct hm_ckpt *ck,
+                                   struct hm_model **m)
 {
-    struct hm_model *m = NULL;
-    void *buf = NULL;
+    struct hm_onnx *x = NULL;
+    const struct hm_onnx_opts xo = {o->onnx_external_above, HM_ONNX_DATA_LOCATION};
     struct hm_error err;
     hm_error_clear(&err);
-    if (hm_model_load(ck, &m, &err) != HM_OK)
+    if (hm_model_load(ck, m, &err) != HM_OK)
         hm_die_err("cannot read", o->in, &err);
-    if (hm_onnx_export(m, &buf, len, &err) != HM_OK)
+    if (hm_onnx_build(*m, &xo, &x, &err) != HM_OK)
         hm_die("cannot export '%s' to ONNX: %s", o->in, err.msg);
-    hm_model_free(m);
-    return buf;
+    return x;
+}
+
+static enum hm_status write_onnx_data(void *ctx, FILE *fp, struct hm_error *err)
+{
+    return hm_onnx_write_data(ctx, fp, err);
 }
 
 static void parse(int argc, char **argv, struct opts *o)
@@ -210,6 +226,7 @@ static void parse(int argc, char **argv, struct opts *o)
         {"tokenizer", required_argument, NULL, OPT_TOKENIZER},
         {"bytes", no_argument, NULL, OPT_BYTES},
         {"onnx", no_argument, NULL, OPT_ONNX},
+        {"onnx-external-threshold", required_argument, NULL, OPT_ONNX_EXTERNAL},
         {NULL, 0, NULL, 0},
     };
     int c, format = -3;
@@ -236,6 +253,11 @@ static void parse(int argc, char **argv, struct opts *o)
         case OPT_TOKENIZER: o->tokenizer = optarg; break;
         case OPT_BYTES: o->bytes = 1; break;
         case OPT_ONNX: o->onnx = 1; break;
+        case OPT_ONNX_EXTERNAL:
+            o->onnx_external_above = (uint64_t)hm_parse_i64(optarg, "--onnx-external-threshold",
+                                                            0, INT64_MAX);
+            o->onnx_external_set = 1;
+            break;
         }
     }
     if (argc - optind != 1)
@@ -245,6 +267,8 @@ static void parse(int argc, char **argv, struct opts *o)
         hm_usage_error("missing -o/--output");
     if (o->tokenizer && o->bytes)
         hm_usage_error("--tokenizer and --bytes cannot be combined");
+    if (o->onnx_external_set && !o->onnx)
+        hm_usage_error("--onnx-external-threshold needs --onnx");
     int by_suffix = hm_archive_format_from_path(o->out);
     static const char *const odd[] = {".gz", ".xz", ".zst", ".bz2", ".lz4", ".7z", ".rar"};
     for (size_t i = 0; by_suffix < 0 && format == -3 && i < sizeof odd / sizeof *odd; i++) {
@@ -262,7 +286,8 @@ static void parse(int argc, char **argv, struct opts *o)
 
 int main(int argc, char **argv)
 {
-    struct opts o = {.common = {.progress = -1}, .dtype = -1};
+    struct opts o = {.common = {.progress = -1}, .dtype = -1,
+                     .onnx_external_above = HM_ONNX_EXTERNAL_ABOVE};
     hm_cli_init("hm-pack", usage, argv);
     parse(argc, argv, &o);
     const int to_stdout = strcmp(o.out, "-") == 0;
@@ -294,8 +319,11 @@ int main(int argc, char **argv)
     struct tok t = {0};
     find_tokenizer(&o, ck, &t);
     check_tokenizer(&o, ck, &t);
+    struct hm_model *m = NULL;
+    struct hm_onnx *onnx = o.onnx ? export_onnx(&o, ck, &m) : NULL;
     size_t onnx_len = 0;
-    void *onnx = o.onnx ? export_onnx(&o, ck, &onnx_len) : NULL;
+    const void *graph = onnx ? hm_onnx_graph(onnx, &onnx_len) : NULL;
+    const int onnx_ext = onnx && hm_onnx_data_location(onnx);
 
     /* the entry records what shapes the bundle, not where it went */
     const char *args[12];
@@ -314,6 +342,12 @@ int main(int argc, char **argv)
     }
     if (o.onnx)
         args[na++] = "--onnx";
+    char threshold[24];
+    if (o.onnx_external_set) {
+        snprintf(threshold, sizeof threshold, "%llu", (unsigned long long)o.onnx_external_above);
+        args[na++] = "--onnx-external-threshold";
+        args[na++] = threshold;
+    }
     args[na++] = "--format";
     args[na++] = kind_name(o.kind);
     struct hm_prov_input ins[2] = {{o.in, input_hash(o.in, ck)},
@@ -325,9 +359,10 @@ int main(int argc, char **argv)
 
     struct hm_bundle_pack_opts po = {
         .kind = o.kind, .dtype = o.dtype, .tokenizer = t.data, .tokenizer_len = t.len,
-        .tokenizer_name = t.name, .tokenizer_desc = t.desc, .bos_id = t.bos, .eos_id = t.eos, .onnx = onnx,
-        .onnx_len = onnx_len, .provenance = prov, .mtime = mtime, .force = o.force,
-        .dry_run = o.dry_run};
+        .tokenizer_name = t.name, .tokenizer_desc = t.desc, .bos_id = t.bos, .eos_id = t.eos,
+        .onnx = graph, .onnx_len = onnx_len, .onnx_data_write = onnx_ext ? write_onnx_data : NULL,
+        .onnx_data_ctx = onnx, .onnx_data_len = onnx_ext ? hm_onnx_data_size(onnx) : 0,
+        .provenance = prov, .mtime = mtime, .force = o.force, .dry_run = o.dry_run};
     struct hm_bundle_pack_result res;
     if (hm_bundle_pack(ck, o.out, &po, &res, &err) != HM_OK)
         hm_die("cannot pack '%s' into '%s': %s", o.in, o.out, err.msg);
@@ -353,7 +388,8 @@ int main(int argc, char **argv)
                 kind_name(o.kind), (long long)res.files, (unsigned long long)res.total_bytes,
                 (long long)res.tensors, (long long)res.dropped_buffers);
     free(prov);
-    free(onnx);
+    hm_onnx_free(onnx);
+    hm_model_free(m);
     free(t.data);
     free(t.source_owned);
     hm_ckpt_close(ck);

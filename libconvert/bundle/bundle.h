@@ -11,6 +11,7 @@
  *                      hedgehog | hedgemamba, plus arch, family, student fields)
  *   model.safetensors  HF tensor names, hm.config and hm.provenance metadata
  *   onnx/model.onnx    optional (contract §9)
+ *   onnx/model.onnx.data  its external data, past 2 GiB (contract §11)
  *   tokenizer.json     a HuggingFace tokenizer, or tokenizer.bin (llama2.c)
  *
  * Reading: a directory holding MANIFEST.json (its files may be symlinks, as
@@ -24,6 +25,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "archive_write.h"
 #include "config.h"
@@ -33,6 +35,7 @@
 #define HM_BUNDLE_MANIFEST "MANIFEST.json"
 #define HM_BUNDLE_WEIGHTS "model.safetensors"
 #define HM_BUNDLE_ONNX "onnx/model.onnx"
+#define HM_BUNDLE_ONNX_DATA "onnx/model.onnx.data" /* location "model.onnx.data" */
 #define HM_BUNDLE_FORMAT_NAME "hm-bundle"
 #define HM_BUNDLE_VERSION 1
 /* the largest MANIFEST.json, config.json, README.md or tokenizer file read */
@@ -157,6 +160,13 @@ struct hm_bundle_pack_opts {
     int64_t bos_id, eos_id;     /* for config.json; -1 to omit */
     const void *onnx;      /* [onnx_len] bytes of onnx/model.onnx, or NULL */
     size_t onnx_len;
+    /* onnx/model.onnx.data (the graph's external data), or NULL: none.
+     * onnx_data_write(onnx_data_ctx, fp, err) writes its onnx_data_len bytes,
+     * streamed; it is called twice (a pass that only hashes, for the
+     * manifest, then the output), and both calls must give the same bytes. */
+    enum hm_status (*onnx_data_write)(void *ctx, FILE *fp, struct hm_error *err);
+    void *onnx_data_ctx;
+    uint64_t onnx_data_len;
     const char *provenance; /* the whole chain, hm-pack's entry included (JSON array) */
     int64_t mtime;         /* archive entry times (SOURCE_DATE_EPOCH or 0) */
     int force;             /* replace an existing output (a file, or a bundle folder) */

@@ -5,7 +5,8 @@
  * F16/BF16 overflow checks), because MANIFEST.json sorts first and must
  * hold those hashes; the second pass writes it into the output and must
  * hash the same (an input that changes meanwhile is refused). Memory stays
- * at one tensor, whatever the model's size. */
+ * at one tensor, whatever the model's size. onnx/model.onnx.data (ONNX
+ * external data) is streamed the same way, twice, by its caller's writer. */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
@@ -32,12 +33,18 @@ struct ptensor {
     uint64_t xxh3;         /* of the dst bytes (pass 1) */
 };
 
-/* One output file; data NULL for model.safetensors (streamed). */
+/* Writes a streamed file's bytes to fp (the same bytes at every call). */
+typedef enum hm_status (*pfile_write_fn)(void *ctx, FILE *fp, struct hm_error *err);
+
+/* One output file: data [len] in memory, or data NULL and streamed by
+ * write(ctx) (model.safetensors, onnx/model.onnx.data). */
 struct pfile {
     const char *name;
     const void *data;
     size_t len;
     uint64_t xxh3;
+    pfile_write_fn write;
+    void *ctx;
 };
 
 /* A FILE that hashes what passes through it and forwards it to a sink. */
@@ -195,9 +202,15 @@ static ssize_t tee_write(void *cookie, const char *buf, size_t n)
     return (ssize_t)n;
 }
 
-/* Streams the safetensors writer through a tee into s (NULL: hash only). */
-static enum hm_status stream_weights(struct hm_st_writer *w, struct hm_bundle_sink *s, uint64_t *h,
-                                     uint64_t *n, struct hm_error *err)
+static enum hm_status write_weights(void *ctx, FILE *fp, struct hm_error *err)
+{
+    return hm_st_writer_write_stream(ctx, fp, err);
+}
+
+/* Streams file f's writer through a tee into s (NULL: hash only): *h its
+ * XXH3, *n its bytes. */
+static enum hm_status stream_file(const struct pfile *f, struct hm_bundle_sink *s, uint64_t *h,
+                                  uint64_t *n, struct hm_error *err)
 {
     struct hm_error sink_err;
     hm_error_clear(&sink_err);
@@ -211,7 +224,7 @@ static enum hm_status stream_weights(struct hm_st_writer *w, struct hm_bundle_si
         st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
     } else {
         setvbuf(fp, NULL, _IOFBF, 1 << 20);
-        st = hm_st_writer_write_stream(w, fp, err);
+        st = f->write(f->ctx, fp, err);
         if (fclose(fp) != 0 && st == HM_OK)
             st = hm_error_set(err, HM_ERR_IO, "write failed");
     }
@@ -220,7 +233,7 @@ static enum hm_status stream_weights(struct hm_st_writer *w, struct hm_bundle_si
         st = err->status;
     }
     if (st != HM_OK)
-        hm_error_prefix(err, "%s: ", HM_BUNDLE_WEIGHTS);
+        hm_error_prefix(err, "%s: ", f->name);
     *h = XXH3_64bits_digest(t.h);
     *n = t.n;
     XXH3_freeState(t.h);
@@ -302,8 +315,7 @@ static char *manifest_json(const struct pack *p, const struct pfile *f, int nf,
 
 /* ---- the whole ------------------------------------------------------------------ */
 
-static enum hm_status write_all(struct hm_st_writer *w, struct pfile *f, int nf,
-                                uint64_t weights_xxh3, const char *out,
+static enum hm_status write_all(struct pfile *f, int nf, const char *out,
                                 const struct hm_bundle_pack_opts *o, struct hm_error *err)
 {
     struct hm_bundle_sink s;
@@ -313,10 +325,10 @@ static enum hm_status write_all(struct hm_st_writer *w, struct pfile *f, int nf,
         if (st == HM_OK && f[i].data)
             st = hm_bundle_sink_write(&s, f[i].data, f[i].len, err) == 0 ? HM_OK : err->status;
         uint64_t h, n;
-        if (st == HM_OK && !f[i].data && (st = stream_weights(w, &s, &h, &n, err)) == HM_OK &&
-            (h != weights_xxh3 || n != f[i].len))
+        if (st == HM_OK && !f[i].data && (st = stream_file(&f[i], &s, &h, &n, err)) == HM_OK &&
+            (h != f[i].xxh3 || n != f[i].len))
             st = hm_error_set(err, HM_ERR_IO, "%s changed while it was being packed",
-                              HM_BUNDLE_WEIGHTS);
+                              f[i].name);
         if (st == HM_OK)
             st = hm_bundle_sink_end(&s, err);
     }
@@ -360,10 +372,24 @@ enum hm_status hm_bundle_pack(const struct hm_ckpt *ck, const char *out_path,
         st = hm_st_writer_set_metadata(w, "hm.provenance", o->provenance, err);
     if (st == HM_OK)
         st = hm_st_writer_set_metadata(w, "format", "pt", err);
-    uint64_t wh = 0, wn = 0;
-    p.pass = 1;
+    struct pfile weights = {.name = HM_BUNDLE_WEIGHTS, .write = write_weights, .ctx = w};
+    struct pfile onnx_data = {.name = HM_BUNDLE_ONNX_DATA, .write = o->onnx_data_write,
+                              .ctx = o->onnx_data_ctx};
+    uint64_t n = 0;
+    p.pass = 1; /* hash only: the manifest, written first, holds the hashes */
     if (st == HM_OK)
-        st = stream_weights(w, NULL, &wh, &wn, err);
+        st = stream_file(&weights, NULL, &weights.xxh3, &n, err);
+    weights.len = (size_t)n;
+    if (st == HM_OK && o->onnx_data_write) {
+        if (!o->onnx)
+            st = hm_error_set(err, HM_ERR_INVALID, "ONNX external data without its graph");
+        else if ((st = stream_file(&onnx_data, NULL, &onnx_data.xxh3, &n, err)) == HM_OK &&
+                 n != o->onnx_data_len)
+            st = hm_error_set(err, HM_ERR_INVALID, "%s: %llu bytes, not the %llu announced",
+                              HM_BUNDLE_ONNX_DATA, (unsigned long long)n,
+                              (unsigned long long)o->onnx_data_len);
+        onnx_data.len = (size_t)n;
+    }
     if (st != HM_OK)
         goto out;
     char dtypes[256];
@@ -372,11 +398,14 @@ enum hm_status hm_bundle_pack(const struct hm_ckpt *ck, const char *out_path,
     config = hm_bundle_config_json(cfg, torch_name(major), o->bos_id, o->eos_id);
     struct pfile f[8];
     int nf = 0;
-    f[nf++] = (struct pfile){"config.json", config, config ? strlen(config) : 0, 0};
-    f[nf++] = (struct pfile){HM_BUNDLE_WEIGHTS, NULL, (size_t)wn, wh};
-    f[nf++] = (struct pfile){o->tokenizer_name, o->tokenizer, o->tokenizer_len, 0};
+    f[nf++] = (struct pfile){.name = "config.json", .data = config, .len = config ? strlen(config) : 0};
+    f[nf++] = weights;
+    f[nf++] = (struct pfile){.name = o->tokenizer_name, .data = o->tokenizer,
+                             .len = o->tokenizer_len};
     if (o->onnx)
-        f[nf++] = (struct pfile){HM_BUNDLE_ONNX, o->onnx, o->onnx_len, 0};
+        f[nf++] = (struct pfile){.name = HM_BUNDLE_ONNX, .data = o->onnx, .len = o->onnx_len};
+    if (o->onnx_data_write)
+        f[nf++] = onnx_data;
     struct hm_bundle_card_file cf[8];
     for (int i = 0; i < nf; i++)
         cf[i] = (struct hm_bundle_card_file){f[i].name, f[i].len};
@@ -385,7 +414,7 @@ enum hm_status hm_bundle_pack(const struct hm_ckpt *ck, const char *out_path,
     snprintf(tok_desc, sizeof tok_desc, "`%s`%s%s", o->tokenizer_name,
              o->tokenizer_desc ? " " : "", o->tokenizer_desc ? o->tokenizer_desc : "");
     card = hm_bundle_card(cfg, hm_param_count(cfg), dtypes, tok_desc, o->provenance, cf, nf);
-    f[nf++] = (struct pfile){"README.md", card, card ? strlen(card) : 0, 0};
+    f[nf++] = (struct pfile){.name = "README.md", .data = card, .len = card ? strlen(card) : 0};
     if (!config || !card) {
         st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
         goto out;
@@ -399,10 +428,11 @@ enum hm_status hm_bundle_pack(const struct hm_ckpt *ck, const char *out_path,
         st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
         goto out;
     }
-    f[nf++] = (struct pfile){HM_BUNDLE_MANIFEST, manifest, strlen(manifest), 0};
+    f[nf++] = (struct pfile){.name = HM_BUNDLE_MANIFEST, .data = manifest,
+                             .len = strlen(manifest)};
     qsort(f, (size_t)nf, sizeof *f, cmp_pfile);
     res->tensors = p.n;
-    res->weights_bytes = wn;
+    res->weights_bytes = weights.len;
     res->files = nf;
     for (int i = 0; i < nf; i++)
         res->total_bytes += f[i].len;
@@ -413,7 +443,7 @@ enum hm_status hm_bundle_pack(const struct hm_ckpt *ck, const char *out_path,
         while (ol > 1 && out_path[ol - 1] == '/')
             ol--;
         char *out = strndup(out_path, ol);
-        st = out ? write_all(w, f, nf, wh, out, o, err)
+        st = out ? write_all(f, nf, out, o, err)
                  : hm_error_set(err, HM_ERR_NOMEM, "out of memory");
         free(out);
     }

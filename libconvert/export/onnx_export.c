@@ -17,7 +17,8 @@
  * scaling included), so any position works.
  *
  * Initializers: every tensor of the model under its checkpoint name and
- * shape (the raw fp32 bytes of hm's storage, borrowed until packing), then
+ * shape (the raw fp32 bytes of hm's storage, borrowed until packing, or
+ * with external data until the data file is written), then
  * the graph's constants "hm.const.<n>" and "hm.rotary.inv_freq".
  *
  * Gotchas that have caused bugs (or would):
@@ -27,13 +28,17 @@
  *     the GQA expansion), in hm's channel order;
  *   - ε = 1e-6 is added to n[p] only (the normalizer), and D v after the
  *     division; the gate multiplies the merged heads;
- *   - protobuf messages are limited to 2 GiB: larger models are refused. */
+ *   - protobuf messages are limited to 2 GiB: past HM_ONNX_EXTERNAL_ABOVE the
+ *     weights go to external data (onnx_export.h); the graph never holds them
+ *     then, and hm_onnx_write_data streams them from the model's own memory. */
 #include "onnx_export.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "atomic_file.h"
 #include "config.h"
 #include "mixer.h"
 #include "model.h"
@@ -41,7 +46,6 @@
 
 #define HM_ONNX_OPSET 17
 #define HM_ONNX_IR_VERSION 8
-#define HM_ONNX_MAX_BYTES ((size_t)INT32_MAX) /* protobuf's 2 GiB message limit */
 
 #define N_SHAPES 16
 
@@ -460,40 +464,52 @@ static int host_is_little_endian(void)
     return *(const uint8_t *)&one == 1;
 }
 
-enum hm_status hm_onnx_export(const struct hm_model *m, void **out, size_t *len,
-                              struct hm_error *err)
+struct hm_onnx {
+    uint8_t *graph;             /* owned: [graph_len] the ModelProto */
+    size_t graph_len;
+    char *location;             /* owned: the data file's name; NULL: self-contained */
+    struct og_external *ext;    /* owned: [n_ext] copies; their data borrowed from the model */
+    size_t n_ext;
+    uint64_t data_size;
+};
+
+void hm_onnx_free(struct hm_onnx *x)
 {
-    *out = NULL;
-    *len = 0;
-    const struct hm_config *c = &m->cfg;
-    if (c->mixer != HM_MIXER_HEDGEHOG && c->mixer != HM_MIXER_HEDGEMAMBA)
-        return hm_error_set(err, HM_ERR_UNSUPPORTED,
-                            "ONNX export is for students (hedgehog, hedgemamba); a %s teacher "
-                            "has no constant-size state",
-                            hm_arch_name(c));
-    if (!host_is_little_endian())
-        return hm_error_set(err, HM_ERR_UNSUPPORTED,
-                            "ONNX export needs a little-endian host (raw_data is little-endian)");
-    size_t weight_bytes;
-    if (hm_mul_size((size_t)m->n_params, sizeof(float), &weight_bytes) ||
-        weight_bytes > HM_ONNX_MAX_BYTES)
-        return hm_error_set(err, HM_ERR_UNSUPPORTED,
-                            "the %lld fp32 weights (%.2f GiB) exceed the 2 GiB limit of one "
-                            "ONNX protobuf file; external data is not supported",
-                            (long long)m->n_params,
-                            (double)m->n_params * 4.0 / (1024.0 * 1024.0 * 1024.0));
-    struct ex e = {.m = m, .c = c, .nh = c->num_attention_heads,
-                   .nkv = c->num_key_value_heads, .p = c->head_dim, .r = c->rotary_dims,
-                   .F = c->feature_dim, .Da = c->attn_dim, .Q = c->qkv_dim,
-                   .K = c->conv_width, .V = c->vocab_size};
-    enum hm_status st = HM_OK;
-    char *cfg_json = hm_config_to_json(c);
-    e.b = og_builder_new();
-    if (!e.b || !cfg_json || !(e.g = og_graph_new(e.b, "hm_student"))) {
-        st = hm_error_set(err, HM_ERR_NOMEM, "out of memory building the ONNX graph");
-        goto out;
-    }
-    build(&e);
+    if (!x)
+        return;
+    free(x->graph);
+    free(x->location);
+    free(x->ext);
+    free(x);
+}
+
+const void *hm_onnx_graph(const struct hm_onnx *x, size_t *len)
+{
+    *len = x->graph_len;
+    return x->graph;
+}
+
+const char *hm_onnx_data_location(const struct hm_onnx *x) { return x->location; }
+
+uint64_t hm_onnx_data_size(const struct hm_onnx *x) { return x->data_size; }
+
+/* The bytes of every initializer og_init_f32_view gets: the model's tensors
+ * and the rotary inverse frequencies (the constants are in the margin). */
+static int weight_bytes(const struct hm_model *m, uint64_t *out)
+{
+    size_t n = (size_t)(m->cfg.rotary_dims / 2), b;
+    for (int64_t i = 0; i < m->n_views; i++)
+        if (hm_add_size(n, (size_t)m->views[i].numel, &n))
+            return -1;
+    if (hm_mul_size(n, sizeof(float), &b))
+        return -1;
+    *out = b;
+    return 0;
+}
+
+static enum hm_status pack_model(struct ex *e, struct hm_onnx *x, const char *cfg_json,
+                                 struct hm_error *err)
+{
     Onnx__ModelProto model = ONNX__MODEL_PROTO__INIT;
     Onnx__OperatorSetIdProto opset = ONNX__OPERATOR_SET_ID_PROTO__INIT;
     Onnx__OperatorSetIdProto *opsets[1] = {&opset};
@@ -504,7 +520,7 @@ enum hm_status hm_onnx_export(const struct hm_model *m, void **out, size_t *len,
     opset.has_version = 1;
     opset.version = HM_ONNX_OPSET;
     meta[0].key = (char *)"hm.config";
-    meta[0].value = cfg_json;
+    meta[0].value = (char *)cfg_json;
     meta[1].key = (char *)"hm.onnx.version";
     meta[1].value = (char *)"1";
     model.has_ir_version = 1;
@@ -516,34 +532,163 @@ enum hm_status hm_onnx_export(const struct hm_model *m, void **out, size_t *len,
     model.doc_string = (char *)"hm student (SPEC 9): any sequence length; the recurrent state is "
                                "carried in past_conv.{l}/past_state.{l} and out in "
                                "present_conv.{l}/present_state.{l} (zeros for a fresh sequence)";
-    model.graph = og_graph_proto(e.g);
+    model.graph = og_graph_proto(e->g);
     model.n_metadata_props = 2;
     model.metadata_props = metas;
-    if (og_failed(e.b)) {
+    if (og_failed(e->b))
+        return hm_error_set(err, HM_ERR_NOMEM, "out of memory building the ONNX graph");
+    size_t n = onnx__model_proto__get_packed_size(&model);
+    if (n > HM_ONNX_MAX_BYTES)
+        return hm_error_set(err, HM_ERR_UNSUPPORTED,
+                            "the ONNX graph would be %zu bytes, over the 2 GiB limit of one "
+                            "protobuf file%s", n,
+                            x->location ? " even with its weights in external data" : "");
+    if (!(x->graph = malloc(n ? n : 1)))
+        return hm_error_set(err, HM_ERR_NOMEM, "out of memory for the %zu-byte ONNX graph", n);
+    if (onnx__model_proto__pack(&model, x->graph) != n)
+        return hm_error_set(err, HM_ERR_INVALID, "packing the ONNX graph gave an unexpected size");
+    x->graph_len = n;
+    if (x->location) { /* keep the data file's layout past the builder */
+        struct og_external *const *v = og_externals(e->g, &x->n_ext, &x->data_size);
+        if (!(x->ext = malloc(sizeof *x->ext * (x->n_ext ? x->n_ext : 1))))
+            return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+        for (size_t i = 0; i < x->n_ext; i++)
+            x->ext[i] = *v[i];
+    }
+    return HM_OK;
+}
+
+enum hm_status hm_onnx_build(const struct hm_model *m, const struct hm_onnx_opts *o,
+                             struct hm_onnx **out, struct hm_error *err)
+{
+    static const struct hm_onnx_opts defaults = HM_ONNX_OPTS_INIT;
+    *out = NULL;
+    if (!o)
+        o = &defaults;
+    const struct hm_config *c = &m->cfg;
+    if (c->mixer != HM_MIXER_HEDGEHOG && c->mixer != HM_MIXER_HEDGEMAMBA)
+        return hm_error_set(err, HM_ERR_UNSUPPORTED,
+                            "ONNX export is for students (hedgehog, hedgemamba); a %s teacher "
+                            "has no constant-size state",
+                            hm_arch_name(c));
+    if (!host_is_little_endian())
+        return hm_error_set(err, HM_ERR_UNSUPPORTED,
+                            "ONNX export needs a little-endian host (raw_data is little-endian)");
+    const char *location = o->location ? o->location : HM_ONNX_DATA_LOCATION;
+    if (!*location || strchr(location, '/') || !strcmp(location, ".") || !strcmp(location, ".."))
+        return hm_error_set(err, HM_ERR_INVALID,
+                            "the external data file '%s' is not a plain file name", location);
+    uint64_t wb;
+    if (weight_bytes(m, &wb))
+        return hm_error_set(err, HM_ERR_UNSUPPORTED, "the model's %lld weights overflow a size",
+                            (long long)m->n_params);
+    struct ex e = {.m = m, .c = c, .nh = c->num_attention_heads,
+                   .nkv = c->num_key_value_heads, .p = c->head_dim, .r = c->rotary_dims,
+                   .F = c->feature_dim, .Da = c->attn_dim, .Q = c->qkv_dim,
+                   .K = c->conv_width, .V = c->vocab_size};
+    enum hm_status st = HM_OK;
+    char *cfg_json = hm_config_to_json(c);
+    struct hm_onnx *x = calloc(1, sizeof *x);
+    e.b = og_builder_new();
+    if (!e.b || !cfg_json || !x || !(e.g = og_graph_new(e.b, "hm_student"))) {
         st = hm_error_set(err, HM_ERR_NOMEM, "out of memory building the ONNX graph");
         goto out;
     }
-    size_t n = onnx__model_proto__get_packed_size(&model);
-    if (n > HM_ONNX_MAX_BYTES) {
-        st = hm_error_set(err, HM_ERR_UNSUPPORTED,
-                          "the ONNX graph would be %zu bytes, over the 2 GiB limit of one "
-                          "protobuf file; external data is not supported", n);
-        goto out;
+    if (wb > o->external_above) { /* contract §11: the weights beside the graph */
+        if (!(x->location = strdup(location))) {
+            st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+            goto out;
+        }
+        og_graph_external(e.g, location, HM_ONNX_DATA_ALIGN);
     }
-    uint8_t *buf = malloc(n ? n : 1);
-    if (!buf) {
-        st = hm_error_set(err, HM_ERR_NOMEM, "out of memory for the %zu-byte ONNX graph", n);
-        goto out;
-    }
-    if (onnx__model_proto__pack(&model, buf) != n) {
-        free(buf);
-        st = hm_error_set(err, HM_ERR_INVALID, "packing the ONNX graph gave an unexpected size");
-        goto out;
-    }
-    *out = buf;
-    *len = n;
+    build(&e);
+    st = pack_model(&e, x, cfg_json, err);
 out:
     og_builder_free(e.b);
     free(cfg_json);
+    if (st == HM_OK)
+        *out = x;
+    else
+        hm_onnx_free(x);
+    return st;
+}
+
+enum hm_status hm_onnx_write_data(const struct hm_onnx *x, FILE *fp, struct hm_error *err)
+{
+    static const char zeros[HM_ONNX_DATA_ALIGN];
+    uint64_t at = 0;
+    for (size_t i = 0; i < x->n_ext; i++) {
+        const struct og_external *t = &x->ext[i];
+        size_t pad = (size_t)(t->offset - at); /* < HM_ONNX_DATA_ALIGN */
+        if ((pad && fwrite(zeros, 1, pad, fp) != pad) ||
+            (t->length && fwrite(t->data, 1, (size_t)t->length, fp) != t->length))
+            return hm_error_set_errno(err, HM_ERR_IO, errno, "write failed at byte %llu",
+                                      (unsigned long long)at);
+        at = t->offset + t->length;
+    }
+    return HM_OK;
+}
+
+char *hm_onnx_data_path(const struct hm_onnx *x, const char *path)
+{
+    if (!x->location)
+        return NULL;
+    const char *slash = strrchr(path, '/');
+    size_t dl = slash ? (size_t)(slash - path) + 1 : 0, size = dl + strlen(x->location) + 1;
+    char *p = malloc(size);
+    if (p)
+        snprintf(p, size, "%.*s%s", (int)dl, path, x->location);
+    return p;
+}
+
+enum hm_status hm_onnx_write_files(const struct hm_onnx *x, const char *path, int force,
+                                   struct hm_error *err)
+{
+    const int flags = force ? HM_AFILE_FORCE : 0;
+    if (x->location && strcmp(path, "-") == 0)
+        return hm_error_set(err, HM_ERR_INVALID,
+                            "a graph with external data ('%s') cannot go to stdout", x->location);
+    struct hm_afile *af[2] = {NULL, NULL};
+    char *data_path = NULL;
+    int n = 0;
+    enum hm_status st = HM_OK;
+    if (x->location) {
+        if (!(data_path = hm_onnx_data_path(x, path))) {
+            st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+            goto out;
+        }
+        if (strcmp(data_path, path) == 0) {
+            st = hm_error_set(err, HM_ERR_INVALID, "the graph and its external data would both "
+                              "be '%s'", path);
+            goto out;
+        }
+        if ((st = hm_afile_open(data_path, flags, &af[n], err)) != HM_OK) {
+            hm_error_prefix(err, "'%s': ", data_path);
+            goto out;
+        }
+        n++;
+    }
+    /* both opened before the gigabytes are written: an existing graph
+     * without force fails first */
+    if ((st = hm_afile_open(path, flags, &af[n], err)) != HM_OK)
+        goto out;
+    n++;
+    if (x->location && (st = hm_onnx_write_data(x, hm_afile_stream(af[0]), err)) != HM_OK) {
+        hm_error_prefix(err, "'%s': ", data_path);
+        goto out;
+    }
+    if (fwrite(x->graph, 1, x->graph_len, hm_afile_stream(af[n - 1])) != x->graph_len) {
+        st = hm_error_set_errno(err, HM_ERR_IO, errno, "write failed");
+        goto out;
+    }
+    int failed = 0;
+    st = hm_afile_commit_all(af, n, &failed, err); /* the graph last: it may be stdout */
+    n = 0;
+    if (st != HM_OK && x->location)
+        hm_error_prefix(err, "'%s': ", failed == 0 ? data_path : path);
+out:
+    for (int i = 0; i < n; i++)
+        hm_afile_abort(af[i]);
+    free(data_path);
     return st;
 }

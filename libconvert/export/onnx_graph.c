@@ -22,6 +22,9 @@ struct og_graph {
     Onnx__GraphProto *gp;
     struct og_list nodes, inits, inputs, outputs;
     struct og_list consts; /* the og_const_* tensors among inits (deduplicated) */
+    const char *ext_location; /* og_graph_external: NULL while inline */
+    uint64_t ext_align, ext_size;
+    struct og_list ext;       /* struct og_external, in file order */
 };
 
 struct og_builder {
@@ -219,6 +222,49 @@ static Onnx__TensorProto *og_tensor(struct og_builder *b, const char *name, int 
     return t;
 }
 
+static Onnx__StringStringEntryProto *og_entry(struct og_builder *b, const char *key,
+                                              const char *value)
+{
+    Onnx__StringStringEntryProto *e = og_alloc(b, sizeof *e);
+    if (!e)
+        return NULL;
+    onnx__string_string_entry_proto__init(e);
+    e->key = og_strdup(b, key);
+    e->value = og_strdup(b, value);
+    return e->key && e->value ? e : NULL;
+}
+
+/* t's bytes data: [len] go to the external data file at the next aligned
+ * offset. */
+static void og_set_external(struct og_graph *g, Onnx__TensorProto *t, const float *data,
+                            uint64_t len)
+{
+    struct og_builder *b = g->b;
+    struct og_external *x = og_alloc(b, sizeof *x);
+    Onnx__StringStringEntryProto **kv = og_alloc(b, 3 * sizeof *kv);
+    if (!x || !kv)
+        return;
+    x->data = data;
+    x->offset = (g->ext_size + g->ext_align - 1) & ~(g->ext_align - 1);
+    x->length = len;
+    g->ext_size = x->offset + len;
+    char num[24];
+    kv[0] = og_entry(b, "location", g->ext_location);
+    snprintf(num, sizeof num, "%llu", (unsigned long long)x->offset);
+    kv[1] = og_entry(b, "offset", num);
+    snprintf(num, sizeof num, "%llu", (unsigned long long)x->length);
+    kv[2] = og_entry(b, "length", num);
+    if (!kv[0] || !kv[1] || !kv[2]) {
+        b->failed = 1;
+        return;
+    }
+    t->n_external_data = 3;
+    t->external_data = kv;
+    t->has_data_location = 1;
+    t->data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+    og_push(b, &g->ext, x);
+}
+
 const char *og_init_f32_view(struct og_graph *g, const char *name, int rank,
                              const int64_t *dims, const float *data)
 {
@@ -228,11 +274,30 @@ const char *og_init_f32_view(struct og_graph *g, const char *name, int rank,
     size_t n = 1;
     for (int i = 0; i < rank; i++)
         n *= (size_t)dims[i];
-    t->has_raw_data = 1;
-    t->raw_data.len = n * sizeof(float);
-    t->raw_data.data = (uint8_t *)(uintptr_t)data; /* packing only reads it */
+    if (g->ext_location) {
+        og_set_external(g, t, data, n * sizeof(float));
+    } else {
+        t->has_raw_data = 1;
+        t->raw_data.len = n * sizeof(float);
+        t->raw_data.data = (uint8_t *)(uintptr_t)data; /* packing only reads it */
+    }
     og_push(g->b, &g->inits, t);
     return t->name;
+}
+
+void og_graph_external(struct og_graph *g, const char *location, uint64_t align)
+{
+    g->ext_location = og_strdup(g->b, location);
+    g->ext_align = align;
+    if (!g->ext_location)
+        g->b->failed = 1;
+}
+
+struct og_external *const *og_externals(const struct og_graph *g, size_t *n, uint64_t *size)
+{
+    *n = g->ext.n;
+    *size = g->ext_size;
+    return (struct og_external *const *)g->ext.v;
 }
 
 static const char *og_const_raw(struct og_graph *g, int elem_type, int rank, int64_t n,

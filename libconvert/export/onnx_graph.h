@@ -79,9 +79,27 @@ void og_output(struct og_graph *g, const char *name, int elem_type, int rank,
                const int64_t *dims, const char *const *params);
 
 /* A float initializer whose bytes stay at data (borrowed: must outlive the
- * packing; little-endian host). dims: [rank]. Returns name. */
+ * packing, or with external data the writing of the data file;
+ * little-endian host). dims: [rank]. Returns name. */
 const char *og_init_f32_view(struct og_graph *g, const char *name, int rank,
                              const int64_t *dims, const float *data);
+
+/* External data: from this call on, og_init_f32_view tensors of g keep their
+ * bytes out of the graph, in one file named location (copied): data_location
+ * EXTERNAL, external_data "location", "offset" (each rounded up to a
+ * multiple of align, a power of two), "length"; no raw_data. */
+void og_graph_external(struct og_graph *g, const char *location, uint64_t align);
+
+/* One tensor of the external data file: data [length / 4] floats (borrowed
+ * from og_init_f32_view's caller) at byte offset of the file. */
+struct og_external {
+    const float *data;
+    uint64_t offset, length;
+};
+
+/* The external tensors of g in file order, *n of them (borrowed until
+ * og_builder_free); *size: the bytes of the file (the last one's end). */
+struct og_external *const *og_externals(const struct og_graph *g, size_t *n, uint64_t *size);
 /* Constants (copied; auto-named "hm.const.<n>"): a 1-D int64 tensor of n
  * values, a 1-D float tensor, a float scalar (rank 0). */
 const char *og_const_i64(struct og_graph *g, const int64_t *v, int64_t n);

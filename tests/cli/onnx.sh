@@ -5,8 +5,11 @@
 # random conv taps, gate, Δ) → hedgemamba; each exported with the test helper
 # hm-onnx-export (build/tests) and run in ONNX Runtime by tests/onnx/run_ort.mjs
 # against hm-eval --dump-logits: whole sequences, token by token, prefill +
-# chunk + steps, within 1e-4 relative. A teacher is refused (exit 1, naming
-# the file). Without node or onnxruntime-node the ONNX Runtime part prints
+# chunk + steps, within 1e-4 relative; the same with external data (contract
+# §11: --external-threshold 0), its layout checked against the checkpoint by
+# tests/onnx/check_external.mjs, and in a bundle (hm-pack
+# --onnx-external-threshold 0: MANIFEST.json and hm-verify bundle cover
+# onnx/model.onnx.data). A teacher is refused (exit 1, naming the file). Without node or onnxruntime-node the ONNX Runtime part prints
 # SKIP and passes (HM_REQUIRE_ORT=1, as CI sets it, makes that a failure).
 # Env: HM_BIN, HM_TEST_BIN, HM_SRC, HM_TMP.
 set -u
@@ -37,6 +40,27 @@ if ! command -v node >/dev/null; then
     have_ort=0
     echo "SKIP: node is not installed: ONNX Runtime checks skipped (apt-get install nodejs npm)"
 fi
+# ort TAG MODEL REF: run_ort.mjs on MODEL against hm's logits REF
+ort() {
+    [ $have_ort -eq 1 ] || return 0
+    node "$HM_SRC/tests/onnx/run_ort.mjs" --model "$2" --tokens "$T/text.tok" --ref "$3" \
+        --tol 1e-4 >"$T/ort" 2>&1
+    local rc=$?
+    cat "$T/ort"
+    if [ $rc -eq 77 ]; then
+        [ -z "${HM_REQUIRE_ORT:-}" ] || fail "HM_REQUIRE_ORT is set but onnxruntime-node is missing"
+        have_ort=0
+    elif [ $rc -ne 0 ]; then
+        fail "$1: ONNX Runtime differs from hm (exit $rc)"
+    fi
+}
+# layout TAG MODEL WEIGHTS: the external data of MODEL against the checkpoint
+layout() {
+    command -v node >/dev/null || return 0
+    node "$HM_SRC/tests/onnx/check_external.mjs" --model "$2" --weights "$3" >"$T/layout" 2>&1 ||
+        fail "$1: external data layout: $(cat "$T/layout")"
+    cat "$T/layout"
+}
 for fam in neox llama; do
     ok "$B/hm-linearize" "$T/$fam.st" -o "$T/$fam-hedgehog.st" --data "$T/text.tok" --steps 3 \
         --batch 2 --seq-len 32 --lr 3e-2 || continue
@@ -46,21 +70,54 @@ for fam in neox llama; do
         s="$T/$fam-$mix"
         ok "$X" "$s.st" -o "$s.onnx" --json || continue
         grep -q '"arch": "'$mix'"' "$T/out" || fail "$fam-$mix: --json: $(cat "$T/out")"
+        grep -q '"data_bytes": 0' "$T/out" || fail "$fam-$mix: external data by default"
+        [ ! -e "$s.onnx.data" ] || fail "$fam-$mix: a small model got '$s.onnx.data'"
+        # the external data path (contract §11), the threshold lowered to 0
+        ok "$X" "$s.st" -o "$s-ext.onnx" --external-threshold 0 || continue
+        [ -s "$s-ext.onnx.data" ] || fail "$fam-$mix: no '$s-ext.onnx.data'"
+        layout "$fam-$mix" "$s-ext.onnx" "$s.st"
         [ $have_ort -eq 1 ] || continue
         ok "$B/hm-eval" "$s.st" --data "$T/text.tok" --seq-len 24 --max-tokens 73 \
             --dump-logits "$s.logits.st" || continue
-        node "$HM_SRC/tests/onnx/run_ort.mjs" --model "$s.onnx" --tokens "$T/text.tok" \
-            --ref "$s.logits.st" --tol 1e-4 >"$T/ort" 2>&1
-        rc=$?
-        cat "$T/ort"
-        if [ $rc -eq 77 ]; then
-            [ -z "${HM_REQUIRE_ORT:-}" ] || fail "HM_REQUIRE_ORT is set but onnxruntime-node is missing"
-            have_ort=0
-        elif [ $rc -ne 0 ]; then
-            fail "$fam-$mix: ONNX Runtime differs from hm (exit $rc)"
-        fi
+        ort "$fam-$mix" "$s.onnx" "$s.logits.st"
+        ort "$fam-$mix external" "$s-ext.onnx" "$s.logits.st"
     done
 done
+
+# external data refused where it cannot go: stdout; an existing data file
+# without -f (neither file is written)
+s="$T/llama-hedgemamba"
+"$X" "$s.st" -o - --external-threshold 0 >/dev/null 2>"$T/err"
+rc=$?
+[ $rc -eq 1 ] && grep -q "stdout" "$T/err" || fail "external data to stdout: exit $rc, $(cat "$T/err")"
+echo x >"$T/clobber.onnx.data"
+"$X" "$s.st" -o "$T/clobber.onnx" --external-threshold 0 >/dev/null 2>"$T/err"
+rc=$?
+[ $rc -eq 1 ] && grep -q "'$T/clobber.onnx.data'" "$T/err" ||
+    fail "an existing data file: exit $rc, $(cat "$T/err")"
+[ ! -e "$T/clobber.onnx" ] || fail "a refused export left '$T/clobber.onnx'"
+[ "$(cat "$T/clobber.onnx.data")" = x ] || fail "a refused export changed '$T/clobber.onnx.data'"
+
+# a bundle with external data: onnx/model.onnx.data covered by MANIFEST.json
+# and hm-verify bundle, and run from the bundle
+if ok "$B/hm-pack" "$s.st" --bytes --onnx --onnx-external-threshold 0 -o "$T/bundle"; then
+    [ -s "$T/bundle/onnx/model.onnx.data" ] || fail "bundle: no onnx/model.onnx.data"
+    grep -q '"onnx/model.onnx.data"' "$T/bundle/MANIFEST.json" ||
+        fail "bundle: MANIFEST.json does not list onnx/model.onnx.data"
+    ok "$B/hm-verify" bundle "$T/bundle"
+    layout "bundle" "$T/bundle/onnx/model.onnx" "$T/bundle/model.safetensors"
+    [ -s "$s.logits.st" ] && ort "bundle" "$T/bundle/onnx/model.onnx" "$s.logits.st"
+    printf 'x' | dd of="$T/bundle/onnx/model.onnx.data" bs=1 seek=100 conv=notrunc 2>/dev/null
+    "$B/hm-verify" bundle "$T/bundle" >"$T/out" 2>&1
+    rc=$?
+    [ $rc -eq 1 ] && grep -q "onnx/model.onnx.data" "$T/out" ||
+        fail "bundle: a changed onnx/model.onnx.data: exit $rc, $(cat "$T/out")"
+fi
+ok "$B/hm-pack" "$s.st" --bytes --onnx -o "$T/bundle-small" &&
+    [ -s "$T/bundle-small/onnx/model.onnx" ] && [ ! -e "$T/bundle-small/onnx/model.onnx.data" ] ||
+    fail "a small bundle: onnx/model.onnx.data written or onnx/model.onnx missing"
+"$B/hm-pack" "$s.st" --bytes --onnx-external-threshold 0 -o "$T/b2" >/dev/null 2>"$T/err"
+[ $? -eq 2 ] || fail "--onnx-external-threshold without --onnx: not exit 2"
 rm -rf "$T"
 [ $fails -eq 0 ] || { echo "onnx.sh: $fails failure(s)"; exit 1; }
 echo "onnx.sh: ok"

@@ -1,7 +1,9 @@
 /* hm-onnx-export — test helper: a checkpoint (or bundle, HF folder) → the
  * ONNX graph of contract §9 (libconvert/export/onnx_export.h). Used by
  * tests/cli/onnx.sh; users get the same graph from `hm-pack --onnx`
- * (onnx/model.onnx of a bundle). Built into build/tests/, not installed. */
+ * (onnx/model.onnx of a bundle). Built into build/tests/, not installed.
+ * Past 2 GiB of weights (or --external-threshold) the weights go to
+ * OUT.onnx.data beside OUT.onnx (contract §11). */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,10 +24,16 @@ static const char usage[] =
     "\n"
     "Options:\n"
     "  -o, --output FILE    the .onnx file (- for stdout)\n"
-    "  -f, --force          replace an existing output\n"
+    "      --external-threshold BYTES\n"
+    "                       put the weights in FILE.data beside FILE (external\n"
+    "                       data) when they pass BYTES (default 2 GiB less 64 MiB;\n"
+    "                       0: always)\n"
+    "  -f, --force          replace an existing output(s)\n"
     "  -q, --quiet  -v, --verbose  --json  -h, --help  --version\n"
     "\n"
     "Exit status: 0 success, 1 failure, 2 bad usage.\n";
+
+enum { OPT_EXTERNAL = HM_OPT_FIRST_TOOL };
 
 int main(int argc, char **argv)
 {
@@ -33,9 +41,11 @@ int main(int argc, char **argv)
         HM_CLI_COMMON_LONGOPTS,
         {"output", required_argument, NULL, 'o'},
         {"force", no_argument, NULL, 'f'},
+        {"external-threshold", required_argument, NULL, OPT_EXTERNAL},
         {NULL, 0, NULL, 0},
     };
     struct hm_cli_common common = {.progress = -1};
+    struct hm_onnx_opts xo = HM_ONNX_OPTS_INIT;
     const char *out = NULL;
     int force = 0, c;
     hm_cli_init("hm-onnx-export", usage, argv);
@@ -44,6 +54,10 @@ int main(int argc, char **argv)
         HM_CLI_COMMON_CASES(&common);
         case 'o': out = optarg; break;
         case 'f': force = 1; break;
+        case OPT_EXTERNAL:
+            xo.external_above = (uint64_t)hm_parse_i64(optarg, "--external-threshold", 0,
+                                                       INT64_MAX);
+            break;
         }
     }
     if (argc - optind != 1)
@@ -57,27 +71,40 @@ int main(int argc, char **argv)
     struct hm_model *m = NULL;
     if (hm_ckpt_open(in, &ck, &err) != HM_OK || hm_model_load(ck, &m, &err) != HM_OK)
         hm_die_err("cannot read", in, &err);
-    void *bytes = NULL;
-    size_t len = 0;
-    if (hm_onnx_export(m, &bytes, &len, &err) != HM_OK)
+    /* the data file is named after the graph's: OUT.onnx → OUT.onnx.data */
+    const char *base = strrchr(out, '/') ? strrchr(out, '/') + 1 : out;
+    char *location = malloc(strlen(base) + 6);
+    if (!location)
+        hm_die("out of memory");
+    sprintf(location, "%s.data", base);
+    xo.location = location;
+    struct hm_onnx *x = NULL;
+    if (hm_onnx_build(m, &xo, &x, &err) != HM_OK)
         hm_die("cannot export '%s' to ONNX: %s", in, err.msg);
-    struct hm_afile *af = NULL;
-    if (hm_afile_open(out, force ? HM_AFILE_FORCE : 0, &af, &err) != HM_OK)
+    char *data = hm_onnx_data_path(x, out);
+    if (data && hm_output_clobbers(data, in))
+        hm_die("output '%s' would overwrite the input '%s': refusing", data, in);
+    if (hm_output_clobbers(out, in))
+        hm_die("output '%s' would overwrite the input '%s': refusing", out, in);
+    if (hm_onnx_write_files(x, out, force, &err) != HM_OK)
         hm_die_err("cannot write", out, &err);
-    if (fwrite(bytes, 1, len, hm_afile_stream(af)) != len) {
-        hm_afile_abort(af);
-        hm_die("cannot write '%s': short write", out);
-    }
-    if (hm_afile_commit(af, &err) != HM_OK)
-        hm_die_err("cannot write", out, &err);
+    size_t len;
+    hm_onnx_graph(x, &len);
+    const unsigned long long data_len = (unsigned long long)hm_onnx_data_size(x);
     if (common.json && strcmp(out, "-") != 0)
-        printf("{\"version\": 1, \"output\": \"%s\", \"bytes\": %zu, \"arch\": \"%s\", "
-               "\"family\": \"%s\"}\n",
-               out, len, hm_arch_name(&m->cfg), hm_family_name(m->cfg.family));
+        printf("{\"version\": 1, \"output\": \"%s\", \"bytes\": %zu, \"data_bytes\": %llu, "
+               "\"arch\": \"%s\", \"family\": \"%s\"}\n",
+               out, len, data_len, hm_arch_name(&m->cfg), hm_family_name(m->cfg.family));
+    else if (data)
+        hm_info(&common, "wrote '%s': %s (%s) as ONNX, %zu bytes, and its external data '%s', "
+                "%llu bytes", out, hm_arch_name(&m->cfg), hm_family_name(m->cfg.family), len,
+                data, data_len);
     else if (strcmp(out, "-") != 0)
         hm_info(&common, "wrote '%s': %s (%s) as ONNX, %zu bytes", out, hm_arch_name(&m->cfg),
                 hm_family_name(m->cfg.family), len);
-    free(bytes);
+    free(data);
+    hm_onnx_free(x);
+    free(location);
     hm_model_free(m);
     hm_ckpt_close(ck);
     return hm_cli_finish(HM_EXIT_OK);
