@@ -1,11 +1,14 @@
 /* bundle_pack.c — hm_bundle_pack (bundle.h): a checkpoint into a bundle.
  *
- * model.safetensors is produced twice, streaming, one tensor at a time: a
- * first pass only hashes it (the file's and every tensor's XXH3, and the
- * F16/BF16 overflow checks), because MANIFEST.json sorts first and must
- * hold those hashes; the second pass writes it into the output and must
- * hash the same (an input that changes meanwhile is refused). Memory stays
- * at one tensor, whatever the model's size. */
+ * The weights are model.safetensors or, when the tensors' bytes exceed
+ * the shard size, shards model-00001-of-0000N.safetensors ... with
+ * model.safetensors.index.json (st_index.h: HF's split and index). Each
+ * weights file is produced twice, streaming, one tensor at a time: a first
+ * pass only hashes it (the file's and every tensor's XXH3, and the F16/BF16
+ * overflow checks), because MANIFEST.json sorts first and must hold those
+ * hashes; the second pass writes it into the output and must hash the same
+ * (an input that changes meanwhile is refused). Memory stays at one tensor,
+ * whatever the model's size. */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
@@ -21,6 +24,7 @@
 #include "model.h"
 #include "params.h"
 #include "provenance.h"
+#include "st_index.h"
 
 struct ptensor {
     const char *name;      /* borrowed from the checkpoint */
@@ -32,12 +36,24 @@ struct ptensor {
     uint64_t xxh3;         /* of the dst bytes (pass 1) */
 };
 
-/* One output file; data NULL for model.safetensors (streamed). */
+struct pack;
+
+/* One weights file: tensors [first, first + n) of the pack (sorted by name,
+ * so the writer keeps their order). */
+struct pshard {
+    struct pack *p;
+    int64_t first, n;
+    struct hm_st_writer *w; /* owned */
+    char name[HM_ST_SHARD_NAME_MAX];
+};
+
+/* One output file: data, or sh's weights (streamed). */
 struct pfile {
     const char *name;
     const void *data;
     size_t len;
     uint64_t xxh3;
+    const struct pshard *sh;
 };
 
 /* A FILE that hashes what passes through it and forwards it to a sink. */
@@ -149,8 +165,9 @@ static enum hm_status check_overflow(const float *f, const uint16_t *h, int64_t 
 static enum hm_status fill(void *ctx, int64_t index, void *dst, size_t nbytes,
                            struct hm_error *err)
 {
-    struct pack *p = ctx;
-    struct ptensor *t = &p->t[index];
+    const struct pshard *sh = ctx;
+    struct pack *p = sh->p;
+    struct ptensor *t = &p->t[sh->first + index];
     enum hm_status st = HM_OK;
     if (t->src == t->dst) {
         memcpy(dst, t->data, nbytes);
@@ -195,9 +212,9 @@ static ssize_t tee_write(void *cookie, const char *buf, size_t n)
     return (ssize_t)n;
 }
 
-/* Streams the safetensors writer through a tee into s (NULL: hash only). */
-static enum hm_status stream_weights(struct hm_st_writer *w, struct hm_bundle_sink *s, uint64_t *h,
-                                     uint64_t *n, struct hm_error *err)
+/* Streams sh's safetensors writer through a tee into s (NULL: hash only). */
+static enum hm_status stream_weights(const struct pshard *sh, struct hm_bundle_sink *s,
+                                     uint64_t *h, uint64_t *n, struct hm_error *err)
 {
     struct hm_error sink_err;
     hm_error_clear(&sink_err);
@@ -211,7 +228,7 @@ static enum hm_status stream_weights(struct hm_st_writer *w, struct hm_bundle_si
         st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
     } else {
         setvbuf(fp, NULL, _IOFBF, 1 << 20);
-        st = hm_st_writer_write_stream(w, fp, err);
+        st = hm_st_writer_write_stream(sh->w, fp, err);
         if (fclose(fp) != 0 && st == HM_OK)
             st = hm_error_set(err, HM_ERR_IO, "write failed");
     }
@@ -220,7 +237,7 @@ static enum hm_status stream_weights(struct hm_st_writer *w, struct hm_bundle_si
         st = err->status;
     }
     if (st != HM_OK)
-        hm_error_prefix(err, "%s: ", HM_BUNDLE_WEIGHTS);
+        hm_error_prefix(err, "%s: ", sh->name);
     *h = XXH3_64bits_digest(t.h);
     *n = t.n;
     XXH3_freeState(t.h);
@@ -302,8 +319,7 @@ static char *manifest_json(const struct pack *p, const struct pfile *f, int nf,
 
 /* ---- the whole ------------------------------------------------------------------ */
 
-static enum hm_status write_all(struct hm_st_writer *w, struct pfile *f, int nf,
-                                uint64_t weights_xxh3, const char *out,
+static enum hm_status write_all(const struct pfile *f, int nf, const char *out,
                                 const struct hm_bundle_pack_opts *o, struct hm_error *err)
 {
     struct hm_bundle_sink s;
@@ -313,10 +329,9 @@ static enum hm_status write_all(struct hm_st_writer *w, struct pfile *f, int nf,
         if (st == HM_OK && f[i].data)
             st = hm_bundle_sink_write(&s, f[i].data, f[i].len, err) == 0 ? HM_OK : err->status;
         uint64_t h, n;
-        if (st == HM_OK && !f[i].data && (st = stream_weights(w, &s, &h, &n, err)) == HM_OK &&
-            (h != weights_xxh3 || n != f[i].len))
-            st = hm_error_set(err, HM_ERR_IO, "%s changed while it was being packed",
-                              HM_BUNDLE_WEIGHTS);
+        if (st == HM_OK && f[i].sh && (st = stream_weights(f[i].sh, &s, &h, &n, err)) == HM_OK &&
+            (h != f[i].xxh3 || n != f[i].len))
+            st = hm_error_set(err, HM_ERR_IO, "%s changed while it was being packed", f[i].name);
         if (st == HM_OK)
             st = hm_bundle_sink_end(&s, err);
     }
@@ -325,6 +340,79 @@ static enum hm_status write_all(struct hm_st_writer *w, struct pfile *f, int nf,
     if (st != HM_OK)
         hm_bundle_sink_abort(&s);
     return st;
+}
+
+/* The weights files: one model.safetensors, or past the shard size the
+ * shards of HF's split (st_index.h) and the index text (*index, owned);
+ * each with a writer holding its tensors (fill) and the metadata. */
+static enum hm_status plan_weights(struct pack *p, uint64_t shard_size, const char *cfg_meta,
+                                   const char *provenance, struct pshard **out, int *n_out,
+                                   char **index, struct hm_error *err)
+{
+    uint64_t *bytes = calloc((size_t)p->n + 1, sizeof *bytes), total = 0;
+    int *shard_of = calloc((size_t)p->n + 1, sizeof *shard_of);
+    const char **names = calloc((size_t)p->n + 1, sizeof *names);
+    enum hm_status st = HM_OK;
+    int n = 1;
+    if (!bytes || !shard_of || !names) {
+        st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    for (int64_t i = 0; i < p->n; i++) {
+        bytes[i] = (uint64_t)p->t[i].numel * hm_dtype_size(p->t[i].dst);
+        names[i] = p->t[i].name;
+        total += bytes[i];
+    }
+    if (total > shard_size && (n = hm_st_shard_plan(bytes, p->n, shard_size, shard_of)) > 1 &&
+        !(*index = hm_st_index_json(names, shard_of, p->n, n, total))) {
+        st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    n = n > 1 ? n : 1;
+    struct pshard *sh = calloc((size_t)n, sizeof *sh);
+    if (!(*out = sh)) {
+        st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    *n_out = n;
+    for (int k = 0; k < n; k++) {
+        sh[k].p = p;
+        if (n == 1)
+            snprintf(sh[k].name, sizeof sh[k].name, "%s", HM_BUNDLE_WEIGHTS);
+        else
+            hm_st_shard_name(k + 1, n, sh[k].name);
+    }
+    for (int64_t i = 0; i < p->n; i++) {
+        struct pshard *s = &sh[n > 1 ? shard_of[i] : 0];
+        if (s->n++ == 0)
+            s->first = i;
+    }
+    for (int k = 0; st == HM_OK && k < n; k++) {
+        const struct ptensor *t = p->t + sh[k].first;
+        if (!(sh[k].w = hm_st_writer_new()))
+            st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+        for (int64_t i = 0; st == HM_OK && i < sh[k].n; i++)
+            st = hm_st_writer_add_fill(sh[k].w, t[i].name, t[i].dst, t[i].ndim, t[i].shape, fill,
+                                       &sh[k], err);
+        if (st == HM_OK)
+            st = hm_st_writer_set_metadata(sh[k].w, "hm.config", cfg_meta, err);
+        if (st == HM_OK && provenance)
+            st = hm_st_writer_set_metadata(sh[k].w, "hm.provenance", provenance, err);
+        if (st == HM_OK)
+            st = hm_st_writer_set_metadata(sh[k].w, "format", "pt", err);
+    }
+out:
+    free(bytes);
+    free(shard_of);
+    free(names);
+    return st;
+}
+
+static void free_shards(struct pshard *sh, int n)
+{
+    for (int k = 0; sh && k < n; k++)
+        hm_st_writer_free(sh[k].w);
+    free(sh);
 }
 
 enum hm_status hm_bundle_pack(const struct hm_ckpt *ck, const char *out_path,
@@ -346,38 +434,42 @@ enum hm_status hm_bundle_pack(const struct hm_ckpt *ck, const char *out_path,
         return err->status;
     const struct hm_config *cfg = hm_ckpt_config(ck);
     struct pack p = {0};
-    struct hm_st_writer *w = hm_st_writer_new();
+    struct pshard *sh = NULL;
+    struct pfile *f = NULL;
+    struct hm_bundle_card_file *cf = NULL;
+    int nsh = 0, nf = 0;
     char *cfg_meta = hm_config_to_json(cfg), *config = NULL, *card = NULL, *manifest = NULL;
-    enum hm_status st = w && cfg_meta ? HM_OK : hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+    char *index = NULL;
+    enum hm_status st = cfg_meta ? HM_OK : hm_error_set(err, HM_ERR_NOMEM, "out of memory");
     if (st == HM_OK)
         st = collect(ck, o->dtype, &p, res, err);
-    for (int64_t i = 0; st == HM_OK && i < p.n; i++)
-        st = hm_st_writer_add_fill(w, p.t[i].name, p.t[i].dst, p.t[i].ndim, p.t[i].shape, fill,
-                                   &p, err);
     if (st == HM_OK)
-        st = hm_st_writer_set_metadata(w, "hm.config", cfg_meta, err);
-    if (st == HM_OK && o->provenance)
-        st = hm_st_writer_set_metadata(w, "hm.provenance", o->provenance, err);
-    if (st == HM_OK)
-        st = hm_st_writer_set_metadata(w, "format", "pt", err);
-    uint64_t wh = 0, wn = 0;
+        st = plan_weights(&p, o->shard_size ? o->shard_size : HM_BUNDLE_SHARD_SIZE, cfg_meta,
+                          o->provenance, &sh, &nsh, &index, err);
+    /* config, the weights (and index), tokenizer, onnx, README, MANIFEST */
+    if (st == HM_OK && (!(f = calloc((size_t)nsh + 7, sizeof *f)) ||
+                        !(cf = calloc((size_t)nsh + 7, sizeof *cf))))
+        st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
     p.pass = 1;
-    if (st == HM_OK)
-        st = stream_weights(w, NULL, &wh, &wn, err);
+    for (int k = 0; st == HM_OK && k < nsh; k++) {
+        uint64_t h, n;
+        if ((st = stream_weights(&sh[k], NULL, &h, &n, err)) == HM_OK) {
+            f[nf++] = (struct pfile){sh[k].name, NULL, (size_t)n, h, &sh[k]};
+            res->weights_bytes += n;
+        }
+    }
     if (st != HM_OK)
         goto out;
     char dtypes[256];
     enum hm_dtype major;
     dtype_summary(&p, dtypes, sizeof dtypes, &major);
     config = hm_bundle_config_json(cfg, torch_name(major), o->bos_id, o->eos_id);
-    struct pfile f[8];
-    int nf = 0;
-    f[nf++] = (struct pfile){"config.json", config, config ? strlen(config) : 0, 0};
-    f[nf++] = (struct pfile){HM_BUNDLE_WEIGHTS, NULL, (size_t)wn, wh};
-    f[nf++] = (struct pfile){o->tokenizer_name, o->tokenizer, o->tokenizer_len, 0};
+    f[nf++] = (struct pfile){"config.json", config, config ? strlen(config) : 0, 0, NULL};
+    if (index)
+        f[nf++] = (struct pfile){HM_BUNDLE_INDEX, index, strlen(index), 0, NULL};
+    f[nf++] = (struct pfile){o->tokenizer_name, o->tokenizer, o->tokenizer_len, 0, NULL};
     if (o->onnx)
-        f[nf++] = (struct pfile){HM_BUNDLE_ONNX, o->onnx, o->onnx_len, 0};
-    struct hm_bundle_card_file cf[8];
+        f[nf++] = (struct pfile){HM_BUNDLE_ONNX, o->onnx, o->onnx_len, 0, NULL};
     for (int i = 0; i < nf; i++)
         cf[i] = (struct hm_bundle_card_file){f[i].name, f[i].len};
     qsort(cf, (size_t)nf, sizeof *cf, cmp_pfile_card);
@@ -385,7 +477,7 @@ enum hm_status hm_bundle_pack(const struct hm_ckpt *ck, const char *out_path,
     snprintf(tok_desc, sizeof tok_desc, "`%s`%s%s", o->tokenizer_name,
              o->tokenizer_desc ? " " : "", o->tokenizer_desc ? o->tokenizer_desc : "");
     card = hm_bundle_card(cfg, hm_param_count(cfg), dtypes, tok_desc, o->provenance, cf, nf);
-    f[nf++] = (struct pfile){"README.md", card, card ? strlen(card) : 0, 0};
+    f[nf++] = (struct pfile){"README.md", card, card ? strlen(card) : 0, 0, NULL};
     if (!config || !card) {
         st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
         goto out;
@@ -399,10 +491,10 @@ enum hm_status hm_bundle_pack(const struct hm_ckpt *ck, const char *out_path,
         st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
         goto out;
     }
-    f[nf++] = (struct pfile){HM_BUNDLE_MANIFEST, manifest, strlen(manifest), 0};
+    f[nf++] = (struct pfile){HM_BUNDLE_MANIFEST, manifest, strlen(manifest), 0, NULL};
     qsort(f, (size_t)nf, sizeof *f, cmp_pfile);
     res->tensors = p.n;
-    res->weights_bytes = wn;
+    res->shards = index ? nsh : 0;
     res->files = nf;
     for (int i = 0; i < nf; i++)
         res->total_bytes += f[i].len;
@@ -413,16 +505,19 @@ enum hm_status hm_bundle_pack(const struct hm_ckpt *ck, const char *out_path,
         while (ol > 1 && out_path[ol - 1] == '/')
             ol--;
         char *out = strndup(out_path, ol);
-        st = out ? write_all(w, f, nf, wh, out, o, err)
+        st = out ? write_all(f, nf, out, o, err)
                  : hm_error_set(err, HM_ERR_NOMEM, "out of memory");
         free(out);
     }
 out:
-    hm_st_writer_free(w);
+    free_shards(sh, nsh);
+    free(f);
+    free(cf);
     free(p.t);
     free(cfg_meta);
     free(config);
     free(card);
     free(manifest);
+    free(index);
     return st;
 }
