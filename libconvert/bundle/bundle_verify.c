@@ -163,8 +163,12 @@ static void check_tensors(struct hm_bundle_vctx *v, const struct hm_bundle_weigh
         int64_t i;
         int k = find_tensor(w, e->string, &i);
         if (k < 0) {
-            hm_bundle_finding(v, HM_BUNDLE_MANIFEST, e->string, "lists a tensor that %s lacks",
-                              w->sharded ? "the shards" : HM_BUNDLE_WEIGHTS);
+            if (w->sharded)
+                hm_bundle_finding(v, HM_BUNDLE_MANIFEST, e->string,
+                                  "lists a tensor that no shard holds");
+            else
+                hm_bundle_finding(v, HM_BUNDLE_MANIFEST, e->string,
+                                  "lists a tensor that %s lacks", HM_BUNDLE_WEIGHTS);
             continue;
         }
         v->stats->tensors++;
