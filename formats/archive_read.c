@@ -172,9 +172,50 @@ static enum hm_status total_error(const struct entry *en, uint64_t max_total,
                         (unsigned long long)max_total, en->name);
 }
 
+/* A member vet->stream asked for: its data handed to lim->data piece by
+ * piece (then once with NULL, 0), never held; the total cap does not
+ * count it. */
+static enum hm_status stream_data(struct archive *ar, struct entry *en,
+                                  const struct hm_archive_limits *lim,
+                                  const struct hm_archive_vet *vet, const char *bound,
+                                  struct hm_error *err)
+{
+    enum { PIECE = 1 << 20 };
+    char *buf = malloc(PIECE);
+    if (!buf)
+        return hm_error_set(err, HM_ERR_NOMEM, "out of memory reading entry '%s'", en->name);
+    enum hm_status st = HM_OK;
+    size_t n = 0;
+    for (;;) {
+        la_ssize_t r = archive_read_data(ar, buf, PIECE);
+        if (r < 0) {
+            st = hm_error_set(err, HM_ERR_FORMAT, "cannot read entry '%s': %s", en->name,
+                              archive_error_string(ar) ? archive_error_string(ar)
+                                                       : "corrupt data");
+            break;
+        }
+        if (r == 0) {
+            st = lim->data(lim->ctx, en->name, NULL, 0, err);
+            break;
+        }
+        n += (size_t)r;
+        if (n > vet->max_size) {
+            st = hm_error_set(err, HM_ERR_INVALID, "entry '%s' holds more bytes than %s (%llu)",
+                              en->name, bound, (unsigned long long)vet->max_size);
+            break;
+        }
+        if ((st = lim->data(lim->ctx, en->name, buf, (size_t)r, err)) != HM_OK)
+            break;
+    }
+    free(buf);
+    en->size = n;
+    return st;
+}
+
 static enum hm_status read_data(struct archive *ar, struct entry *en, uint64_t *total,
-                                uint64_t max_total, const struct hm_archive_vet *vet,
-                                la_int64_t declared, struct hm_error *err)
+                                uint64_t max_total, const struct hm_archive_limits *lim,
+                                const struct hm_archive_vet *vet, la_int64_t declared,
+                                struct hm_error *err)
 {
     const uint64_t max_size = vet->max_size;
     const char *bound = vet->bound ? vet->bound : "allowed for it";
@@ -182,6 +223,8 @@ static enum hm_status read_data(struct archive *ar, struct entry *en, uint64_t *
         return hm_error_set(err, HM_ERR_INVALID, "entry '%s' declares %llu bytes, more than %s (%llu)",
                             en->name, (unsigned long long)declared, bound,
                             (unsigned long long)max_size);
+    if (vet->stream && lim && lim->data)
+        return stream_data(ar, en, lim, vet, bound, err);
     if (declared > 0 && (uint64_t)declared > max_total - *total)
         return total_error(en, max_total, err);
     size_t cap = declared > 0 ? (size_t)(declared < (64 << 20) ? declared : (64 << 20)) : 4096;
@@ -326,7 +369,7 @@ static enum hm_status read_all(struct archive *ar, const struct hm_archive_limit
             a->cap = nc;
         }
         la_int64_t declared = archive_entry_size_is_set(e) ? archive_entry_size(e) : -1;
-        struct hm_archive_vet vet = {0, UINT64_MAX, NULL};
+        struct hm_archive_vet vet = {0, UINT64_MAX, NULL, 0};
         if (!is_dir && lim && lim->member &&
             (st = lim->member(lim->ctx, name, declared, &vet, err)) != HM_OK) {
             free(name);
@@ -339,10 +382,12 @@ static enum hm_status read_all(struct archive *ar, const struct hm_archive_limit
         struct entry *en = &a->e[a->n++];
         *en = (struct entry){name, NULL, 0, is_dir};
         if (!is_dir) {
-            if ((st = read_data(ar, en, &total, max_total, &vet, declared, err)) != HM_OK)
+            if ((st = read_data(ar, en, &total, max_total, lim, &vet, declared, err)) != HM_OK)
                 return st;
-            if (lim && lim->kept && (st = lim->kept(lim->ctx, en->name, en->data ? en->data : "",
-                                                    en->size, err)) != HM_OK)
+            int streamed = vet.stream && lim->data; /* (vet is only set with lim) */
+            if (lim && lim->kept && !streamed &&
+                (st = lim->kept(lim->ctx, en->name, en->data ? en->data : "", en->size, err)) !=
+                    HM_OK)
                 return st;
         }
     }

@@ -23,7 +23,8 @@
  * bytes after a zip's end-of-central-directory record.
  *
  * Limits (struct hm_archive_limits; zero fields take the defaults below):
- * members are held in memory, so the sum of their sizes is capped (by
+ * members are held in memory (unless the caller streams them: vet.stream),
+ * so the sum of their sizes is capped (by
  * default at hm_archive_default_max_total(): half the machine's physical
  * memory, at most HM_ARCHIVE_MAX_TOTAL), as are the number of entries and
  * the length of a name. Passing a limit is HM_ERR_UNSUPPORTED. The caller
@@ -55,6 +56,10 @@ struct hm_archive_vet {
                           the entry declares no size or too small a one */
     const char *bound; /* what sets max_size, for the message ("MANIFEST.json
                           lists"); NULL: "allowed for it". Static storage. */
+    int stream;        /* 1 (with limits.data): the data goes to limits.data
+                          piece by piece and is not kept (the member's data
+                          stays NULL, its size is what was read); the total
+                          cap does not count it, max_size still bounds it */
 };
 
 struct hm_archive_limits {
@@ -68,6 +73,14 @@ struct hm_archive_limits {
     /* (optional) told every member kept, once its data is read (borrowed
      * for the call); an error refuses the archive. */
     enum hm_status (*kept)(void *ctx, const char *name, const void *data, size_t size,
+                           struct hm_error *err);
+    /* (optional) a streamed member's data (vet.stream), in order, in pieces
+     * of at most 1 MiB (borrowed for the call), then once with data NULL and
+     * size 0 at its end; an error refuses the archive. Entries are checked
+     * before their data as always, but a name twice or a file holding
+     * another entry is only found once the archive is read: the caller
+     * trusts nothing it was handed until hm_archive_read_* returns HM_OK. */
+    enum hm_status (*data)(void *ctx, const char *name, const void *data, size_t size,
                            struct hm_error *err);
     void *ctx;
 };

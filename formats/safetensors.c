@@ -67,6 +67,7 @@ struct hm_st_file {
     size_t size;
     int mapped;   /* munmap on close */
     int owned;    /* free on close */
+    int header_only; /* hm_st_open_header: base holds 8 + N bytes, no data */
     size_t header_len;
     const unsigned char *data; /* base + 8 + header_len */
     size_t data_len;
@@ -302,6 +303,10 @@ static enum hm_status parse_header(struct hm_st_file *f, struct hm_error *err)
         return hm_error_set_at(err, HM_ERR_FORMAT, 0,
                                "header length %llu runs past the end of the file (%zu bytes)",
                                (unsigned long long)n, f->size);
+    /* header only: the data section is what the header describes (the
+     * caller holds the real length to it) */
+    if (f->header_only)
+        f->size = SIZE_MAX;
     if (n < 2)
         return hm_error_set_at(err, HM_ERR_FORMAT, 8, "header is too short to be JSON");
     f->header_len = (size_t)n;
@@ -398,7 +403,7 @@ static enum hm_status parse_header(struct hm_st_file *f, struct hm_error *err)
     for (int64_t i = 0; i < f->n; i++) {
         const struct hm_st_tensor *t = &f->entries[i].t;
         size_t tend = t->begin + t->nbytes; /* both < 2^53: no overflow */
-        if (tend > f->data_len) {
+        if (tend > f->data_len && !f->header_only) {
             st = hm_error_set_at(err, HM_ERR_FORMAT, (int64_t)(8 + n + t->begin),
                                  "tensor '%s' data_offsets [%zu, %zu] run past the end of "
                                  "the data section (%zu bytes)",
@@ -419,7 +424,10 @@ static enum hm_status parse_header(struct hm_st_file *f, struct hm_error *err)
         }
         expect = tend;
     }
-    if (expect != f->data_len) {
+    if (f->header_only) {
+        f->data_len = expect;
+        f->size = 8 + (size_t)n + expect;
+    } else if (expect != f->data_len) {
         st = hm_error_set_at(err, HM_ERR_FORMAT, (int64_t)(8 + n + expect),
                              "data section has %zu bytes not covered by any tensor",
                              f->data_len - expect);
@@ -448,6 +456,34 @@ enum hm_status hm_st_open_memory(void *buf, size_t len, int take_ownership,
     f->size = len;
     f->owned = take_ownership;
     enum hm_status st = parse_header(f, err);
+    if (st != HM_OK) {
+        hm_st_close(f);
+        return st;
+    }
+    *out = f;
+    return HM_OK;
+}
+
+enum hm_status hm_st_open_header(const void *head, size_t len, struct hm_st_file **out,
+                                 struct hm_error *err)
+{
+    *out = NULL;
+    struct hm_st_file *f = calloc(1, sizeof *f);
+    void *copy = malloc(len ? len : 1);
+    if (!f || !copy) {
+        free(f);
+        free(copy);
+        return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+    }
+    memcpy(copy, head, len);
+    f->base = copy;
+    f->size = len;
+    f->owned = 1;
+    f->header_only = 1;
+    enum hm_status st = parse_header(f, err);
+    if (st == HM_OK && len != 8 + f->header_len)
+        st = hm_error_set(err, HM_ERR_FORMAT, "%zu bytes given for a header of %zu", len,
+                          8 + f->header_len);
     if (st != HM_OK) {
         hm_st_close(f);
         return st;
@@ -541,7 +577,7 @@ int64_t hm_st_find(const struct hm_st_file *f, const char *name)
 
 const void *hm_st_data_view(const struct hm_st_file *f, int64_t i)
 {
-    return (i >= 0 && i < f->n) ? f->data + f->entries[i].t.begin : NULL;
+    return i >= 0 && i < f->n && !f->header_only ? f->data + f->entries[i].t.begin : NULL;
 }
 
 void hm_st_data_release(const struct hm_st_file *f, int64_t i)

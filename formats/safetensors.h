@@ -91,6 +91,16 @@ enum hm_status hm_st_open(const char *path, struct hm_st_file **out,
 enum hm_status hm_st_open_memory(void *buf, size_t len, int take_ownership,
                                  struct hm_st_file **out, struct hm_error *err);
 
+/* Validate a header alone, for a file read as a stream (hm-verify bundle
+ * hashes each tensor as its bytes go by): head: [len] = the 8-byte length
+ * and the N header bytes, exactly (copied). Every check above runs but the
+ * data section's length, which is taken to be what the header describes:
+ * hm_st_file_size() is then the size the file must have (the caller holds
+ * the stream to it). hm_st_data_view() returns NULL for such a handle.
+ * out: owned, free with hm_st_close(). */
+enum hm_status hm_st_open_header(const void *head, size_t len, struct hm_st_file **out,
+                                 struct hm_error *err);
+
 void hm_st_close(struct hm_st_file *f);
 
 /* Tensors in data-offset order. */
@@ -98,7 +108,8 @@ int64_t hm_st_n_tensors(const struct hm_st_file *f);
 const struct hm_st_tensor *hm_st_tensor_at(const struct hm_st_file *f, int64_t i);
 /* Index of the tensor named name, or -1. */
 int64_t hm_st_find(const struct hm_st_file *f, const char *name);
-/* Borrowed: the tensor's bytes (little-endian), valid until hm_st_close(). */
+/* Borrowed: the tensor's bytes (little-endian), valid until hm_st_close();
+ * NULL for a hm_st_open_header handle. */
 const void *hm_st_data_view(const struct hm_st_file *f, int64_t i);
 /* Done with tensor i's bytes for now: a mapped file drops the pages wholly
  * inside them from this process's memory (they are read again from the file

@@ -74,7 +74,7 @@ static void check_open(struct hm_bundle *b)
     if (hm_bundle_check(b, &err) != HM_OK)
         CHECK(err.msg[0]);
     struct hm_st_file *st = NULL;
-    if (hm_bundle_open_weights(b, &st, &err) == HM_OK)
+    if (hm_bundle_open_member(b, HM_BUNDLE_WEIGHTS, &st, &err) == HM_OK)
         hm_st_close(st);
     else
         CHECK(err.msg[0] && !st);

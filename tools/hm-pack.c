@@ -1,8 +1,9 @@
 /* hm-pack — pack a checkpoint into a bundle for downstream runtimes (contract §5
  * "Bundles", docs/bundle.md): a folder or an archive holding
- * model.safetensors, config.json, the tokenizer, README.md (the model card),
- * optionally onnx/model.onnx (and past 2 GiB its external data
- * onnx/model.onnx.data), and MANIFEST.json with every checksum. */
+ * model.safetensors (or, past --shard-size, HF shards and their index),
+ * config.json, the tokenizer, README.md (the model card), optionally
+ * onnx/model.onnx (and past 2 GiB its external data onnx/model.onnx.data),
+ * and MANIFEST.json with every checksum. */
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <getopt.h>
@@ -31,7 +32,9 @@ static const char usage[] =
     "a sharded index, a bundle, - for stdin) into BUNDLE: a folder, or an archive\n"
     "chosen by the suffix of BUNDLE (.tar .tar.gz .tgz .tar.xz .txz .tar.zst .tzst\n"
     ".zip) unless --format says. It holds model.safetensors (the model's own tensors\n"
-    "with HF names; legacy buffers are not packed), config.json (HF field names),\n"
+    "with HF names; legacy buffers are not packed) or, when the tensors hold more\n"
+    "than --shard-size bytes, HF shards model-00001-of-0000N.safetensors ... with\n"
+    "model.safetensors.index.json, config.json (HF field names),\n"
     "the tokenizer (tokenizer.json or tokenizer.bin), README.md (the model card:\n"
     "what it is, how it was made, its recorded evaluations), onnx/model.onnx with\n"
     "--onnx (and onnx/model.onnx.data, its weights, for students over 2 GiB), and\n"
@@ -51,25 +54,29 @@ static const char usage[] =
     "      --onnx               add onnx/model.onnx (students; SPEC 9); past 2 GiB\n"
     "                           of fp32 weights they go to onnx/model.onnx.data\n"
     "                           beside it (ONNX external data; docs/onnx.md)\n"
+    "      --shard-size SIZE    shard the weights past SIZE bytes of tensors, as HF\n"
+    "                           save_pretrained (default 5GB; B, KB, MB, GB, TB are\n"
+    "                           powers of 10, KiB, MiB, GiB, TiB powers of 2)\n"
     "  -f, --force              replace an existing output (a file, or a bundle folder)\n"
     "  -n, --dry-run            check and hash everything, write nothing\n"
     "      --json               one JSON object on stdout: version, output, format,\n"
-    "                           files, tensors, bytes, weights_bytes, dry_run\n"
+    "                           files, tensors, shards, bytes, weights_bytes, dry_run\n"
     "  -q, --quiet  -v, --verbose  -h, --help  --version\n"
     "\n"
     "Exit status: 0 success, 1 failure, 2 bad usage.\n";
 
 enum { OPT_FORMAT = HM_OPT_FIRST_TOOL, OPT_DTYPE, OPT_TOKENIZER, OPT_BYTES, OPT_ONNX,
-       OPT_ONNX_EXTERNAL };
+       OPT_ONNX_EXTERNAL, OPT_SHARD_SIZE };
 
 struct opts {
     struct hm_cli_common common;
-    const char *in, *out, *tokenizer, *dtype_name;
+    const char *in, *out, *tokenizer, *dtype_name, *shard_size_arg;
     int kind, dtype, bytes, onnx, force, dry_run;
     /* --onnx-external-threshold, a hidden test hook (docs/onnx.md): the ONNX
      * weights go to external data above this many bytes */
     int onnx_external_set;
     uint64_t onnx_external_above;
+    uint64_t shard_size;
 };
 
 struct tok {
@@ -227,6 +234,7 @@ static void parse(int argc, char **argv, struct opts *o)
         {"bytes", no_argument, NULL, OPT_BYTES},
         {"onnx", no_argument, NULL, OPT_ONNX},
         {"onnx-external-threshold", required_argument, NULL, OPT_ONNX_EXTERNAL},
+        {"shard-size", required_argument, NULL, OPT_SHARD_SIZE},
         {NULL, 0, NULL, 0},
     };
     int c, format = -3;
@@ -257,6 +265,10 @@ static void parse(int argc, char **argv, struct opts *o)
             o->onnx_external_above = (uint64_t)hm_parse_i64(optarg, "--onnx-external-threshold",
                                                             0, INT64_MAX);
             o->onnx_external_set = 1;
+            break;
+        case OPT_SHARD_SIZE:
+            o->shard_size_arg = optarg;
+            o->shard_size = hm_parse_bytes(optarg, "--shard-size");
             break;
         }
     }
@@ -326,7 +338,7 @@ int main(int argc, char **argv)
     const int onnx_ext = onnx && hm_onnx_data_location(onnx);
 
     /* the entry records what shapes the bundle, not where it went */
-    const char *args[12];
+    const char *args[16];
     int na = 0;
     args[na++] = "hm-pack";
     args[na++] = o.in;
@@ -348,6 +360,10 @@ int main(int argc, char **argv)
         args[na++] = "--onnx-external-threshold";
         args[na++] = threshold;
     }
+    if (o.shard_size_arg) {
+        args[na++] = "--shard-size";
+        args[na++] = o.shard_size_arg;
+    }
     args[na++] = "--format";
     args[na++] = kind_name(o.kind);
     struct hm_prov_input ins[2] = {{o.in, input_hash(o.in, ck)},
@@ -362,7 +378,8 @@ int main(int argc, char **argv)
         .tokenizer_name = t.name, .tokenizer_desc = t.desc, .bos_id = t.bos, .eos_id = t.eos,
         .onnx = graph, .onnx_len = onnx_len, .onnx_data_write = onnx_ext ? write_onnx_data : NULL,
         .onnx_data_ctx = onnx, .onnx_data_len = onnx_ext ? hm_onnx_data_size(onnx) : 0,
-        .provenance = prov, .mtime = mtime, .force = o.force, .dry_run = o.dry_run};
+        .provenance = prov, .shard_size = o.shard_size, .mtime = mtime, .force = o.force,
+        .dry_run = o.dry_run};
     struct hm_bundle_pack_result res;
     if (hm_bundle_pack(ck, o.out, &po, &res, &err) != HM_OK)
         hm_die("cannot pack '%s' into '%s': %s", o.in, o.out, err.msg);
@@ -377,16 +394,21 @@ int main(int argc, char **argv)
         cJSON_AddStringToObject(j, "format", kind_name(o.kind));
         cJSON_AddNumberToObject(j, "files", (double)res.files);
         cJSON_AddNumberToObject(j, "tensors", (double)res.tensors);
+        cJSON_AddNumberToObject(j, "shards", (double)res.shards);
         cJSON_AddNumberToObject(j, "bytes", (double)res.total_bytes);
         cJSON_AddNumberToObject(j, "weights_bytes", (double)res.weights_bytes);
         cJSON_AddBoolToObject(j, "dry_run", o.dry_run);
         hm_json_put(j);
     }
-    else
-        hm_info(&o.common, "%s '%s': %s bundle, %lld files (%llu bytes), %lld tensors; %lld "
+    else {
+        char shards[48] = "";
+        if (res.shards)
+            snprintf(shards, sizeof shards, " in %lld shards", (long long)res.shards);
+        hm_info(&o.common, "%s '%s': %s bundle, %lld files (%llu bytes), %lld tensors%s; %lld "
                 "legacy buffers not packed", o.dry_run ? "would write" : "wrote", o.out,
                 kind_name(o.kind), (long long)res.files, (unsigned long long)res.total_bytes,
-                (long long)res.tensors, (long long)res.dropped_buffers);
+                (long long)res.tensors, shards, (long long)res.dropped_buffers);
+    }
     free(prov);
     hm_onnx_free(onnx);
     hm_model_free(m);

@@ -9,7 +9,11 @@
  *   README.md          the model card
  *   config.json        HF field names (model_type gpt_neox | llama |
  *                      hedgehog | hedgemamba, plus arch, family, student fields)
- *   model.safetensors  HF tensor names, hm.config and hm.provenance metadata
+ *   model.safetensors  HF tensor names, hm.config and hm.provenance metadata;
+ *                      or, past hm-pack's --shard-size (contract §11):
+ *   model-00001-of-0000N.safetensors ...   the shards, each with that metadata
+ *   model.safetensors.index.json           {"metadata": {"total_size"},
+ *                                           "weight_map": {tensor: shard}}
  *   onnx/model.onnx    optional (contract §9)
  *   onnx/model.onnx.data  its external data, past 2 GiB (contract §11)
  *   tokenizer.json     a HuggingFace tokenizer, or tokenizer.bin (llama2.c)
@@ -31,9 +35,13 @@
 #include "config.h"
 #include "hm_error.h"
 #include "safetensors.h"
+#include "st_index.h"
 
 #define HM_BUNDLE_MANIFEST "MANIFEST.json"
 #define HM_BUNDLE_WEIGHTS "model.safetensors"
+#define HM_BUNDLE_INDEX HM_ST_INDEX_NAME /* sharded weights (st_index.h) */
+/* hm-pack's default --shard-size: HF save_pretrained's "5GB" */
+#define HM_BUNDLE_SHARD_SIZE 5000000000ull
 #define HM_BUNDLE_ONNX "onnx/model.onnx"
 #define HM_BUNDLE_ONNX_DATA "onnx/model.onnx.data" /* location "model.onnx.data" */
 #define HM_BUNDLE_FORMAT_NAME "hm-bundle"
@@ -90,8 +98,9 @@ enum hm_status hm_bundle_open_memory(const void *buf, size_t len, const char *na
 void hm_bundle_close(struct hm_bundle *b); /* accepts NULL */
 
 /* What tools need before they trust a bundle, without hashing: MANIFEST.json
- * parses, format "hm-bundle", version 1, model.safetensors present, and
- * every file the manifest lists exists with the listed size. */
+ * parses, format "hm-bundle", version 1, model.safetensors or
+ * model.safetensors.index.json present (not both), and every file the
+ * manifest lists exists with the listed size. */
 enum hm_status hm_bundle_check(struct hm_bundle *b, struct hm_error *err);
 
 /* "dir" or the archive format ("tar", "tar.gz", ...; "archive" when read
@@ -116,11 +125,11 @@ enum hm_status hm_bundle_file_data(struct hm_bundle *b, int64_t i, const void **
 enum hm_status hm_bundle_file_xxh3(const struct hm_bundle *b, int64_t i, uint64_t *h,
                                    struct hm_error *err);
 
-/* model.safetensors of the bundle: a directory's file is mapped, an
- * archive's member is borrowed (the bundle must outlive *out).
- * out: owned, free with hm_st_close(). */
-enum hm_status hm_bundle_open_weights(const struct hm_bundle *b, struct hm_st_file **out,
-                                      struct hm_error *err);
+/* The safetensors file name of the bundle (model.safetensors, a shard): a
+ * directory's file is mapped, an archive's member is borrowed (the bundle
+ * must outlive *out). Errors name it. out: owned, free with hm_st_close(). */
+enum hm_status hm_bundle_open_member(const struct hm_bundle *b, const char *name,
+                                     struct hm_st_file **out, struct hm_error *err);
 
 /* The tokenizer file: "tokenizer.json" or else "tokenizer.bin"; -1 when the
  * bundle has none. */
@@ -168,6 +177,8 @@ struct hm_bundle_pack_opts {
     void *onnx_data_ctx;
     uint64_t onnx_data_len;
     const char *provenance; /* the whole chain, hm-pack's entry included (JSON array) */
+    uint64_t shard_size;   /* weights past this many tensor bytes are sharded
+                              (st_index.h); 0: HM_BUNDLE_SHARD_SIZE */
     int64_t mtime;         /* archive entry times (SOURCE_DATE_EPOCH or 0) */
     int force;             /* replace an existing output (a file, or a bundle folder) */
     int dry_run;           /* check and hash everything, write nothing */
@@ -178,7 +189,8 @@ struct hm_bundle_pack_result {
     int64_t dropped_buffers; /* legacy buffers (hm_is_ignored_buffer), not packed */
     int64_t dropped_other;   /* other tensors outside the architecture's table, not packed */
     char first_other[256];   /* the first of those, "" if none */
-    uint64_t weights_bytes; /* model.safetensors */
+    uint64_t weights_bytes; /* model.safetensors, or all the shards */
+    int64_t shards;         /* weights shards written; 0: one model.safetensors */
     uint64_t total_bytes;   /* of every file */
     int64_t files;          /* MANIFEST.json included */
 };
@@ -186,8 +198,10 @@ struct hm_bundle_pack_result {
 /* Packs ck (its tensors listed by the model's own table, params.c) into
  * out_path as o->kind, atomically (a temp file or folder renamed into
  * place); nothing appears at out_path on failure. A conversion to F16/BF16
- * that would overflow a finite value is refused naming the tensor. res may
- * be NULL. */
+ * that would overflow a finite value is refused naming the tensor. Weights
+ * whose tensors hold more than o->shard_size bytes are written as HF
+ * shards with model.safetensors.index.json (contract §11). res may be
+ * NULL. */
 enum hm_status hm_bundle_pack(const struct hm_ckpt *ck, const char *out_path,
                               const struct hm_bundle_pack_opts *o,
                               struct hm_bundle_pack_result *res, struct hm_error *err);

@@ -1,12 +1,15 @@
 /* bundle_pack.c — hm_bundle_pack (bundle.h): a checkpoint into a bundle.
  *
- * model.safetensors is produced twice, streaming, one tensor at a time: a
- * first pass only hashes it (the file's and every tensor's XXH3, and the
- * F16/BF16 overflow checks), because MANIFEST.json sorts first and must
- * hold those hashes; the second pass writes it into the output and must
- * hash the same (an input that changes meanwhile is refused). Memory stays
- * at one tensor, whatever the model's size. onnx/model.onnx.data (ONNX
- * external data) is streamed the same way, twice, by its caller's writer. */
+ * The weights are model.safetensors or, when the tensors' bytes exceed
+ * the shard size, shards model-00001-of-0000N.safetensors ... with
+ * model.safetensors.index.json (st_index.h: HF's split and index). Each
+ * weights file is produced twice, streaming, one tensor at a time: a first
+ * pass only hashes it (the file's and every tensor's XXH3, and the F16/BF16
+ * overflow checks), because MANIFEST.json sorts first and must hold those
+ * hashes; the second pass writes it into the output and must hash the same
+ * (an input that changes meanwhile is refused). Memory stays at one tensor,
+ * whatever the model's size. onnx/model.onnx.data (ONNX external data) is
+ * streamed the same way, twice, by its caller's writer. */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
@@ -22,6 +25,7 @@
 #include "model.h"
 #include "params.h"
 #include "provenance.h"
+#include "st_index.h"
 
 struct ptensor {
     const char *name;      /* borrowed from the checkpoint */
@@ -33,11 +37,22 @@ struct ptensor {
     uint64_t xxh3;         /* of the dst bytes (pass 1) */
 };
 
+struct pack;
+
+/* One weights file: tensors [first, first + n) of the pack (sorted by name,
+ * so the writer keeps their order). */
+struct pshard {
+    struct pack *p;
+    int64_t first, n;
+    struct hm_st_writer *w; /* owned */
+    char name[HM_ST_SHARD_NAME_MAX];
+};
+
 /* Writes a streamed file's bytes to fp (the same bytes at every call). */
 typedef enum hm_status (*pfile_write_fn)(void *ctx, FILE *fp, struct hm_error *err);
 
 /* One output file: data [len] in memory, or data NULL and streamed by
- * write(ctx) (model.safetensors, onnx/model.onnx.data). */
+ * write(ctx) (a weights file, onnx/model.onnx.data). */
 struct pfile {
     const char *name;
     const void *data;
@@ -156,8 +171,9 @@ static enum hm_status check_overflow(const float *f, const uint16_t *h, int64_t 
 static enum hm_status fill(void *ctx, int64_t index, void *dst, size_t nbytes,
                            struct hm_error *err)
 {
-    struct pack *p = ctx;
-    struct ptensor *t = &p->t[index];
+    const struct pshard *sh = ctx;
+    struct pack *p = sh->p;
+    struct ptensor *t = &p->t[sh->first + index];
     enum hm_status st = HM_OK;
     if (t->src == t->dst) {
         memcpy(dst, t->data, nbytes);
@@ -202,9 +218,11 @@ static ssize_t tee_write(void *cookie, const char *buf, size_t n)
     return (ssize_t)n;
 }
 
-static enum hm_status write_weights(void *ctx, FILE *fp, struct hm_error *err)
+/* pfile_write_fn of a weights file: its shard's safetensors writer. */
+static enum hm_status write_shard(void *ctx, FILE *fp, struct hm_error *err)
 {
-    return hm_st_writer_write_stream(ctx, fp, err);
+    const struct pshard *sh = ctx;
+    return hm_st_writer_write_stream(sh->w, fp, err);
 }
 
 /* Streams file f's writer through a tee into s (NULL: hash only): *h its
@@ -315,7 +333,7 @@ static char *manifest_json(const struct pack *p, const struct pfile *f, int nf,
 
 /* ---- the whole ------------------------------------------------------------------ */
 
-static enum hm_status write_all(struct pfile *f, int nf, const char *out,
+static enum hm_status write_all(const struct pfile *f, int nf, const char *out,
                                 const struct hm_bundle_pack_opts *o, struct hm_error *err)
 {
     struct hm_bundle_sink s;
@@ -327,8 +345,7 @@ static enum hm_status write_all(struct pfile *f, int nf, const char *out,
         uint64_t h, n;
         if (st == HM_OK && !f[i].data && (st = stream_file(&f[i], &s, &h, &n, err)) == HM_OK &&
             (h != f[i].xxh3 || n != f[i].len))
-            st = hm_error_set(err, HM_ERR_IO, "%s changed while it was being packed",
-                              f[i].name);
+            st = hm_error_set(err, HM_ERR_IO, "%s changed while it was being packed", f[i].name);
         if (st == HM_OK)
             st = hm_bundle_sink_end(&s, err);
     }
@@ -337,6 +354,79 @@ static enum hm_status write_all(struct pfile *f, int nf, const char *out,
     if (st != HM_OK)
         hm_bundle_sink_abort(&s);
     return st;
+}
+
+/* The weights files: one model.safetensors, or past the shard size the
+ * shards of HF's split (st_index.h) and the index text (*index, owned);
+ * each with a writer holding its tensors (fill) and the metadata. */
+static enum hm_status plan_weights(struct pack *p, uint64_t shard_size, const char *cfg_meta,
+                                   const char *provenance, struct pshard **out, int *n_out,
+                                   char **index, struct hm_error *err)
+{
+    uint64_t *bytes = calloc((size_t)p->n + 1, sizeof *bytes), total = 0;
+    int *shard_of = calloc((size_t)p->n + 1, sizeof *shard_of);
+    const char **names = calloc((size_t)p->n + 1, sizeof *names);
+    enum hm_status st = HM_OK;
+    int n = 1;
+    if (!bytes || !shard_of || !names) {
+        st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    for (int64_t i = 0; i < p->n; i++) {
+        bytes[i] = (uint64_t)p->t[i].numel * hm_dtype_size(p->t[i].dst);
+        names[i] = p->t[i].name;
+        total += bytes[i];
+    }
+    if (total > shard_size && (n = hm_st_shard_plan(bytes, p->n, shard_size, shard_of)) > 1 &&
+        !(*index = hm_st_index_json(names, shard_of, p->n, n, total))) {
+        st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    n = n > 1 ? n : 1;
+    struct pshard *sh = calloc((size_t)n, sizeof *sh);
+    if (!(*out = sh)) {
+        st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    *n_out = n;
+    for (int k = 0; k < n; k++) {
+        sh[k].p = p;
+        if (n == 1)
+            snprintf(sh[k].name, sizeof sh[k].name, "%s", HM_BUNDLE_WEIGHTS);
+        else
+            hm_st_shard_name(k + 1, n, sh[k].name);
+    }
+    for (int64_t i = 0; i < p->n; i++) {
+        struct pshard *s = &sh[n > 1 ? shard_of[i] : 0];
+        if (s->n++ == 0)
+            s->first = i;
+    }
+    for (int k = 0; st == HM_OK && k < n; k++) {
+        const struct ptensor *t = p->t + sh[k].first;
+        if (!(sh[k].w = hm_st_writer_new()))
+            st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+        for (int64_t i = 0; st == HM_OK && i < sh[k].n; i++)
+            st = hm_st_writer_add_fill(sh[k].w, t[i].name, t[i].dst, t[i].ndim, t[i].shape, fill,
+                                       &sh[k], err);
+        if (st == HM_OK)
+            st = hm_st_writer_set_metadata(sh[k].w, "hm.config", cfg_meta, err);
+        if (st == HM_OK && provenance)
+            st = hm_st_writer_set_metadata(sh[k].w, "hm.provenance", provenance, err);
+        if (st == HM_OK)
+            st = hm_st_writer_set_metadata(sh[k].w, "format", "pt", err);
+    }
+out:
+    free(bytes);
+    free(shard_of);
+    free(names);
+    return st;
+}
+
+static void free_shards(struct pshard *sh, int n)
+{
+    for (int k = 0; sh && k < n; k++)
+        hm_st_writer_free(sh[k].w);
+    free(sh);
 }
 
 enum hm_status hm_bundle_pack(const struct hm_ckpt *ck, const char *out_path,
@@ -358,29 +448,35 @@ enum hm_status hm_bundle_pack(const struct hm_ckpt *ck, const char *out_path,
         return err->status;
     const struct hm_config *cfg = hm_ckpt_config(ck);
     struct pack p = {0};
-    struct hm_st_writer *w = hm_st_writer_new();
+    struct pshard *sh = NULL;
+    struct pfile *f = NULL;
+    struct hm_bundle_card_file *cf = NULL;
+    int nsh = 0, nf = 0;
     char *cfg_meta = hm_config_to_json(cfg), *config = NULL, *card = NULL, *manifest = NULL;
-    enum hm_status st = w && cfg_meta ? HM_OK : hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+    char *index = NULL;
+    enum hm_status st = cfg_meta ? HM_OK : hm_error_set(err, HM_ERR_NOMEM, "out of memory");
     if (st == HM_OK)
         st = collect(ck, o->dtype, &p, res, err);
-    for (int64_t i = 0; st == HM_OK && i < p.n; i++)
-        st = hm_st_writer_add_fill(w, p.t[i].name, p.t[i].dst, p.t[i].ndim, p.t[i].shape, fill,
-                                   &p, err);
     if (st == HM_OK)
-        st = hm_st_writer_set_metadata(w, "hm.config", cfg_meta, err);
-    if (st == HM_OK && o->provenance)
-        st = hm_st_writer_set_metadata(w, "hm.provenance", o->provenance, err);
-    if (st == HM_OK)
-        st = hm_st_writer_set_metadata(w, "format", "pt", err);
-    struct pfile weights = {.name = HM_BUNDLE_WEIGHTS, .write = write_weights, .ctx = w};
+        st = plan_weights(&p, o->shard_size ? o->shard_size : HM_BUNDLE_SHARD_SIZE, cfg_meta,
+                          o->provenance, &sh, &nsh, &index, err);
+    /* config, the weights (and index), tokenizer, onnx (and its data), README, MANIFEST */
+    if (st == HM_OK && (!(f = calloc((size_t)nsh + 8, sizeof *f)) ||
+                        !(cf = calloc((size_t)nsh + 8, sizeof *cf))))
+        st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+    p.pass = 1; /* hash only: the manifest, written first, holds the hashes */
+    for (int k = 0; st == HM_OK && k < nsh; k++) {
+        uint64_t h, n;
+        f[nf] = (struct pfile){.name = sh[k].name, .write = write_shard, .ctx = &sh[k]};
+        if ((st = stream_file(&f[nf], NULL, &h, &n, err)) == HM_OK) {
+            f[nf].len = (size_t)n, f[nf++].xxh3 = h;
+            res->weights_bytes += n;
+        }
+    }
     struct pfile onnx_data = {.name = HM_BUNDLE_ONNX_DATA, .write = o->onnx_data_write,
                               .ctx = o->onnx_data_ctx};
-    uint64_t n = 0;
-    p.pass = 1; /* hash only: the manifest, written first, holds the hashes */
-    if (st == HM_OK)
-        st = stream_file(&weights, NULL, &weights.xxh3, &n, err);
-    weights.len = (size_t)n;
     if (st == HM_OK && o->onnx_data_write) {
+        uint64_t n = 0;
         if (!o->onnx)
             st = hm_error_set(err, HM_ERR_INVALID, "ONNX external data without its graph");
         else if ((st = stream_file(&onnx_data, NULL, &onnx_data.xxh3, &n, err)) == HM_OK &&
@@ -396,17 +492,16 @@ enum hm_status hm_bundle_pack(const struct hm_ckpt *ck, const char *out_path,
     enum hm_dtype major;
     dtype_summary(&p, dtypes, sizeof dtypes, &major);
     config = hm_bundle_config_json(cfg, torch_name(major), o->bos_id, o->eos_id);
-    struct pfile f[8];
-    int nf = 0;
-    f[nf++] = (struct pfile){.name = "config.json", .data = config, .len = config ? strlen(config) : 0};
-    f[nf++] = weights;
+    f[nf++] = (struct pfile){.name = "config.json", .data = config,
+                             .len = config ? strlen(config) : 0};
+    if (index)
+        f[nf++] = (struct pfile){.name = HM_BUNDLE_INDEX, .data = index, .len = strlen(index)};
     f[nf++] = (struct pfile){.name = o->tokenizer_name, .data = o->tokenizer,
                              .len = o->tokenizer_len};
     if (o->onnx)
         f[nf++] = (struct pfile){.name = HM_BUNDLE_ONNX, .data = o->onnx, .len = o->onnx_len};
     if (o->onnx_data_write)
         f[nf++] = onnx_data;
-    struct hm_bundle_card_file cf[8];
     for (int i = 0; i < nf; i++)
         cf[i] = (struct hm_bundle_card_file){f[i].name, f[i].len};
     qsort(cf, (size_t)nf, sizeof *cf, cmp_pfile_card);
@@ -432,7 +527,7 @@ enum hm_status hm_bundle_pack(const struct hm_ckpt *ck, const char *out_path,
                              .len = strlen(manifest)};
     qsort(f, (size_t)nf, sizeof *f, cmp_pfile);
     res->tensors = p.n;
-    res->weights_bytes = weights.len;
+    res->shards = index ? nsh : 0;
     res->files = nf;
     for (int i = 0; i < nf; i++)
         res->total_bytes += f[i].len;
@@ -448,11 +543,14 @@ enum hm_status hm_bundle_pack(const struct hm_ckpt *ck, const char *out_path,
         free(out);
     }
 out:
-    hm_st_writer_free(w);
+    free_shards(sh, nsh);
+    free(f);
+    free(cf);
     free(p.t);
     free(cfg_meta);
     free(config);
     free(card);
     free(manifest);
+    free(index);
     return st;
 }

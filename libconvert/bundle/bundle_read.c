@@ -22,6 +22,7 @@ struct bundle_file {
     uint64_t size;
     const void *data; /* archive: borrowed from ar; directory: owned once loaded */
     char *disk;       /* directory: the file on disk (symlinks followed); else NULL */
+    int streamed;     /* archive: its bytes went to hm_bundle_open_streamed's fn */
 };
 
 struct hm_bundle {
@@ -98,7 +99,7 @@ static enum hm_status add(struct hm_bundle *b, const char *name, uint64_t size, 
         b->cap = nc;
     }
     struct bundle_file *f = &b->f[b->n];
-    *f = (struct bundle_file){strdup(name), size, data, disk ? strdup(disk) : NULL};
+    *f = (struct bundle_file){strdup(name), size, data, disk ? strdup(disk) : NULL, 0};
     if (!f->name || (disk && !f->disk)) {
         free(f->name);
         free(f->disk);
@@ -229,7 +230,22 @@ static int cmp_file(const void *x, const void *y)
 struct vet {
     cJSON *manifest;
     const cJSON *files; /* its "files" object, NULL until read (or if it has none) */
+    hm_bundle_data_fn fn; /* hm_bundle_open_streamed: where streamed members go */
+    void *fn_ctx;
 };
+
+/* Streamed by hm_bundle_open_streamed: all but the two files read whole. */
+static int streams(const struct vet *v, const char *name)
+{
+    return v->fn && strcmp(name, HM_BUNDLE_MANIFEST) != 0 && strcmp(name, HM_BUNDLE_INDEX) != 0;
+}
+
+static enum hm_status vet_data(void *ctx, const char *name, const void *data, size_t size,
+                               struct hm_error *err)
+{
+    struct vet *v = ctx;
+    return v->fn(v->fn_ctx, name, data, size, err);
+}
 
 static enum hm_status not_listed(const char *name, struct hm_error *err)
 {
@@ -251,6 +267,9 @@ static enum hm_status vet_member(void *ctx, const char *name, int64_t declared,
         vet->max_size = HM_BUNDLE_MAX_SMALL_FILE;
         return HM_OK;
     }
+    vet->stream = streams(v, name);
+    if (!vet->stream && vet->max_size > HM_BUNDLE_MAX_SMALL_FILE && v->fn)
+        vet->max_size = HM_BUNDLE_MAX_SMALL_FILE; /* the index, held whole */
     if (!v->files)
         return HM_OK; /* before the manifest: only the total cap */
     const cJSON *e = cJSON_GetObjectItemCaseSensitive(v->files, name);
@@ -278,12 +297,15 @@ static enum hm_status vet_kept(void *ctx, const char *name, const void *data, si
     return HM_OK; /* a manifest that does not parse is hm_bundle_check's to report */
 }
 
-/* Reads the archive at path (or buf: [len] when path is NULL) into b. */
+/* Reads the archive at path (or buf: [len] when path is NULL) into b; with
+ * fn, members but the manifest and the index go to fn instead. */
 static enum hm_status from_archive(struct hm_bundle *b, const char *path, const void *buf,
-                                   size_t len, struct hm_error *err)
+                                   size_t len, hm_bundle_data_fn fn, void *fn_ctx,
+                                   struct hm_error *err)
 {
-    struct vet v = {NULL, NULL};
-    struct hm_archive_limits lim = {.member = vet_member, .kept = vet_kept, .ctx = &v};
+    struct vet v = {NULL, NULL, fn, fn_ctx};
+    struct hm_archive_limits lim = {.member = vet_member, .kept = vet_kept,
+                                    .data = fn ? vet_data : NULL, .ctx = &v};
     enum hm_status st = path ? hm_archive_read_path(path, &lim, &b->ar, err)
                              : hm_archive_read_memory(buf, len, &lim, &b->ar, err);
     for (int64_t i = 0; st == HM_OK && i < hm_archive_n_members(b->ar); i++) {
@@ -292,8 +314,8 @@ static enum hm_status from_archive(struct hm_bundle *b, const char *path, const 
         if (v.files && strcmp(m->name, HM_BUNDLE_MANIFEST) != 0 &&
             !cJSON_GetObjectItemCaseSensitive(v.files, m->name))
             st = not_listed(m->name, err);
-        else
-            st = add(b, m->name, m->size, m->data, NULL, err);
+        else if ((st = add(b, m->name, m->size, m->data, NULL, err)) == HM_OK)
+            b->f[b->n - 1].streamed = streams(&v, m->name);
     }
     cJSON_Delete(v.manifest);
     if (st == HM_OK) {
@@ -318,7 +340,22 @@ static enum hm_status finish_open(struct hm_bundle *b, enum hm_status st, struct
     return HM_OK;
 }
 
-enum hm_status hm_bundle_open(const char *path, struct hm_bundle **out, struct hm_error *err)
+static enum hm_status open_memory(const void *buf, size_t len, const char *name,
+                                  hm_bundle_data_fn fn, void *ctx, struct hm_bundle **out,
+                                  struct hm_error *err)
+{
+    *out = NULL;
+    struct hm_bundle *b = calloc(1, sizeof *b);
+    if (!b || !(b->path = strdup(name))) {
+        free(b);
+        return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+    }
+    enum hm_status st = from_archive(b, NULL, buf, len, fn, ctx, err);
+    return finish_open(b, st, out, err);
+}
+
+static enum hm_status open_path(const char *path, hm_bundle_data_fn fn, void *ctx,
+                                struct hm_bundle **out, struct hm_error *err)
 {
     *out = NULL;
     struct hm_bundle *b = calloc(1, sizeof *b);
@@ -333,7 +370,7 @@ enum hm_status hm_bundle_open(const char *path, struct hm_bundle **out, struct h
         hm_bundle_close(b);
         if ((st = hm_read_fd(0, hm_archive_default_max_total(), &buf, &len, err)) != HM_OK)
             return st;
-        st = hm_bundle_open_memory(buf, len, "-", out, err);
+        st = open_memory(buf, len, "-", fn, ctx, out, err);
         free(buf);
         return st;
     }
@@ -344,22 +381,26 @@ enum hm_status hm_bundle_open(const char *path, struct hm_bundle **out, struct h
                                     : hm_error_set(err, HM_ERR_UNSUPPORTED, "not a bundle: no %s",
                                                    HM_BUNDLE_MANIFEST);
     } else {
-        st = from_archive(b, path, NULL, 0, err);
+        st = from_archive(b, path, NULL, 0, fn, ctx, err);
     }
     return finish_open(b, st, out, err);
+}
+
+enum hm_status hm_bundle_open(const char *path, struct hm_bundle **out, struct hm_error *err)
+{
+    return open_path(path, NULL, NULL, out, err);
+}
+
+enum hm_status hm_bundle_open_streamed(const char *path, hm_bundle_data_fn fn, void *ctx,
+                                       struct hm_bundle **out, struct hm_error *err)
+{
+    return open_path(path, fn, ctx, out, err);
 }
 
 enum hm_status hm_bundle_open_memory(const void *buf, size_t len, const char *name,
                                      struct hm_bundle **out, struct hm_error *err)
 {
-    *out = NULL;
-    struct hm_bundle *b = calloc(1, sizeof *b);
-    if (!b || !(b->path = strdup(name))) {
-        free(b);
-        return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
-    }
-    enum hm_status st = from_archive(b, NULL, buf, len, err);
-    return finish_open(b, st, out, err);
+    return open_memory(buf, len, name, NULL, NULL, out, err);
 }
 
 const char *hm_bundle_kind_name(const struct hm_bundle *b)
@@ -402,6 +443,8 @@ enum hm_status hm_bundle_file_data(struct hm_bundle *b, int64_t i, const void **
     if (i < 0 || i >= b->n)
         return hm_error_set(err, HM_ERR_INVALID, "no such bundle file");
     struct bundle_file *f = &b->f[i];
+    if (f->streamed)
+        return hm_error_set(err, HM_ERR_INVALID, "'%s' was streamed, not kept", f->name);
     if (f->disk && !f->data) {
         char *buf;
         size_t n;
@@ -424,6 +467,8 @@ enum hm_status hm_bundle_file_xxh3(const struct hm_bundle *b, int64_t i, uint64_
     if (i < 0 || i >= b->n)
         return hm_error_set(err, HM_ERR_INVALID, "no such bundle file");
     const struct bundle_file *f = &b->f[i];
+    if (f->streamed)
+        return hm_error_set(err, HM_ERR_INVALID, "'%s' was streamed, not kept", f->name);
     if (f->data || !f->disk) {
         *h = hm_xxh3(f->data ? f->data : "", (size_t)f->size);
         return HM_OK;
@@ -434,19 +479,62 @@ enum hm_status hm_bundle_file_xxh3(const struct hm_bundle *b, int64_t i, uint64_
     return st;
 }
 
-enum hm_status hm_bundle_open_weights(const struct hm_bundle *b, struct hm_st_file **out,
-                                      struct hm_error *err)
+enum hm_status hm_bundle_open_member(const struct hm_bundle *b, const char *name,
+                                     struct hm_st_file **out, struct hm_error *err)
 {
     *out = NULL;
-    int64_t i = hm_bundle_find(b, HM_BUNDLE_WEIGHTS);
+    int64_t i = hm_bundle_find(b, name);
     if (i < 0)
-        return hm_error_set(err, HM_ERR_INVALID, "the bundle has no %s", HM_BUNDLE_WEIGHTS);
+        return hm_error_set(err, HM_ERR_INVALID, "the bundle has no %s", name);
     const struct bundle_file *f = &b->f[i];
     enum hm_status st = f->disk ? hm_st_open(f->disk, out, err)
                                 : hm_st_open_memory((void *)f->data, (size_t)f->size, 0, out, err);
     if (st != HM_OK)
-        hm_error_prefix(err, "%s: ", HM_BUNDLE_WEIGHTS);
+        hm_error_prefix(err, "%s: ", name);
     return st;
+}
+
+int hm_bundle_file_streamed(const struct hm_bundle *b, int64_t i)
+{
+    return i >= 0 && i < b->n && b->f[i].streamed;
+}
+
+enum hm_status hm_bundle_file_stream(const struct hm_bundle *b, int64_t i, hm_bundle_data_fn fn,
+                                     void *ctx, struct hm_error *err)
+{
+    if (i < 0 || i >= b->n || b->f[i].streamed)
+        return hm_error_set(err, HM_ERR_INVALID, "no such bundle file");
+    const struct bundle_file *f = &b->f[i];
+    enum hm_status st = HM_OK;
+    if (!f->disk || f->data) { /* held in memory */
+        if (f->size && (st = fn(ctx, f->name, f->data, (size_t)f->size, err)) != HM_OK)
+            return st;
+        return fn(ctx, f->name, NULL, 0, err);
+    }
+    struct stat sb;
+    int fd = hm_open_input(f->disk, &sb, err);
+    if (fd < 0)
+        return err ? err->status : HM_ERR_IO;
+    enum { PIECE = 1 << 20 };
+    char *buf = S_ISREG(sb.st_mode) ? malloc(PIECE) : NULL;
+    if (!S_ISREG(sb.st_mode))
+        st = hm_error_set(err, HM_ERR_INVALID, "'%s' is not a regular file", f->name);
+    else if (!buf)
+        st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+    while (st == HM_OK) {
+        ssize_t r = read(fd, buf, PIECE);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            st = hm_error_set_errno(err, HM_ERR_IO, errno, "cannot read '%s'", f->name);
+        else if (r == 0)
+            break;
+        else
+            st = fn(ctx, f->name, buf, (size_t)r, err);
+    }
+    free(buf);
+    close(fd);
+    return st == HM_OK ? fn(ctx, f->name, NULL, 0, err) : st;
 }
 
 int64_t hm_bundle_tokenizer_index(const struct hm_bundle *b)
@@ -502,8 +590,12 @@ enum hm_status hm_bundle_check(struct hm_bundle *b, struct hm_error *err)
                           HM_BUNDLE_VERSION);
     else if (!cJSON_IsObject(files))
         st = hm_error_set(err, HM_ERR_FORMAT, "%s has no 'files' object", HM_BUNDLE_MANIFEST);
-    else if (hm_bundle_find(b, HM_BUNDLE_WEIGHTS) < 0)
-        st = hm_error_set(err, HM_ERR_INVALID, "the bundle has no %s", HM_BUNDLE_WEIGHTS);
+    else if (hm_bundle_find(b, HM_BUNDLE_WEIGHTS) < 0 && hm_bundle_find(b, HM_BUNDLE_INDEX) < 0)
+        st = hm_error_set(err, HM_ERR_INVALID, "the bundle has neither %s nor %s",
+                          HM_BUNDLE_WEIGHTS, HM_BUNDLE_INDEX);
+    else if (hm_bundle_find(b, HM_BUNDLE_WEIGHTS) >= 0 && hm_bundle_find(b, HM_BUNDLE_INDEX) >= 0)
+        st = hm_error_set(err, HM_ERR_INVALID, "the bundle holds both %s and %s",
+                          HM_BUNDLE_WEIGHTS, HM_BUNDLE_INDEX);
     const cJSON *e;
     if (st == HM_OK) {
         cJSON_ArrayForEach(e, files) {

@@ -14,6 +14,7 @@
 #include "dtype.h"
 #include "fileio.h"
 #include "provenance.h"
+#include "st_index.h"
 
 #define HM_MAX_JSON (100u << 20)
 
@@ -170,16 +171,120 @@ out:
     return st;
 }
 
-/* "model-00001-of-00003.safetensors" → writes "-of-00003.safetensors" tail
- * into tail; returns 1 if the name has that shape. */
-static int shard_tail(const char *name, char *tail, size_t size)
+/* Where the shards of an index are: files in a folder, or a bundle's members. */
+struct shard_src {
+    const char *dir;     /* the index's folder */
+    struct hm_bundle *b; /* or the bundle (its members) */
+};
+
+/* Adds shard name of src; the index is shown as ix_shown in messages. */
+static enum hm_status open_shard(struct hm_ckpt *ck, const struct shard_src *src,
+                                 const char *name, const char *ix_shown, struct hm_error *err)
 {
-    const char *of = strstr(name, "-of-");
-    size_t n = strlen(name);
-    if (!of || n < 12 || strcmp(name + n - 12, ".safetensors") != 0)
-        return 0;
-    snprintf(tail, size, "%s", of);
-    return 1;
+    enum hm_status st;
+    char *p = NULL;
+    if (src->b) {
+        struct hm_st_file *f;
+        const char *disk = hm_bundle_file_disk_path(src->b, hm_bundle_find(src->b, name));
+        size_t n = strlen(hm_bundle_path(src->b)) + strlen(name) + 2;
+        if ((st = hm_bundle_open_member(src->b, name, &f, err)) != HM_OK)
+            return st;
+        if (!(p = malloc(n))) {
+            hm_st_close(f);
+            return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+        }
+        snprintf(p, n, "%s:%s", hm_bundle_path(src->b), name);
+        st = add_st(ck, disk ? disk : p, f, err);
+    } else {
+        if (!(p = path_join(src->dir, name)))
+            return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+        if ((st = add_file(ck, p, err)) != HM_OK)
+            hm_error_prefix(err, "shard '%s' named by %s: ", p, ix_shown);
+    }
+    free(p);
+    return st;
+}
+
+static void first_problem(void *ctx, int shard, const char *tensor, const char *msg)
+{
+    struct hm_error *err = ctx;
+    (void)shard, (void)tensor;
+    if (err && err->status == HM_OK)
+        hm_error_set(err, HM_ERR_FORMAT, "%s", msg);
+}
+
+/* The folder's file names (for hm_st_index_stray). owned: free each, then the array. */
+static char **list_dir(const char *dir, int64_t *n)
+{
+    *n = 0;
+    DIR *d = opendir(dir);
+    char **names = NULL;
+    int64_t cap = 0;
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        if (*n == cap) {
+            char **nn = realloc(names, sizeof *nn * (size_t)(cap = cap ? cap * 2 : 16));
+            if (!nn)
+                break;
+            names = nn;
+        }
+        if (!(names[*n] = strdup(de->d_name)))
+            break;
+        (*n)++;
+    }
+    if (d)
+        closedir(d);
+    return names;
+}
+
+/* The sharded set of the index text: [len] (shown as ix_shown): every shard
+ * opened from src, cross-checked against the index, and no shard of the
+ * same set left out of it. */
+static enum hm_status open_shards(struct hm_ckpt *ck, const char *text, size_t len,
+                                  const char *ix_shown, const struct shard_src *src,
+                                  struct hm_error *err)
+{
+    struct hm_st_index *ix;
+    char msg_name[4200];
+    snprintf(msg_name, sizeof msg_name, "index '%s'", ix_shown);
+    enum hm_status st = hm_st_index_parse(text, len, msg_name, &ix, err);
+    if (st != HM_OK)
+        return st;
+    int first = ck->nfiles;
+    for (int i = 0; st == HM_OK && i < hm_st_index_n_shards(ix); i++)
+        st = open_shard(ck, src, hm_st_index_shard(ix, i), msg_name, err);
+    if (st == HM_OK) {
+        if (err)
+            hm_error_clear(err);
+        if (hm_st_index_check(ix, ck->files + first, (const char *const *)ck->paths + first,
+                              first_problem, err) > 0)
+            st = err ? err->status : HM_ERR_FORMAT;
+    }
+    int64_t n = 0;
+    char **names = NULL;
+    const char *stray = NULL;
+    if (st == HM_OK && src->b) {
+        n = hm_bundle_n_files(src->b);
+        names = calloc((size_t)n + 1, sizeof *names);
+        for (int64_t i = 0; names && i < n; i++)
+            names[i] = (char *)hm_bundle_file_name(src->b, i);
+        stray = names ? hm_st_index_stray(ix, (const char *const *)names, n) : NULL;
+        if (stray)
+            st = hm_error_set(err, HM_ERR_FORMAT, "shard '%s' is not named by %s", stray,
+                              msg_name);
+        free(names);
+    } else if (st == HM_OK) {
+        names = list_dir(src->dir, &n);
+        stray = hm_st_index_stray(ix, (const char *const *)names, n);
+        if (stray)
+            st = hm_error_set(err, HM_ERR_FORMAT, "shard '%s/%s' is not named by %s", src->dir,
+                              stray, msg_name);
+        for (int64_t i = 0; i < n; i++)
+            free(names[i]);
+        free(names);
+    }
+    hm_st_index_free(ix);
+    return st;
 }
 
 static enum hm_status open_index(struct hm_ckpt *ck, const char *index_path,
@@ -187,125 +292,13 @@ static enum hm_status open_index(struct hm_ckpt *ck, const char *index_path,
 {
     char *text = NULL, *dir = path_dir(index_path);
     size_t len;
-    cJSON *root = NULL;
-    char **shards = NULL;
-    int nshards = 0;
-    enum hm_status st = hm_read_file(index_path, HM_MAX_JSON, &text, &len, err);
-    if (st != HM_OK) {
+    enum hm_status st = dir ? hm_read_file(index_path, HM_MAX_JSON, &text, &len, err)
+                            : hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+    if (st != HM_OK && dir)
         hm_error_prefix(err, "index '%s': ", index_path);
-        goto out;
-    }
-    root = cJSON_ParseWithLength(text, len);
-    const cJSON *wm = root ? cJSON_GetObjectItemCaseSensitive(root, "weight_map") : NULL;
-    if (!root || !cJSON_IsObject(root)) {
-        st = hm_error_set(err, HM_ERR_FORMAT, "index '%s' is not a JSON object", index_path);
-        goto out;
-    }
-    if (!cJSON_IsObject(wm)) {
-        st = hm_error_set(err, HM_ERR_FORMAT, "index '%s' has no 'weight_map' object",
-                          index_path);
-        goto out;
-    }
-    /* distinct shard names, in order of first appearance */
-    int n = cJSON_GetArraySize(wm);
-    shards = calloc((size_t)n + 1, sizeof *shards);
-    if (!shards) {
-        st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
-        goto out;
-    }
-    const cJSON *e;
-    cJSON_ArrayForEach(e, wm) {
-        if (!cJSON_IsString(e)) {
-            st = hm_error_set(err, HM_ERR_FORMAT, "index '%s': weight_map['%s'] is not a string",
-                              index_path, e->string);
-            goto out;
-        }
-        const char *s = e->valuestring;
-        if (!s[0] || strchr(s, '/') || strcmp(s, "..") == 0 || strcmp(s, ".") == 0) {
-            st = hm_error_set(err, HM_ERR_FORMAT,
-                              "index '%s': shard name '%s' is not a file in the folder",
-                              index_path, s);
-            goto out;
-        }
-        int found = 0;
-        for (int i = 0; i < nshards && !found; i++)
-            found = strcmp(shards[i], s) == 0;
-        if (!found)
-            shards[nshards++] = (char *)s;
-    }
-    if (nshards == 0) {
-        st = hm_error_set(err, HM_ERR_FORMAT, "index '%s' names no tensors", index_path);
-        goto out;
-    }
-    for (int i = 0; i < nshards; i++) {
-        char *p = path_join(dir, shards[i]);
-        if (!p) {
-            st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
-            goto out;
-        }
-        st = add_file(ck, p, err);
-        if (st != HM_OK) {
-            hm_error_prefix(err, "shard '%s' named by index '%s': ", p, index_path);
-            free(p);
-            goto out;
-        }
-        free(p);
-    }
-    /* every index entry exists in the shard it names */
-    cJSON_ArrayForEach(e, wm) {
-        int i = 0;
-        while (strcmp(shards[i], e->valuestring) != 0)
-            i++;
-        if (hm_st_find(ck->files[i], e->string) < 0) {
-            st = hm_error_set(err, HM_ERR_FORMAT,
-                              "index '%s' maps tensor '%s' to shard '%s', which lacks it",
-                              index_path, e->string, ck->paths[i]);
-            goto out;
-        }
-    }
-    /* every shard tensor is in the index, mapped to that shard */
-    for (int i = 0; i < ck->nfiles; i++) {
-        for (int64_t j = 0; j < hm_st_n_tensors(ck->files[i]); j++) {
-            const char *name = hm_st_tensor_at(ck->files[i], j)->name;
-            const cJSON *m = cJSON_GetObjectItemCaseSensitive(wm, name);
-            if (!m) {
-                st = hm_error_set(err, HM_ERR_FORMAT,
-                                  "tensor '%s' in shard '%s' is not in index '%s'", name,
-                                  ck->paths[i], index_path);
-                goto out;
-            }
-            if (strcmp(m->valuestring, shards[i]) != 0) {
-                st = hm_error_set(err, HM_ERR_FORMAT,
-                                  "tensor '%s' is in shard '%s' but index '%s' maps it to '%s'",
-                                  name, ck->paths[i], index_path, m->valuestring);
-                goto out;
-            }
-        }
-    }
-    /* a shard file of the same set that the index does not name */
-    char tail[256];
-    if (shard_tail(shards[0], tail, sizeof tail)) {
-        DIR *d = opendir(dir);
-        struct dirent *de;
-        while (d && (de = readdir(d))) {
-            char t2[256];
-            if (!shard_tail(de->d_name, t2, sizeof t2) || strcmp(t2, tail) != 0)
-                continue;
-            int named = 0;
-            for (int i = 0; i < nshards && !named; i++)
-                named = strcmp(shards[i], de->d_name) == 0;
-            if (!named) {
-                st = hm_error_set(err, HM_ERR_FORMAT, "shard '%s/%s' is not named by index '%s'",
-                                  dir, de->d_name, index_path);
-                break;
-            }
-        }
-        if (d)
-            closedir(d);
-    }
-out:
-    free(shards);
-    cJSON_Delete(root);
+    struct shard_src src = {dir, NULL};
+    if (st == HM_OK)
+        st = open_shards(ck, text, len, index_path, &src, err);
     free(text);
     free(dir);
     return st;
@@ -357,30 +350,33 @@ static enum hm_status load_config(struct hm_ckpt *ck, const char *dir, int prefe
     return st;
 }
 
-/* ck from the bundle in ck->bundle: its weights, hm.config (else its
+/* ck from the bundle in ck->bundle: its weights (model.safetensors, or the
+ * shards its model.safetensors.index.json names), hm.config (else its
  * config.json) and its tokenizer. */
 static enum hm_status open_bundle_parts(struct hm_ckpt *ck, struct hm_error *err)
 {
     struct hm_bundle *b = ck->bundle;
-    struct hm_st_file *f;
+    struct shard_src src = {NULL, b};
     enum hm_status st = hm_bundle_check(b, err);
-    if (st == HM_OK)
-        st = hm_bundle_open_weights(b, &f, err);
-    if (st != HM_OK)
-        return st;
-    int64_t wi = hm_bundle_find(b, HM_BUNDLE_WEIGHTS);
-    const char *disk = hm_bundle_file_disk_path(b, wi);
-    size_t n = strlen(hm_bundle_path(b)) + sizeof HM_BUNDLE_WEIGHTS + 2;
-    char *shown = malloc(n);
-    if (!shown) {
-        hm_st_close(f);
-        return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+    int64_t ii = hm_bundle_find(b, HM_BUNDLE_INDEX);
+    if (st == HM_OK && ii >= 0) { /* sharded (bundle.h) */
+        const void *text;
+        size_t len;
+        const char *disk = hm_bundle_file_disk_path(b, ii);
+        size_t n = strlen(hm_bundle_path(b)) + sizeof HM_BUNDLE_INDEX + 2;
+        char *shown = malloc(n);
+        if (!shown)
+            return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+        snprintf(shown, n, "%s:%s", hm_bundle_path(b), HM_BUNDLE_INDEX);
+        if ((st = hm_bundle_file_data(b, ii, &text, &len, err)) == HM_OK)
+            st = open_shards(ck, text, len, disk ? disk : shown, &src, err);
+        free(shown);
+    } else if (st == HM_OK) {
+        st = open_shard(ck, &src, HM_BUNDLE_WEIGHTS, NULL, err);
     }
-    snprintf(shown, n, "%s:%s", hm_bundle_path(b), HM_BUNDLE_WEIGHTS);
-    st = add_st(ck, disk ? disk : shown, f, err);
-    free(shown);
     if (st != HM_OK)
         return st;
+    struct hm_st_file *f = ck->files[0];
     const char *meta = hm_st_metadata_get(f, "hm.config");
     int64_t ci = hm_bundle_find(b, "config.json");
     const void *text = meta;

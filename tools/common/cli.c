@@ -231,6 +231,31 @@ int hm_cli_common_opt(int c, struct hm_cli_common *common)
     return 0;
 }
 
+uint64_t hm_parse_bytes(const char *s, const char *opt)
+{
+    static const struct {
+        const char *suffix;
+        uint64_t mul;
+    } units[] = {{"", 1},          {"B", 1},          {"kB", 1000},       {"KB", 1000},
+                 {"MB", 1000000},  {"GB", 1000000000}, {"TB", 1000000000000},
+                 {"KiB", 1 << 10}, {"MiB", 1 << 20},   {"GiB", 1 << 30},   {"TiB", 1ull << 40}};
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = s[0] >= '0' && s[0] <= '9' ? strtoull(s, &end, 10) : 0;
+    uint64_t out = 0;
+    int ok = end && end != s && errno == 0;
+    for (size_t i = 0; ok && i < sizeof units / sizeof *units; i++)
+        if (strcmp(end, units[i].suffix) == 0) {
+            if (__builtin_mul_overflow((uint64_t)v, units[i].mul, &out))
+                break;
+            if (out == 0)
+                hm_usage_error("option '%s' must be at least 1 byte, got '%s'", opt, s);
+            return out;
+        }
+    hm_usage_error("option '%s' needs a size in bytes (a number, or one with B, KB, MB, GB, "
+                   "TB = 10^3.., KiB, MiB, GiB, TiB = 2^10..), got '%s'", opt, s);
+}
+
 int64_t hm_parse_i64(const char *s, const char *opt, int64_t min, int64_t max)
 {
     char *end = NULL;
