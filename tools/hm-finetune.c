@@ -56,7 +56,10 @@ static const char usage[] =
 enum { OPT_FREEZE = HM_OPT_FIRST_TOOL, OPT_KD_TEACHER, OPT_KD_WEIGHT, OPT_KD_TEMP, OPT_CE_WEIGHT,
        OPT_ALIGN, OPT_ALIGN_LOSS };
 
-static struct hm_model *load_model(const char *path, struct hm_ckpt **ck_out, char **prov)
+/* The model at path: in fp32 host memory (be NULL: the trainee, placed by the
+ * trainer), or straight into be with bf16/f16 layer matrices kept narrow (a
+ * frozen teacher). *prov (if prov): its provenance, owned by the caller. */
+static struct hm_model *load_model(const char *path, const struct hm_backend *be, char **prov)
 {
     struct hm_ckpt *ck;
     struct hm_model *m;
@@ -64,32 +67,15 @@ static struct hm_model *load_model(const char *path, struct hm_ckpt **ck_out, ch
     hm_error_clear(&err);
     if (hm_ckpt_open(path, &ck, &err) != HM_OK)
         hm_die_err("cannot read", path, &err);
-    if (hm_model_load(ck, &m, &err) != HM_OK)
+    if ((be ? hm_model_load_narrow(ck, hm_ckpt_config(ck), be, &m, &err)
+            : hm_model_load(ck, &m, &err)) != HM_OK)
         hm_die_err("cannot load", path, &err);
     hm_warn_nonfinite(path, m);
     if (prov) {
         const char *p = hm_ckpt_metadata_get(ck, "hm.provenance");
         *prov = p ? strdup(p) : NULL;
     }
-    if (ck_out)
-        *ck_out = ck;
-    else
-        hm_ckpt_close(ck);
-    return m;
-}
-
-static struct hm_model *load_teacher(const char *path, const struct hm_backend *be)
-{
-    struct hm_ckpt *ck;
-    struct hm_model *m;
-    struct hm_error err;
-    hm_error_clear(&err);
-    if (hm_ckpt_open(path, &ck, &err) != HM_OK)
-        hm_die_err("cannot read", path, &err);
-    if (hm_model_load_narrow(ck, hm_ckpt_config(ck), be, &m, &err) != HM_OK)
-        hm_die_err("cannot load", path, &err);
     hm_ckpt_close(ck);
-    hm_warn_nonfinite(path, m);
     return m;
 }
 
@@ -209,13 +195,13 @@ int main(int argc, char **argv)
     struct hm_model *m = load_model(in, NULL, &prov), *teacher = NULL;
     /* a teacher is only run: straight onto the backend, bf16 layers kept narrow */
     if (kd_path) {
-        teacher = load_teacher(kd_path, t.backend);
+        teacher = load_model(kd_path, t.backend, NULL);
         if (teacher->cfg.vocab_size != m->cfg.vocab_size)
             hm_die("teacher '%s' has vocabulary %lld, the student %lld", kd_path,
                    (long long)teacher->cfg.vocab_size, (long long)m->cfg.vocab_size);
     }
     if (align_path) {
-        teacher = load_teacher(align_path, t.backend);
+        teacher = load_model(align_path, t.backend, NULL);
         if (teacher->cfg.mixer != HM_MIXER_SOFTMAX)
             hm_die("--align '%s' is a %s model; the teacher must have softmax attention",
                    align_path, hm_arch_name(&teacher->cfg));
