@@ -2,7 +2,13 @@
 #ifndef HM_MODEL_INTERNAL_H
 #define HM_MODEL_INTERNAL_H
 
-#include "model.h"
+#include "hm_error.h"
+
+/* declared in model.h and config.h; not included here, so that model.c
+ * including this header makes no include ring */
+struct hm_config;
+struct hm_model;
+struct hm_param_spec;
 
 /* Where tensor s lives in struct hm_model / struct hm_layer. */
 float **hm_model_slot(struct hm_model *m, const struct hm_param_spec *s);

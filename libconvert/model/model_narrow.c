@@ -5,6 +5,7 @@
  * Gotchas: all layers' narrow views share one widened buffer at the same
  * offsets, so a pointer into it is only valid for the layer last widened;
  * llama's q, k, v share one slot and stay back to back in it (table order). */
+#include "model.h"
 #include "model_internal.h"
 
 #include <math.h>
