@@ -125,7 +125,7 @@ int main(int argc, char **argv)
         printf("optimizer:  %s, peak lr %g, warm-up %lld, cosine to %g, clip %g\n",
                t.run.optim.kind == HM_OPTIM_ADAMW ? "adamw" : "sgd", t.run.lr,
                (long long)t.run.warmup, 0.1 * t.run.lr, t.run.optim.clip);
-        printf("memory:     2 x %.1f MB weights (teacher + student) + %.1f MB feature-map "
+        printf("memory:     %.1f MB weights as fp32 (the teacher's, shared by the student; bf16 layers half) + %.1f MB feature-map "
                "state + %.1f MB scratch for one layer of one sequence (independent of "
                "depth) + the teacher's one-sequence activations\n",
                weights / 1e6, state / 1e6, scratch / 1e6);

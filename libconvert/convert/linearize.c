@@ -28,7 +28,7 @@ struct hm_linearizer {
     const struct hm_ckpt *ck;     /* borrowed */
     const struct hm_backend *be;  /* borrowed */
     struct hm_model *teacher;      /* owned, softmax (gpt_neox or llama) */
-    struct hm_model *student;      /* owned, hedgehog */
+    struct hm_model *student;      /* owned, hedgehog; shares the teacher's tensors */
     int64_t B, T, accum, L;
     struct hm_model_ws tws;        /* the teacher (hooked) */
     float *arena;                 /* owned: the per-layer scratch below */
@@ -55,8 +55,8 @@ void hm_linearizer_free(struct hm_linearizer *lz)
 {
     if (!lz)
         return;
+    hm_model_free(lz->student); /* borrows the teacher's tensors */
     hm_model_free(lz->teacher);
-    hm_model_free(lz->student);
     hm_model_ws_release(&lz->tws);
     hm_model_ws_release(&lz->vws);
     hm_backend_free(lz->be, (void **)&lz->arena);
@@ -111,33 +111,6 @@ enum hm_status hm_linearizer_set_objective(struct hm_linearizer *lz, enum hm_lin
     return HM_OK;
 }
 
-/* Copy every skeleton tensor of src into dst by name (feature maps stay). */
-static enum hm_status copy_skeleton(const struct hm_model *src, struct hm_model *dst,
-                                    struct hm_error *err)
-{
-    struct hm_tensor_view *a = NULL, *b = NULL;
-    int64_t na = hm_model_views(src, &a), nb = hm_model_views(dst, &b);
-    enum hm_status st = HM_OK;
-    if (na < 0 || nb < 0) {
-        st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
-        goto out;
-    }
-    for (int64_t i = 0; i < na; i++) {
-        int64_t j = 0;
-        while (j < nb && strcmp(a[i].spec.name, b[j].spec.name) != 0)
-            j++;
-        if (j == nb || b[j].numel != a[i].numel) {
-            st = hm_error_set(err, HM_ERR_INVALID, "student lacks tensor '%s'", a[i].spec.name);
-            goto out;
-        }
-        memcpy(b[j].data, a[i].data, sizeof(float) * (size_t)a[i].numel);
-    }
-out:
-    free(a);
-    free(b);
-    return st;
-}
-
 enum hm_status hm_linearizer_new(const struct hm_ckpt *ck, int64_t feature_dim,
                                  const struct hm_backend *be, int64_t B, int64_t T,
                                  int64_t accum, struct hm_linearizer **out,
@@ -159,17 +132,16 @@ enum hm_status hm_linearizer_new(const struct hm_ckpt *ck, int64_t feature_dim,
     lz->accum = accum;
     hm_model_ws_init(&lz->tws);
     hm_model_ws_init(&lz->vws);
-    enum hm_status st = hm_model_load(ck, &lz->teacher, err);
+    /* one copy of the weights, at the checkpoint's width: the student is the
+     * teacher's tensors plus its own feature maps (hm_model_extend) */
+    enum hm_status st = hm_model_load_narrow(ck, tc, be, &lz->teacher, err);
     if (st != HM_OK)
         goto fail;
     struct hm_config sc = *tc;
     sc.mixer = HM_MIXER_HEDGEHOG;
     sc.feature_dim = feature_dim;
     if ((st = hm_config_finish(&sc, err)) != HM_OK ||
-        (st = hm_model_new(&sc, &lz->student, err)) != HM_OK ||
-        (st = copy_skeleton(lz->teacher, lz->student, err)) != HM_OK ||
-        (st = hm_model_place(lz->teacher, be, err)) != HM_OK ||
-        (st = hm_model_place(lz->student, be, err)) != HM_OK)
+        (st = hm_model_extend(lz->teacher, &sc, &lz->student, err)) != HM_OK)
         goto fail;
     const int64_t L = sc.num_hidden_layers, d = sc.hidden_size, nh = sc.num_attention_heads;
     const int64_t p = sc.head_dim, F = sc.feature_dim, F2 = 2 * F;

@@ -189,7 +189,7 @@ void hm_model_free(struct hm_model *m)
         hm_backend_free(m->be, (void **)&m->storage);
         hm_backend_free(m->be, (void **)&m->inv_freq);
     }
-    if (m->narrow) {
+    if (m->narrow && !m->base) {
         hm_backend_free(m->be, (void **)&m->narrow->bits);
         hm_backend_free(m->be, (void **)&m->narrow->wide);
         free(m->narrow);

@@ -138,6 +138,8 @@ struct hm_model {
     int scanned;                  /* hm_model_load_narrow found bad_view while loading */
     int64_t bad_view, bad_at;     /* the first view holding a NaN or Inf and its element
                                    * (−1: none), when scanned */
+    const struct hm_model *base;  /* borrowed (hm_model_extend): the model whose tensors
+                                   * and narrow part this one shares; NULL: owns all */
 };
 
 /* A model with every weight zero (callers fill them: tests, benchmarks),
@@ -179,6 +181,15 @@ enum hm_status hm_model_load_as(const struct hm_ckpt *ck, const struct hm_config
 enum hm_status hm_model_load_narrow(const struct hm_ckpt *ck, const struct hm_config *cfg,
                                     const struct hm_backend *be, struct hm_model **out,
                                     struct hm_error *err);
+
+/* A model of cfg that shares every tensor base has (same name and size:
+ * base's storage or narrow bits, borrowed) and owns only the rest, fp32 at
+ * its identity values on base->be: stage 1's student is the teacher plus
+ * its feature maps. base must outlive it and must not be run by another
+ * forward at the same time (they share the widened layer). out: owned,
+ * free with hm_model_free() (which frees only what it owns). */
+enum hm_status hm_model_extend(const struct hm_model *base, const struct hm_config *cfg,
+                               struct hm_model **out, struct hm_error *err);
 
 /* Makes layer l's weights readable as fp32 through m->layers[l] on m->be:
  * widens its narrow tensors into m->narrow->wide unless l is there already.

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mixer.h"
 #include "narrow.h"
 
 /* The narrow kind every 2-D layer tensor of ck shares, or −1 (none, mixed,
@@ -162,6 +163,75 @@ enum hm_status hm_model_load_narrow(const struct hm_ckpt *ck, const struct hm_co
         hm_model_free(m);
         return st;
     }
+    *out = m;
+    return HM_OK;
+}
+
+/* The view of base named like v with v's size, or NULL. */
+static const struct hm_tensor_view *base_view(const struct hm_model *base,
+                                              const struct hm_tensor_view *v)
+{
+    for (int64_t i = 0; i < base->n_views; i++)
+        if (base->views[i].numel == v->numel && strcmp(base->views[i].spec.name, v->spec.name) == 0)
+            return &base->views[i];
+    return NULL;
+}
+
+enum hm_status hm_model_extend(const struct hm_model *base, const struct hm_config *cfg,
+                               struct hm_model **out, struct hm_error *err)
+{
+    *out = NULL;
+    struct hm_param_spec *specs = NULL;
+    const int64_t n = hm_param_specs(cfg, &specs);
+    unsigned char *shared = n >= 0 ? calloc((size_t)n + 1, 1) : NULL;
+    if (!shared) {
+        free(specs);
+        return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+    }
+    int64_t n_shared = 0;
+    for (int64_t i = 0; i < n; i++) {
+        struct hm_tensor_view v = {.spec = specs[i], .numel = 1};
+        for (int k = 0; k < specs[i].ndim; k++)
+            v.numel *= specs[i].shape[k];
+        shared[i] = base_view(base, &v) != NULL;
+        n_shared += shared[i];
+    }
+    free(specs);
+    struct hm_model *m = NULL;
+    enum hm_status st = n_shared ? hm_model_build(cfg, shared, &m, err)
+                                 : hm_error_set(err, HM_ERR_INVALID, "%s shares no tensor with "
+                                                "%s", hm_arch_name(cfg), hm_arch_name(&base->cfg));
+    if (st != HM_OK) {
+        free(shared);
+        return st;
+    }
+    /* the owned part: identity values in host memory, then onto base's backend
+     * (adopted there on host memory); the shared pointers come after, so the
+     * move does not touch them */
+    const struct hm_mixer_unit *u = hm_mixer_unit(cfg->mixer);
+    for (int64_t l = 0; u->identity && l < cfg->num_hidden_layers; l++)
+        u->identity(m, l);
+    if ((st = hm_model_place(m, base->be, err)) != HM_OK) {
+        free(shared);
+        hm_model_free(m);
+        return st;
+    }
+    for (int64_t i = 0; i < m->n_views; i++) {
+        struct hm_tensor_view *v = &m->views[i];
+        if (!shared[i])
+            continue;
+        const struct hm_tensor_view *b = base_view(base, v);
+        v->data = b->data;
+        v->narrow = b->narrow;
+        float **slot = hm_model_slot(m, &v->spec);
+        if (!*slot)
+            *slot = v->data;
+    }
+    free(shared);
+    if (cfg->tie_word_embeddings)
+        m->embed_out = m->embed_in;
+    m->base = base;
+    m->narrow = base->narrow; /* borrowed, with its widened layer */
     *out = m;
     return HM_OK;
 }

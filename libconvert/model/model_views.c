@@ -28,11 +28,11 @@ enum hm_status hm_model_save(const struct hm_model *m, const char *path, int fla
         free(v);
         return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
     }
-    if (m->narrow) {
+    if (m->narrow || m->base) {
         free(t);
         free(v);
-        return hm_error_set(err, HM_ERR_INVALID, "a model loaded with narrow weights is run, "
-                            "not saved (hm_model_load_narrow)");
+        return hm_error_set(err, HM_ERR_INVALID, "a model with narrow or shared weights is "
+                            "run, not saved (hm_model_load_narrow, hm_model_extend)");
     }
     /* a model on a device is downloaded into a host copy first; host memory
      * (ref, fast) is written from where it is */

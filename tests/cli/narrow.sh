@@ -72,4 +72,21 @@ if "$B/hm-inspect" --tensors --hash "$T/kd16.st" | sed -n '/^tensors:/,$p' > "$T
    "$B/hm-inspect" --tensors --hash "$T/kd32.st" | sed -n '/^tensors:/,$p' > "$T/h32" &&
    [ "$(wc -l < "$T/h16")" -gt 70 ] && cmp -s "$T/h16" "$T/h32"; then echo "ok kd teacher bf16 = f32"
 else echo "FAIL kd teacher: the student trained against the bf16 teacher differs"; fail=1; fi
+# stage 1 on a bf16 teacher (the student shares the teacher's tensors,
+# hm_model_extend): the same feature maps as from the fp32 copy, and one
+# copy of the weights (before: teacher + student, ~2 fp32 models)
+"$B/hm-linearize" "$n.safetensors" --data "$T/text.tok" --steps 2 --batch 1 --seq-len 64 \
+    -o "$T/lin16.st" -q
+"$B/hm-linearize" "$n.b32/model.safetensors" --data "$T/text.tok" --steps 2 --batch 1 \
+    --seq-len 64 -o "$T/lin32.st" -q
+"$B/hm-inspect" --tensors --hash "$T/lin16.st" | grep "feature_map_" > "$T/f16"
+"$B/hm-inspect" --tensors --hash "$T/lin32.st" | grep "feature_map_" > "$T/f32"
+if [ "$(wc -l < "$T/f16")" -eq 24 ] && cmp -s "$T/f16" "$T/f32"; then echo "ok linearize bf16 = f32"
+else echo "FAIL linearize: feature maps from the bf16 teacher differ"; fail=1; fi
+pl=$(peak "$B/hm-linearize" "$n.b32/model.safetensors" --data "$T/text.tok" --steps 1 --batch 1 \
+    --seq-len 64 -o "$T/lin32b.st" -q)
+pe=$(peak "$B/hm-eval" "$n.b32/model.safetensors" --data "$T/text.tok" --seq-len 64 -q)
+# hm-eval + the save's mapped pages (~78 MB); a second fp32 copy adds 78 MB more
+if [ $((pl - pe)) -lt 110000 ]; then echo "ok linearize holds one copy: ${pl} KB vs eval ${pe} KB"
+else echo "FAIL linearize peak ${pl} KB vs eval ${pe} KB (a second copy?)"; fail=1; fi
 exit $fail
