@@ -5,6 +5,8 @@
 #                        Debian package fortunes → tiny teacher → held-out PPL
 #   make asan            build with ASan+UBSan into build-asan/ and run the tests
 #   make deps            install the Debian packages hm needs (as root)
+#   make ort             install onnxruntime-node for the ONNX tests (npm)
+#   make device-pack     tests/device/pack.sh: what a GPU machine's run needs
 #   make clean           remove the build folders
 BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
@@ -17,7 +19,7 @@ DEB_PACKAGES = cmake make gcc pkg-config libcjson-dev libxxhash-dev libarchive-d
                libutf8proc-dev libcriterion-dev libopenblas-openmp-dev libprotobuf-c-dev \
                protobuf-c-compiler fortunes gnuplot-nox openmpi-bin libopenmpi-dev
 
-.PHONY: all build test asan deps deps-check demo clean
+.PHONY: all build test asan deps deps-check demo clean ort device-pack
 all: build
 
 $(BUILD)/CMakeCache.txt: | deps-check
@@ -36,8 +38,20 @@ build: $(BUILD)/CMakeCache.txt
 
 # One ctest run over every test; the GPU tests (label gpu) run where there is
 # a device and are reported "Skipped" elsewhere.
+# The ONNX Runtime tests need onnxruntime-node: installed first where npm is,
+# otherwise CTest lists them as Skipped and this says how to get them.
 test: build
+	@if [ ! -d tests/onnx/node_modules/onnxruntime-node ]; then \
+	  if command -v npm >/dev/null; then $(MAKE) --no-print-directory ort || \
+	    echo "note: npm could not install onnxruntime-node: the ONNX Runtime tests will be Skipped" >&2; \
+	  else echo "note: no npm: the ONNX Runtime tests (cli_onnx, test_onnx) will be Skipped; apt-get install nodejs npm, then make ort" >&2; fi; fi
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
+
+ort:
+	npm install --prefix tests/onnx --ignore-scripts --no-package-lock --no-audit --no-fund --loglevel=error
+
+device-pack: build
+	tests/device/pack.sh $(BUILD)
 
 demo: build
 	$(MAKE) --no-print-directory -f recipes/demo.mk BIN=$(BUILD)/bin

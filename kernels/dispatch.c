@@ -157,15 +157,24 @@ void hm_backend_close(struct hm_backend *be)
     free(be);
 }
 
-/* The shared instances of hm_backend_get, closed at exit. */
+/* The shared instances of hm_backend_get, closed at exit in the reverse
+ * order of their opening, each by an atexit handler registered right
+ * after it opened. atexit handlers run last-registered first, and a device
+ * runtime registers its own teardown while the backend's open initializes
+ * it (libcudart does, at its first call): so each instance closes before
+ * the runtime it was opened on is torn down, whatever order the backends
+ * were opened in. g_open_order: slot indices in the order they opened. */
 static struct hm_backend *g_shared[HM_BACKEND_MAX];
+static int g_open_order[HM_BACKEND_MAX];
+static int g_n_open;
 
-static void close_shared(void)
+static void close_last_shared(void)
 {
-    for (int i = 0; i < HM_BACKEND_MAX; i++) {
-        hm_backend_close(g_shared[i]);
-        g_shared[i] = NULL;
-    }
+    if (g_n_open == 0)
+        return;
+    int i = g_open_order[--g_n_open];
+    hm_backend_close(g_shared[i]);
+    g_shared[i] = NULL;
 }
 
 enum hm_status hm_backend_acquire(const char *name, const struct hm_backend **out,
@@ -179,12 +188,11 @@ enum hm_status hm_backend_acquire(const char *name, const struct hm_backend **ou
     while (i < g_n_registry && g_registry[i] != d)
         i++;
     if (!g_shared[i]) {
-        static int registered;
         enum hm_status st = hm_backend_open(d->name, &g_shared[i], err);
         if (st != HM_OK)
             return st;
-        if (!registered++)
-            atexit(close_shared);
+        g_open_order[g_n_open++] = i; /* at most HM_BACKEND_MAX: one per slot */
+        atexit(close_last_shared);
     }
     *out = g_shared[i];
     return HM_OK;

@@ -329,7 +329,10 @@ Test(kernels_cpu, attention)
     /* T = 600: fast runs 256-row blocks (2 full + 1 partial); the 1-thread
      * (halved) workspace below gives smaller blocks */
     int64_t shapes[][3] = {{1, 1, 1}, {7, 3, 16}, {33, 2, 5}, {130, 4, 64}, {65, 1, 8},
-                           {200, 3, 24}, {600, 2, 16}};
+                           {200, 3, 24}, {600, 2, 16},
+                           /* head dim 256 (Pythia-1B: the CUDA kernel's
+                            * > 48 KB shared-memory path), T = 300 and 700 */
+                           {300, 2, 256}, {700, 1, 256}};
     for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
         int64_t T = shapes[k][0], n_h = shapes[k][1], p = shapes[k][2], d = n_h * p;
         uint64_t seed = 500 + k, s = seed;
@@ -373,8 +376,11 @@ Test(kernels_cpu, attention)
             hm_backend_attention_forward(be, ob, lb, qb, T, n_h, p, wb, wsf);
             tb_get(be, of, ob, TB_F(T * d));
             tb_get(be, lf, lb, TB_F(n_h * T));
-            check_f(vs("attention", be), seed, of, or_, T * d, 3e-6, 1e-5);
-            check_f(vs("attention lse", be), seed, lf, lr, T * n_h, 3e-6, 1e-5);
+            /* the scores sum p products: rounding grows like sqrt(p)
+             * (p = 256: fast vs ref 4.3e-6 observed, T = 700) */
+            const double at = 3e-6 * fmax(1.0, sqrt((double)p / 64));
+            check_f(vs("attention", be), seed, of, or_, T * d, at, 1e-5);
+            check_f(vs("attention lse", be), seed, lf, lr, T * n_h, at, 1e-5);
             tb_expect_ref_bits(be, "attention", of, or_, TB_F(T * d));
             tb_expect_ref_bits(be, "attention lse", lf, lr, TB_F(n_h * T));
             /* a workspace for one thread only still gives the same result */
@@ -383,7 +389,7 @@ Test(kernels_cpu, attention)
                                          wsf / (size_t)hm_threads_get());
             tb_get(be, of, o1, TB_F(T * d));
             tb_free_all(be);
-            check_f(vs("attention (1-thread ws)", be), seed, of, or_, T * d, 3e-6, 1e-5);
+            check_f(vs("attention (1-thread ws)", be), seed, of, or_, T * d, at, 1e-5);
             tb_expect_ref_bits(be, "attention (1-thread ws)", of, or_, TB_F(T * d));
         }
         free(qkv), free(or_), free(of), free(lr), free(lf), free(want), free(wl), free(sc);

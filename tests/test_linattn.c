@@ -747,6 +747,26 @@ Test(linattn, long_sequence_chunked_vs_ref, .timeout = 600)
     cr_log_info("long sequence fast vs ref: worst max|Δ|/max|ref| = %.3g", worst);
 }
 
+/* The shapes real models use and the small ones above miss (issue 31), on
+ * every backend: F2 + p > 512 (Pythia-1B Hedgehog: F = p = 256, so several
+ * output groups in the CUDA k_cols kernel), chunks of 256 (the multi-tile
+ * intra-chunk loop past 128), T = 300 and 700 (a short last chunk). */
+Test(linattn, real_model_shapes, .timeout = 600)
+{
+    /* {T, n_h, F2, p} */
+    int64_t shapes[][4] = {{300, 1, 512, 256}, {700, 1, 128, 64}, {300, 2, 320, 200}};
+    int64_t cs[] = {256, 0, 64};
+    double worst = 0;
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        int64_t T = shapes[si][0], n_h = shapes[si][1], F2 = shapes[si][2], p = shapes[si][3];
+        double *q, *k, *v, *R;
+        la_inputs(T, n_h, F2, p, 950 + si, 1, &q, &k, &v, &R);
+        worst = fmax(worst, fast_vs_ref(T, n_h, F2, p, cs, 3, 1, q, k, v, R, 2e-5, 1));
+        free(q); free(k); free(v); free(R);
+    }
+    cr_log_info("real-model shapes fast vs ref: worst max|Δ|/max|ref| = %.3g", worst);
+}
+
 /* ---- cosine loss ------------------------------------------------------------ */
 struct cosc { int64_t N, d; double *a; const double *b; };
 

@@ -543,6 +543,7 @@ static void check_ort(struct hm_model *m, const char *tag, int64_t Lt, const cha
     char *out = NULL;
     if (tu_run("command -v node", NULL, NULL) != 0) {
         cr_assert(!getenv("HM_REQUIRE_ORT"), "HM_REQUIRE_ORT is set but node is missing");
+        fprintf(stderr, "HM-SKIP: ONNX Runtime check of %s: node is not installed\n", tag);
         cr_skip_test("node is not installed: ONNX Runtime check of %s skipped", tag);
     }
     const int64_t V = m->cfg.vocab_size, n = W_SEQS * Lt;
@@ -591,6 +592,7 @@ static void check_ort(struct hm_model *m, const char *tag, int64_t Lt, const cha
     if (rc == 77) {
         cr_assert(!getenv("HM_REQUIRE_ORT"),
                   "HM_REQUIRE_ORT is set but onnxruntime-node is missing: %s", out);
+        fprintf(stderr, "HM-SKIP: ONNX Runtime check of %s: onnxruntime-node is missing\n", tag);
         cr_skip_test("%s", out);
     }
     cr_assert_eq(rc, 0, "%s: ONNX Runtime differs from hm (rc %d):\n%s%s", tag, rc, out, errs);

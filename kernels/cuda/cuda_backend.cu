@@ -1,7 +1,9 @@
 /* cuda_backend.cu — the CUDA backend's context, memory and vtable
  * (cuda_internal.h). Opening it without a usable device is an error that
- * says why (no device, no driver, a driver older than the toolkit). */
+ * says why (no device, no driver, a driver older than the toolkit). The
+ * device is the one of this process's local rank (device_select.h). */
 #include "cuda_internal.h"
+#include "device_select.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,16 +19,38 @@ void cu_record(void *ctx, const char *file, int line, const char *what, const ch
                              base ? base + 1 : file, line, detail);
 }
 
+static const char *env_lookup(const char *name) { return getenv(name); }
+
+/* Without a driver or a device the backend is absent (HM_ERR_UNSUPPORTED:
+ * tests skip, unless HM_REQUIRE_CUDA=1); a driver that is there but cannot
+ * run this build (older than the runtime, broken) is an error. */
 static enum hm_status cu_open(void **out, struct hm_error *err)
 {
     *out = NULL;
-    int n = 0;
+    int n = 0, drv = 0, rt = 0;
+    cudaDriverGetVersion(&drv); /* 0: no driver is installed */
+    cudaRuntimeGetVersion(&rt);
+    if (drv == 0)
+        return hm_error_set(err, HM_ERR_UNSUPPORTED,
+                            "no CUDA driver is installed (libcuda.so.1 was not found)");
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e == cudaErrorNoDevice || (e == cudaSuccess && n == 0))
         return hm_error_set(err, HM_ERR_UNSUPPORTED, "no CUDA device is visible (%s)",
                             e == cudaSuccess ? "0 devices" : cudaGetErrorString(e));
+    if (e == cudaErrorInsufficientDriver)
+        return hm_error_set(err, HM_ERR_BACKEND,
+                            "the CUDA driver (CUDA %d.%d) is older than this build's runtime "
+                            "(CUDA %d.%d): update the driver, or build with an older toolkit",
+                            drv / 1000, drv % 1000 / 10, rt / 1000, rt % 1000 / 10);
     if (e != cudaSuccess)
-        return hm_error_set(err, HM_ERR_UNSUPPORTED, "the CUDA driver cannot be used: %s",
+        return hm_error_set(err, HM_ERR_BACKEND, "the CUDA driver cannot be used: %s",
+                            cudaGetErrorString(e));
+    char why[256];
+    int dev = hm_device_select(env_lookup, n, why, sizeof why);
+    if (dev < 0)
+        return hm_error_set(err, HM_ERR_BACKEND, "cannot choose a CUDA device: %s", why);
+    if ((e = cudaSetDevice(dev)) != cudaSuccess)
+        return hm_error_set(err, HM_ERR_BACKEND, "cannot use CUDA device %d (%s): %s", dev, why,
                             cudaGetErrorString(e));
     cu_ctx *c = static_cast<cu_ctx *>(calloc(1, sizeof *c));
     if (!c)

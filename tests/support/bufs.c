@@ -43,20 +43,57 @@ static int selected(const char *name)
     return 0;
 }
 
+/* 1 if a device backend that does not open here may be left out: not
+ * named in HM_TEST_BACKENDS, and not cuda under HM_REQUIRE_CUDA=1. */
+static int may_skip(const char *name)
+{
+    const char *list = getenv("HM_TEST_BACKENDS");
+    if (list && *list)
+        return 0; /* named: it is under test */
+    const char *req = getenv("HM_REQUIRE_CUDA");
+    return !(req && *req && strcmp(req, "0") != 0 && strcmp(name, "cuda") == 0);
+}
+
+/* Every name of HM_TEST_BACKENDS opens, and so does cuda under
+ * HM_REQUIRE_CUDA=1 (named or not: a build without the CUDA backend does
+ * not list it); otherwise the test fails naming it, so that a filtered
+ * run cannot pass by testing nothing. */
+static void check_required(void)
+{
+    char names[512] = "";
+    const char *list = getenv("HM_TEST_BACKENDS");
+    if (list && *list)
+        snprintf(names, sizeof names, "%s", list);
+    const char *req = getenv("HM_REQUIRE_CUDA");
+    if (req && *req && strcmp(req, "0") != 0 && !(list && *list))
+        snprintf(names, sizeof names, "cuda");
+    char *save = NULL;
+    for (char *n = strtok_r(names, ",", &save); n; n = strtok_r(NULL, ",", &save)) {
+        const struct hm_backend *be = NULL;
+        struct hm_error err;
+        enum hm_status st = hm_backend_acquire(n, &be, &err);
+        cr_assert_eq(st, HM_OK, "backend '%s' is required (%s) but does not open: %s", n,
+                     list && *list ? "HM_TEST_BACKENDS" : "HM_REQUIRE_CUDA=1", err.msg);
+    }
+}
+
 const struct hm_backend *tb_backend(int i)
 {
     const char *name;
+    if (i == 0)
+        check_required();
     for (int k = 0; (name = hm_backend_name_at(k)) != NULL; k++) {
         const struct hm_backend *be = NULL;
         struct hm_error err;
         if (!selected(name))
             continue;
         enum hm_status st = hm_backend_acquire(name, &be, &err);
-        if (st == HM_ERR_UNSUPPORTED) {
+        if (st == HM_ERR_UNSUPPORTED && may_skip(name)) {
             /* a device backend on a machine without the device: said once */
             static int said;
             if (!said++)
-                fprintf(stderr, "SKIP backend '%s': %s\n", name, err.msg);
+                fprintf(stderr, "SKIP backend '%s': %s (HM_REQUIRE_CUDA=1 makes this a "
+                        "failure)\n", name, err.msg);
             continue;
         }
         cr_assert_eq(st, HM_OK, "backend '%s' is registered but does not open: %s", name,

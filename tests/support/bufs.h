@@ -27,7 +27,12 @@
  * as float), so an element the op should write and did not shows up.
  *
  * HM_TEST_BACKENDS="fast,cuda" (comma-separated) limits the backends under
- * test to those names; unset: all of them. HM_TB_TRACE=1 prints one line
+ * test to those names; unset: all of them. Every name it lists must open
+ * (an unknown name, or cuda on a machine without a GPU, fails the test
+ * instead of leaving the TB_EACH loops empty). HM_REQUIRE_CUDA=1 (the GPU
+ * machine's run, tests/device/run.sh) makes a cuda backend that is absent
+ * or does not open a failure too; without it a device backend that cannot
+ * open here is left out, saying so once on stderr. HM_TB_TRACE=1 prints one line
  * per case on stderr ("tb: case on <backend>"), to count them. */
 #ifndef HM_TEST_BUFS_H
 #define HM_TEST_BUFS_H
