@@ -205,6 +205,11 @@ static enum hm_status parse_tensor(struct st_entry *e, const cJSON *item,
     return HM_OK;
 }
 
+static int cmp_str_ptr(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
 static enum hm_status parse_metadata(struct hm_st_file *f, const cJSON *m,
                                      struct hm_error *err)
 {
@@ -220,17 +225,27 @@ static enum hm_status parse_metadata(struct hm_st_file *f, const cJSON *m,
         if (!cJSON_IsString(c))
             return hm_error_set(err, HM_ERR_FORMAT,
                                 "__metadata__ value of '%s' is not a string", c->string);
-        for (int64_t i = 0; i < f->n_meta; i++)
-            if (strcmp(f->meta_keys[i], c->string) == 0)
-                return hm_error_set(err, HM_ERR_FORMAT,
-                                    "__metadata__ key '%s' appears twice", c->string);
         f->meta_keys[f->n_meta] = strdup(c->string);
         f->meta_vals[f->n_meta] = strdup(c->valuestring);
         f->n_meta++;
         if (!f->meta_keys[f->n_meta - 1] || !f->meta_vals[f->n_meta - 1])
             return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
     }
-    return HM_OK;
+    /* duplicates: the keys sorted (a copy of the pointers; the file's order
+     * stays), then neighbours compared: n log n, not n² (a header of 10^6
+     * keys near the 100 MB limit must not take days) */
+    char **sorted = malloc(sizeof(char *) * ((size_t)f->n_meta + 1));
+    if (!sorted)
+        return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+    memcpy(sorted, f->meta_keys, sizeof(char *) * (size_t)f->n_meta);
+    qsort(sorted, (size_t)f->n_meta, sizeof(char *), cmp_str_ptr);
+    enum hm_status st = HM_OK;
+    for (int64_t i = 1; i < f->n_meta && st == HM_OK; i++)
+        if (strcmp(sorted[i], sorted[i - 1]) == 0)
+            st = hm_error_set(err, HM_ERR_FORMAT, "__metadata__ key '%s' appears twice",
+                              sorted[i]);
+    free(sorted);
+    return st;
 }
 
 static int is_digit(char ch) { return ch >= '0' && ch <= '9'; }
