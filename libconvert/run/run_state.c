@@ -395,11 +395,11 @@ static enum hm_status expect_accum(const cJSON *j, const struct run *r, struct h
     return hm_error_set(err, HM_ERR_INVALID,
                         "state '%s' was made with accum %.17g micro-batches a step (G = "
                         "--grad-accum x processes), this run has G = %lld (--grad-accum %lld x "
-                        "%lld process%s): resume needs the same G; %s", r->state_path, was,
-                        (long long)G, (long long)r->o->accum, (long long)N, N == 1 ? "" : "es",
-                        was > 0 && fmod(was, (double)N) == 0
-                            ? "with this process count give --grad-accum G / processes"
-                            : "the process count changed: choose one that divides G");
+                        "%lld process%s): resume needs the same G; if the process count "
+                        "changed, %s", r->state_path, was, (long long)G, (long long)r->o->accum,
+                        (long long)N, N == 1 ? "" : "es",
+                        was > 0 && fmod(was, (double)N) == 0 ? "give --grad-accum G / processes"
+                                                             : "use one that divides G");
 }
 
 /* The primary's reading of the state: every check, then each tensor's

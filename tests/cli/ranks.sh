@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# ranks.sh — issue 32: many processes, one truth. A run of several processes
+# agrees at its start on every input, flag and the resume state (a
+# difference is refused before the first step, naming the process and the
+# file or flag; nothing hangs: every such run has a timeout); process 0
+# alone reads the state and checks the output folder, so two folders with
+# their own copies and no shared file system train, stop, resume and end
+# bit-identical to one process. Locks own their file (release only the
+# inode held, refuse a hard-linked lock, OUT.state held by the run, a live
+# lock is no -o). Streams: '-' twice, stdin under a launcher. Flags:
+# --val-every without --val-data.
+# Env: HM_BIN, HM_TMP, HM_HAVE_MPI.
+set -u
+B="$HM_BIN"
+T="${HM_TMP:-/tmp}/cli_ranks.$$"
+rm -rf "$T" && mkdir -p "$T"
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+ok() { "$@" >"$T/out" 2>"$T/err" || { fail "exit $?: $* :: $(tail -5 "$T/err")"; return 1; }; }
+# refused RC WANT CMD...: exit RC and stderr holding WANT
+refused() {
+    local want_rc="$1" want="$2"; shift 2
+    "$@" >"$T/out" 2>"$T/err"
+    local rc=$?
+    [ $rc -eq "$want_rc" ] || fail "exit $rc (want $want_rc): $* :: $(head -3 "$T/err")"
+    grep -q -- "$want" "$T/err" || fail "stderr lacks '$want': $(head -5 "$T/err")"
+}
+
+for i in $(seq 1 300); do echo "some words to train on, line $i of the test text"; done > "$T/text.txt"
+ok "$B/hm-tokenize" --bytes "$T/text.txt" -o "$T/train.tok"
+for i in $(seq 1 300); do echo "other words, line $i"; done > "$T/text2.txt"
+ok "$B/hm-tokenize" --bytes "$T/text2.txt" -o "$T/other.tok"
+ok "$B/hm-init" --preset tiny -o "$T/teacher.st" -q
+RUN=(--steps 4 --batch 2 --seq-len 32 --lr 1e-3 --warmup 1 --threads 1 -q --no-progress)
+
+# ---- flags and streams (every build) ----
+refused 2 "needs --val-data" "$B/hm-finetune" "$T/teacher.st" -o "$T/v.st" --data "$T/train.tok" \
+    "${RUN[@]}" --val-every 2
+refused 2 "needs --val-data" "$B/hm-linearize" "$T/teacher.st" -o "$T/v.st" --data "$T/train.tok" \
+    "${RUN[@]}" --val-every 2
+refused 2 "the input checkpoint and --data are both '-'" "$B/hm-finetune" - -o "$T/v.st" \
+    --data - "${RUN[@]}" </dev/null
+[ ! -e "$T/v.st" ] || fail "a refused run wrote its output"
+
+# ---- locks own their file ----
+# a lock path that is a hard link to a user's file: refused, the file untouched
+: > "$T/users.txt"
+ln "$T/users.txt" "$T/hl.st.lock"
+refused 1 "other hard links" "$B/hm-finetune" "$T/teacher.st" -o "$T/hl.st" --data "$T/train.tok" \
+    "${RUN[@]}"
+[ ! -s "$T/users.txt" ] || fail "the hard-linked lock's other name was written: $(cat "$T/users.txt")"
+[ ! -e "$T/hl.st" ] || fail "a refused run wrote its output"
+# a long run holds OUT, OUT.state and OUT.lock
+LONG=(--data "$T/train.tok" --steps 100000 --batch 2 --seq-len 32 --lr 1e-3 --warmup 1 --threads 1
+      -q --no-progress --save-every 1)
+"$B/hm-finetune" "$T/teacher.st" -o "$T/live.st" "${LONG[@]}" >/dev/null 2>"$T/live.err" &
+live=$!
+for _ in $(seq 1 300); do [ -f "$T/live.st.state" ] && break; sleep 0.1; done
+[ -f "$T/live.st.state" ] || fail "the long run wrote no state: $(cat "$T/live.err")"
+cp "$T/live.st.state" "$T/live.copy" 2>/dev/null
+# another tool cannot take the live run's state or lock as its output
+refused 1 "another run" "$B/hm-init" --preset tiny -o "$T/live.st.state" -f -q
+refused 1 "locked by another process" "$B/hm-init" --preset tiny -o "$T/live.st.lock" -f -q
+grep -qE '^[0-9]+$' "$T/live.st.lock" || fail "the live run's lock file was replaced"
+# the lock's name taken by another file while the run lives: the run's
+# release leaves that file alone
+mv "$T/live.st.lock" "$T/live.old.lock"
+echo "someone else's file" > "$T/live.st.lock"
+kill -TERM $live
+wait $live
+[ -f "$T/live.st.lock" ] && grep -q "someone else" "$T/live.st.lock" ||
+    fail "the run's release removed a lock file that was not its own"
+
+if [ "${HM_HAVE_MPI:-OFF}" != "ON" ]; then
+    echo "SKIP: built without MPI (HM_MPI): the agreement of several processes was not checked"
+    rm -rf "$T"
+    [ $fails -eq 0 ] || { echo "ranks.sh: $fails failure(s)"; exit 1; }
+    exit 0
+fi
+command -v mpirun >/dev/null || { echo "FAIL: an MPI build but no mpirun"; exit 1; }
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+MPI=(timeout -k 5 120 mpirun --oversubscribe --allow-run-as-root -x ASAN_OPTIONS)
+# two folders, one per process (MPMD: no shared file system is assumed: the
+# relative paths name each process's own copies)
+mkdir -p "$T/A" "$T/B"
+for d in A B; do cp "$T/teacher.st" "$T/train.tok" "$T/$d/"; done
+two() { # two "flags of process 0" "flags of process 1" COMMON... (the own ones go last: they win)
+    local a="$1" b="$2"; shift 2
+    "${MPI[@]}" -np 1 --wdir "$T/A" "$B/hm-finetune" "$@" $a : \
+                -np 1 --wdir "$T/B" "$B/hm-finetune" "$@" $b >"$T/out" 2>"$T/err"
+}
+# refused_two WANT A B ARGS...: a non-zero exit (no hang, no timeout) naming WANT
+refused_two() {
+    local want="$1"; shift
+    two "$@"
+    local rc=$?
+    [ $rc -ne 0 ] || fail "two processes ran: $want"
+    [ $rc -ne 124 ] && [ $rc -ne 137 ] || fail "two processes hung (timeout): $want"
+    grep -q -- "$want" "$T/err" || fail "the refusal lacks '$want': $(head -5 "$T/err")"
+    [ ! -e "$T/A/o.st" ] || fail "a refused run wrote its output ($want)"
+    rm -f "$T/A/o.st" "$T/A/o.st.state"
+}
+C=(teacher.st -o o.st --data train.tok "${RUN[@]}")
+# one differing input: another --data at the same path on process 1
+cp "$T/other.tok" "$T/B/train.tok"
+refused_two "process 1 of 2 reads --data 'train.tok'" "" "" "${C[@]}"
+cp "$T/train.tok" "$T/B/train.tok"
+# another checkpoint at the same path
+cp "$T/A/teacher.st" "$T/B/teacher.st.keep"
+ok "$B/hm-init" --preset tiny --seed 7 -o "$T/B/teacher.st" -f -q
+refused_two "process 1 of 2 reads the input checkpoint 'teacher.st'" "" "" "${C[@]}"
+mv "$T/B/teacher.st.keep" "$T/B/teacher.st"
+# one differing flag each: the batch (used silently before), the steps, ZeRO-1
+refused_two "process 1 of 2 was started with --batch 4, process 0 with --batch 2" \
+    "--batch 2" "--batch 4" "${C[@]}"
+refused_two "was started with --steps 5" "" "--steps 5" "${C[@]}"
+refused_two "was started with --zero1 on" "" "--zero1" "${C[@]}"
+cp "$T/train.tok" "$T/A/val.tok"; cp "$T/train.tok" "$T/B/val.tok"
+refused_two "reads --val-data" "--val-data val.tok" "" "${C[@]}"
+# stdin reaches process 0 only: '-' is refused under a launcher
+"${MPI[@]}" -np 2 "$B/hm-finetune" - -o "$T/s.st" --data "$T/train.tok" "${RUN[@]}" \
+    <"$T/teacher.st" >"$T/out" 2>"$T/err"
+rc=$?
+[ $rc -eq 2 ] || fail "'-' under mpirun -np 2: exit $rc, want 2"
+grep -q "stdin reaches process 0 only" "$T/err" || fail "the stdin refusal: $(head -3 "$T/err")"
+
+# two folders, no shared file system: train, stop, resume; the result is
+# one process's with --grad-accum 2, bit for bit
+tensors() { "$B/hm-inspect" --tensors --hash "$1" 2>&1 | sed -n '/^tensors:/,$p'; }
+ok "$B/hm-finetune" "$T/teacher.st" -o "$T/one.st" --data "$T/train.tok" "${RUN[@]}" --grad-accum 2
+two "" "" "${C[@]}" --stop-after 2 || fail "two folders, first half: $(head -5 "$T/err")"
+[ -f "$T/A/o.st.state" ] || fail "process 0 wrote no state"
+[ ! -e "$T/B/o.st.state" ] && [ ! -e "$T/B/o.st" ] || fail "process 1 wrote into its folder"
+cp "$T/A/o.st.state" "$T/A/half.state"
+two "" "" "${C[@]}" --resume || fail "two folders, resumed: $(head -5 "$T/err")"
+[ "$(tensors "$T/one.st")" = "$(tensors "$T/A/o.st")" ] && [ "$(tensors "$T/one.st" | wc -l)" -gt 4 ] ||
+    fail "two folders resumed differ from one process"
+# a stale copy of the state on process 1 is refused before the first step
+cp "$T/A/half.state" "$T/B/o.st.state"
+rm -f "$T/A/o.st"
+cp "$T/A/o.st.state" "$T/A/full.state"
+refused_two "process 1 of 2 has a copy of the state 'o.st.state' that differs" "" "" \
+    "${C[@]}" --steps 6 --resume
+# a resume under another process count names it
+mkdir -p "$T/N" && cp "$T/teacher.st" "$T/train.tok" "$T/N/"
+(cd "$T/N" && "${MPI[@]}" -np 2 "$B/hm-finetune" "${C[@]}" --stop-after 2 >"$T/out" 2>"$T/err") ||
+    fail "2 processes, first half: $(head -3 "$T/err")"
+(cd "$T/N" && "$B/hm-finetune" "${C[@]}" --resume >"$T/out" 2>"$T/err")
+rc=$?
+[ $rc -eq 1 ] || fail "a resume with another G in one process: exit $rc"
+grep -q "process count changed" "$T/err" && grep -q "G = 1 (--grad-accum 1 x 1 process)" "$T/err" ||
+    fail "the resume under another -np does not say so: $(head -3 "$T/err")"
+
+rm -rf "$T"
+[ $fails -eq 0 ] || { echo "ranks.sh: $fails failure(s)"; exit 1; }
+echo "ranks.sh: ok"
