@@ -42,6 +42,16 @@ refused 2 "the input checkpoint and --data are both '-'" "$B/hm-finetune" - -o "
     --data - "${RUN[@]}" </dev/null
 [ ! -e "$T/v.st" ] || fail "a refused run wrote its output"
 
+# hm-eval --dump-logits -: the safetensors alone on stdout, the report on stderr
+EV=(--data "$T/train.tok" --seq-len 32 --threads 1)
+"$B/hm-eval" "$T/teacher.st" "${EV[@]}" --dump-logits - >"$T/dump.st" 2>"$T/err" ||
+    fail "hm-eval --dump-logits -: exit $?: $(cat "$T/err")"
+grep -q "mean nll" "$T/err" || fail "hm-eval --dump-logits -: no report on stderr: $(cat "$T/err")"
+ok "$B/hm-eval" "$T/teacher.st" "${EV[@]}" --dump-logits "$T/dump_file.st"
+cmp -s "$T/dump.st" "$T/dump_file.st" || fail "hm-eval --dump-logits - differs from the file it writes"
+refused 2 "both want stdout" "$B/hm-eval" "$T/teacher.st" "${EV[@]}" --dump-logits - --json
+refused 2 "the checkpoint and --data are both '-'" "$B/hm-eval" - --data - --seq-len 32 </dev/null
+
 # ---- locks own their file ----
 # a lock path that is a hard link to a user's file: refused, the file untouched
 : > "$T/users.txt"
@@ -123,6 +133,24 @@ refused_two "reads --val-data" "--val-data val.tok" "" "${C[@]}"
 rc=$?
 [ $rc -eq 2 ] || fail "'-' under mpirun -np 2: exit $rc, want 2"
 grep -q "stdin reaches process 0 only" "$T/err" || fail "the stdin refusal: $(head -3 "$T/err")"
+
+"${MPI[@]}" -np 2 "$B/hm-eval" - "${EV[@]}" <"$T/teacher.st" >"$T/out" 2>"$T/err"
+rc=$?
+[ $rc -eq 2 ] && grep -q "stdin reaches process 0 only" "$T/err" ||
+    fail "hm-eval - under mpirun -np 2: exit $rc: $(head -3 "$T/err")"
+# hm-eval: another --data on process 1, another --batch
+cp "$T/other.tok" "$T/B/train.tok"
+"${MPI[@]}" -np 1 --wdir "$T/A" "$B/hm-eval" teacher.st --data train.tok --seq-len 32 : \
+    -np 1 --wdir "$T/B" "$B/hm-eval" teacher.st --data train.tok --seq-len 32 >"$T/out" 2>"$T/err"
+rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "process 1 of 2 reads --data 'train.tok'" "$T/err" ||
+    fail "hm-eval with another --data on process 1: exit $rc: $(head -3 "$T/err")"
+cp "$T/train.tok" "$T/B/train.tok"
+"${MPI[@]}" -np 1 --wdir "$T/A" "$B/hm-eval" teacher.st --data train.tok --seq-len 32 --batch 2 : \
+    -np 1 --wdir "$T/B" "$B/hm-eval" teacher.st --data train.tok --seq-len 32 --batch 3 >"$T/out" 2>"$T/err"
+rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "started with --batch 3, process 0 with --batch 2" "$T/err" ||
+    fail "hm-eval with another --batch on process 1: exit $rc: $(head -3 "$T/err")"
 
 # two folders, no shared file system: train, stop, resume; the result is
 # one process's with --grad-accum 2, bit for bit

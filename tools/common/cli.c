@@ -14,6 +14,7 @@
 
 #include "atomic_file.h"
 #include "dist.h"
+#include "run.h"
 
 static const char *g_prog = "hm";
 static const char *g_usage = "";
@@ -121,6 +122,45 @@ void hm_cli_dist_open(struct hm_run_comm *comm)
         snprintf(g_who, sizeof g_who, " (process %d of %d)", comm->rank, comm->size);
         g_secondary = 1;
     }
+}
+
+void hm_cli_check_stdin(const char *const *path, const char *const *what, int n,
+                        const struct hm_run_comm *comm)
+{
+    int first = -1;
+    for (int i = 0; i < n; i++) {
+        if (!path[i] || strcmp(path[i], "-") != 0)
+            continue;
+        if (first >= 0)
+            hm_usage_error("%s and %s are both '-' (stdin): at most one input can be read "
+                           "from stdin", what[first], what[i]);
+        first = i;
+    }
+    if (first >= 0 && comm && comm->size > 1)
+        hm_usage_error("%s is '-' (stdin), but under an MPI launcher stdin reaches process 0 "
+                       "only: give a file (the same path on every process)", what[first]);
+}
+
+void hm_cli_agree(const struct hm_run_comm *comm, const char *const *fkey,
+                  const char *const *file, int nf, const char *const *flag,
+                  const int64_t *val, int nn)
+{
+    if (!comm || comm->size < 2)
+        return;
+    struct hm_agreement *a = calloc(1, sizeof *a);
+    struct hm_error err;
+    hm_error_clear(&err);
+    if (!a)
+        hm_die("out of memory");
+    hm_agree_flag(a, "the tool", "%s", g_prog);
+    for (int i = 0; i < nf; i++)
+        hm_agree_file(a, fkey[i], file[i], file[i] ? hm_run_checkpoint_hash(file[i]) : 0);
+    for (int i = 0; i < nn; i++)
+        hm_agree_flag(a, flag[i], "%lld", (long long)val[i]);
+    enum hm_status st = hm_run_agree(comm, a, &err);
+    free(a);
+    if (st != HM_OK)
+        hm_die("%s", err.msg);
 }
 
 const char *hm_prog(void) { return g_prog; }

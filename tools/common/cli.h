@@ -82,6 +82,23 @@ const char *hm_prog(void);
 struct hm_run_comm;
 void hm_cli_dist_open(struct hm_run_comm *comm);
 
+/* The agreement at the start of a run of several processes (run.h
+ * hm_run_agree) for a tool outside the training loop (hm-eval): the files
+ * file[0 .. nf) (NULL: not given; hashed as hm_run_checkpoint_hash does)
+ * named fkey[i], and the flags flag[0 .. nn) of values val[i]. Nothing
+ * for one process; a difference exits 1 naming the process and the file
+ * or flag. */
+void hm_cli_agree(const struct hm_run_comm *comm, const char *const *fkey,
+                  const char *const *file, int nf, const char *const *flag,
+                  const int64_t *val, int nn);
+
+/* One rule for stdin (contract §6): of the inputs path[0 .. n) (NULL: not
+ * given; what[i] names each in messages), at most one is '-' (a stream is
+ * read once), and none under a launcher with N > 1 processes (stdin
+ * reaches process 0 only). Usage errors, exit 2. */
+void hm_cli_check_stdin(const char *const *path, const char *const *what, int n,
+                        const struct hm_run_comm *comm);
+
 /* The backend of --device cpu|cuda and --backend NAME (either NULL when
  * not given): cuda → the CUDA backend; cpu → --backend or "fast". An
  * unknown name, or a --device and a --backend that disagree, is a usage

@@ -119,24 +119,14 @@ void hm_train_cli_finish(struct hm_train_cli *t, int argc, char **argv, const ch
         hm_usage_error("missing --steps or --tokens");
     if (r->val_every && !r->val_path)
         hm_usage_error("--val-every needs --val-data (there is nothing to validate on)");
-    /* the same file twice as stdin: one stream cannot be read twice */
-    const char *ins[] = {in, r->data_path, r->val_path};
-    const char *ins_what[] = {"the input checkpoint", "--data", "--val-data"};
-    for (int i = 0; i < 3; i++)
-        for (int k = i + 1; k < 3; k++)
-            if (ins[i] && ins[k] && strcmp(ins[i], "-") == 0 && strcmp(ins[k], "-") == 0)
-                hm_usage_error("%s and %s are both '-' (stdin): at most one input can be read "
-                               "from stdin", ins_what[i], ins_what[k]);
     /* several processes under a launcher: MPI starts here (exit 2 without) */
     hm_cli_dist_open(&t->comm);
     if (t->comm.size > 1)
         r->comm = &t->comm;
-    /* a launcher gives stdin to process 0 only: the others would read an
-     * empty or truncated stream */
-    for (int i = 0; i < 3 && t->comm.size > 1; i++)
-        if (ins[i] && strcmp(ins[i], "-") == 0)
-            hm_usage_error("%s is '-' (stdin), but under an MPI launcher stdin reaches process "
-                           "0 only: give a file (the same path on every process)", ins_what[i]);
+    /* '-' once at most, and never under a launcher (stdin reaches process 0) */
+    const char *ins[] = {in, r->data_path, r->val_path};
+    const char *ins_what[] = {"the input checkpoint", "--data", "--val-data"};
+    hm_cli_check_stdin(ins, ins_what, 3, &t->comm);
     /* process 0 alone writes: it alone checks the output, state and log
      * paths (the others need no such folder: no shared file system) */
     const int primary = hm_run_is_primary(&t->comm);
