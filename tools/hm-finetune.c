@@ -72,7 +72,7 @@ static struct hm_model *load_model(const char *path, const struct hm_backend *be
         hm_die_err("cannot load", path, &err);
     hm_warn_nonfinite(path, m);
     if (prov) {
-        const char *p = hm_ckpt_metadata_get(ck, "hm.provenance");
+        const char *p = hm_cli_prev_provenance(ck, path);
         *prov = p ? strdup(p) : NULL;
     }
     hm_ckpt_close(ck);

@@ -105,7 +105,7 @@ int main(int argc, char **argv)
         hm_die("token file '%s' has vocabulary %llu, larger than the teacher's %lld",
                t.run.data_path, (unsigned long long)hm_tok_vocab(tf), (long long)tc->vocab_size);
     hm_tok_close(tf);
-    const char *prev = hm_ckpt_metadata_get(ck, "hm.provenance");
+    const char *prev = hm_cli_prev_provenance(ck, in);
     t.run.prev_provenance = prev;
     if (t.dry_run) {
         int64_t F = feature_dim ? feature_dim : tc->head_dim;

@@ -253,7 +253,7 @@ int main(int argc, char **argv)
     struct hm_prov_entry e = {"hm-map-ssm", argc, argv, pin, dc.path ? 2 : 1, t0, time(NULL),
                               dc.path ? dc.W * dc.T : -1, NAN};
     char *prov = NULL;
-    if (hm_provenance_append(hm_ckpt_metadata_get(ck, "hm.provenance"), &e, &prov, &err) != HM_OK)
+    if (hm_provenance_append(hm_cli_prev_provenance(ck, in), &e, &prov, &err) != HM_OK)
         hm_die_err("cannot read", in, &err);
     if (hm_map_ssm_write(ck, &mo, out, force ? HM_AFILE_FORCE : 0, prov, &err) != HM_OK)
         hm_die("cannot map '%s' to '%s': %s", in, out, err.msg);

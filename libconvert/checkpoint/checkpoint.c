@@ -31,6 +31,7 @@ struct hm_ckpt {
     struct hm_bundle *bundle;  /* owned when ck is a bundle (files may borrow from it) */
     const void *tok;           /* the bundle's tokenizer bytes [tok_len], borrowed from bundle */
     size_t tok_len;
+    char prov_foreign[512];    /* why hm.provenance is not hm's chain, or "" */
 };
 
 void hm_ckpt_close(struct hm_ckpt *ck)
@@ -479,10 +480,14 @@ enum hm_status hm_ckpt_open(const char *path, struct hm_ckpt **out, struct hm_er
         st = gather(ck, err);
     /* hm.provenance is input like the rest: its shape is checked here, for
      * every tool that copies it forward or shows it */
-    if (st == HM_OK && (st = hm_provenance_check(hm_ckpt_metadata_get(ck, "hm.provenance"),
-                                                 err)) != HM_OK)
-        if (ck->nfiles && strcmp(ck->paths[0], path) != 0)
-            hm_error_prefix(err, "'%s': ", ck->paths[0]);
+    /* a chain of another shape is another tool's: kept verbatim, shown as
+     * foreign (hm_ckpt_provenance_foreign), never a reason to refuse the
+     * weights (the readers need no provenance) */
+    struct hm_error pe;
+    hm_error_clear(&pe);
+    if (st == HM_OK && hm_provenance_check(hm_ckpt_metadata_get(ck, "hm.provenance"), &pe) != HM_OK)
+        snprintf(ck->prov_foreign, sizeof ck->prov_foreign, "%s",
+                 pe.msg[0] ? pe.msg : "not an hm provenance chain");
     free(dir);
     free(p);
     if (st != HM_OK) {
@@ -572,3 +577,13 @@ const void *hm_ckpt_bundle_tokenizer(const struct hm_ckpt *ck, size_t *len)
 }
 
 struct hm_bundle *hm_ckpt_bundle(const struct hm_ckpt *ck) { return ck->bundle; }
+
+const char *hm_ckpt_provenance(const struct hm_ckpt *ck)
+{
+    return ck->prov_foreign[0] ? NULL : hm_ckpt_metadata_get(ck, "hm.provenance");
+}
+
+const char *hm_ckpt_provenance_foreign(const struct hm_ckpt *ck)
+{
+    return ck->prov_foreign[0] ? ck->prov_foreign : NULL;
+}

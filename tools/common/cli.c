@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "atomic_file.h"
+#include "checkpoint.h"
 #include "dist.h"
 #include "run.h"
 
@@ -430,6 +431,15 @@ void hm_progress_done(struct hm_progress *p, const char *fmt, ...)
     vfprintf(stderr, fmt, ap);
     fputs(", done.\033[K\n", stderr);
     va_end(ap);
+}
+
+const char *hm_cli_prev_provenance(const struct hm_ckpt *ck, const char *path)
+{
+    const char *why = hm_ckpt_provenance_foreign(ck);
+    if (why)
+        hm_warning("'%s': its hm.provenance was not written by hm (%s): the output starts a "
+                   "fresh chain", path, why);
+    return hm_ckpt_provenance(ck);
 }
 
 void hm_warn_nonfinite(const char *path, const struct hm_model *m)

@@ -118,6 +118,11 @@ struct hm_model;
 /* Warns (stderr) when a loaded model holds NaN/Inf weights, naming the file,
  * the tensor and the element. */
 void hm_warn_nonfinite(const char *path, const struct hm_model *m);
+/* The chain a writer extends from its input ck read from path
+ * (hm_ckpt_provenance; borrowed): with a foreign hm.provenance, NULL and a
+ * warning that the output starts a fresh chain. */
+struct hm_ckpt;
+const char *hm_cli_prev_provenance(const struct hm_ckpt *ck, const char *path);
 
 void hm_warning(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Informational message to stderr unless quiet. */
