@@ -600,6 +600,7 @@ int main(int argc, char **argv)
         if (hm_ckpt_open(o.ckpt, &ck, &err) != HM_OK ||
             hm_model_load_narrow(ck, hm_ckpt_config(ck), be, &m, &err) != HM_OK)
             hm_die_err("cannot read", o.ckpt, &err);
+        hm_cli_ckpt_notes(ck, o.ckpt);
         /* --mc: the tokenizer given, else the bundle's own (hm-generate's rule) */
         if (o.mc && !(mc_tok = hm_gen_load_tokenizer(ck, o.ckpt, o.tokenizer, o.bytes)))
             hm_die("cannot evaluate '%s' on '%s': it holds no tokenizer; give --tokenizer FILE "

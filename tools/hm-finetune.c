@@ -67,6 +67,7 @@ static struct hm_model *load_model(const char *path, const struct hm_backend *be
     hm_error_clear(&err);
     if (hm_ckpt_open(path, &ck, &err) != HM_OK)
         hm_die_err("cannot read", path, &err);
+    hm_cli_ckpt_notes(ck, path);
     if ((be ? hm_model_load_narrow(ck, hm_ckpt_config(ck), be, &m, &err)
             : hm_model_load(ck, &m, &err)) != HM_OK)
         hm_die_err("cannot load", path, &err);

@@ -511,6 +511,8 @@ int main(int argc, char **argv)
     memset(&r, 0, sizeof r);
     r.warnings = cJSON_CreateArray();
     tally(ck, &r);
+    if (hm_ckpt_config_note(ck))
+        warn(&r, "%s", hm_ckpt_config_note(ck));
     if (hm_ckpt_provenance_foreign(ck))
         warn(&r, "hm.provenance is foreign (%s): shown verbatim, not as a chain",
              hm_ckpt_provenance_foreign(ck));

@@ -94,6 +94,7 @@ int main(int argc, char **argv)
     struct hm_ckpt *ck;
     if (hm_ckpt_open(in, &ck, &err) != HM_OK)
         hm_die_err("cannot read", in, &err);
+    hm_cli_ckpt_notes(ck, in);
     const struct hm_config *tc = hm_ckpt_config(ck);
     if (tc->mixer != HM_MIXER_SOFTMAX)
         hm_die("cannot linearize '%s': it is a %s model, stage 1 needs a gpt_neox teacher", in,

@@ -235,6 +235,7 @@ int main(int argc, char **argv)
     struct hm_ckpt *ck;
     if (hm_ckpt_open(in, &ck, &err) != HM_OK)
         hm_die_err("cannot read", in, &err);
+    hm_cli_ckpt_notes(ck, in);
     const struct hm_config *ic = hm_ckpt_config(ck);
     if (ic->mixer == HM_MIXER_HEDGEMAMBA)
         hm_die("cannot map '%s': it is already a hedgemamba model", in);

@@ -32,6 +32,7 @@ struct hm_ckpt {
     const void *tok;           /* the bundle's tokenizer bytes [tok_len], borrowed from bundle */
     size_t tok_len;
     char prov_foreign[512];    /* why hm.provenance is not hm's chain, or "" */
+    char config_note[512];     /* config.json and hm.config disagree: which fields, or "" */
 };
 
 void hm_ckpt_close(struct hm_ckpt *ck)
@@ -322,7 +323,49 @@ static enum hm_status load_config_json(struct hm_ckpt *ck, const char *cfg_path,
     return ck->config_source ? HM_OK : hm_error_set(err, HM_ERR_NOMEM, "out of memory");
 }
 
-/* hm.config of the first file wins for files hm wrote; else config.json in dir. */
+/* The fields where config.json (at cfg_path) and the file's own hm.config
+ * (meta, the one in effect: ck->cfg) disagree, in ck->config_note. */
+static void note_config_disagreement(struct hm_ckpt *ck, const char *meta, const char *cfg_path)
+{
+    struct hm_config other;
+    struct hm_error e;
+    char *text = NULL;
+    size_t len = 0;
+    (void)meta;
+    if (hm_read_file(cfg_path, HM_MAX_JSON, &text, &len, &e) != HM_OK ||
+        hm_config_parse(text, len, &other, &e) != HM_OK) {
+        snprintf(ck->config_note, sizeof ck->config_note,
+                 "'%s' is not read: the file's own hm.config is used", cfg_path);
+        free(text);
+        return;
+    }
+    free(text);
+    char *ja = hm_config_to_json(&ck->cfg), *jb = hm_config_to_json(&other);
+    cJSON *a = ja ? cJSON_Parse(ja) : NULL, *b = jb ? cJSON_Parse(jb) : NULL;
+    char fields[384] = "";
+    size_t at = 0;
+    const cJSON *x;
+    cJSON_ArrayForEach(x, a) {
+        const cJSON *y = cJSON_GetObjectItem(b, x->string);
+        if (y && cJSON_Compare(x, y, 1))
+            continue;
+        at += (size_t)snprintf(fields + at, at < sizeof fields ? sizeof fields - at : 0, "%s%s",
+                               at ? ", " : "", x->string);
+        if (at >= sizeof fields)
+            break;
+    }
+    if (fields[0])
+        snprintf(ck->config_note, sizeof ck->config_note,
+                 "'%s' and the file's hm.config disagree on %s: the file's own hm.config wins",
+                 cfg_path, fields);
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+    free(ja);
+    free(jb);
+}
+
+/* hm.config of the first file wins when there is one (a config.json beside
+ * it that disagrees is noted, hm_ckpt_config_note); else config.json in dir. */
 static enum hm_status load_config(struct hm_ckpt *ck, const char *dir, int prefer_json,
                                   struct hm_error *err)
 {
@@ -334,12 +377,14 @@ static enum hm_status load_config(struct hm_ckpt *ck, const char *dir, int prefe
      * would be read: a folder's, or beside a file without hm.config */
     if (have_json < 0 && (!meta || prefer_json))
         st = err ? err->status : HM_ERR_INVALID;
-    else if (meta && !(prefer_json && have_json)) {
+    else if (meta) {
         st = hm_config_parse(meta, strlen(meta), &ck->cfg, err);
         if (st != HM_OK)
             hm_error_prefix(err, "hm.config metadata of '%s': ", ck->paths[0]);
         else if (!(ck->config_source = strdup("hm.config")))
             st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+        else if (have_json > 0)
+            note_config_disagreement(ck, meta, cfg_path);
     } else if (have_json) {
         st = load_config_json(ck, cfg_path, err);
     } else {
@@ -581,6 +626,11 @@ struct hm_bundle *hm_ckpt_bundle(const struct hm_ckpt *ck) { return ck->bundle; 
 const char *hm_ckpt_provenance(const struct hm_ckpt *ck)
 {
     return ck->prov_foreign[0] ? NULL : hm_ckpt_metadata_get(ck, "hm.provenance");
+}
+
+const char *hm_ckpt_config_note(const struct hm_ckpt *ck)
+{
+    return ck->config_note[0] ? ck->config_note : NULL;
 }
 
 const char *hm_ckpt_provenance_foreign(const struct hm_ckpt *ck)

@@ -91,6 +91,10 @@ const char *hm_ckpt_provenance(const struct hm_ckpt *ck);
  * verbatim in hm_ckpt_metadata_get(ck, "hm.provenance"); the weights load
  * as usual (readers warn and go on, writers start a fresh chain). */
 const char *hm_ckpt_provenance_foreign(const struct hm_ckpt *ck);
+/* When a config.json beside the weights disagrees with the file's own
+ * hm.config: which fields, and that hm.config wins (borrowed); else NULL.
+ * Tools print it as a warning (hm_cli_ckpt_notes). */
+const char *hm_ckpt_config_note(const struct hm_ckpt *ck);
 
 /* 1 for legacy GPT-NeoX buffers that are not parameters: attention.bias,
  * attention.masked_bias, attention.rotary_emb.inv_freq (contract §1). */

@@ -52,6 +52,31 @@ cmp -s "$T/dump.st" "$T/dump_file.st" || fail "hm-eval --dump-logits - differs f
 refused 2 "both want stdout" "$B/hm-eval" "$T/teacher.st" "${EV[@]}" --dump-logits - --json
 refused 2 "the checkpoint and --data are both '-'" "$B/hm-eval" - --data - --seq-len 32 </dev/null
 
+# ---- metadata of others ----
+# a foreign hm.provenance: hm-inspect shows it, hm-eval evaluates the weights
+python3 - "$T/teacher.st" "$T/foreign.st" <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], 'rb').read(); n = struct.unpack('<Q', b[:8])[0]
+h = json.loads(b[8:8 + n]); h['__metadata__']['hm.provenance'] = '{"made_by": "another tool"}'
+hb = json.dumps(h).encode(); open(sys.argv[2], 'wb').write(struct.pack('<Q', len(hb)) + hb + b[8 + n:])
+PY
+ok "$B/hm-inspect" "$T/foreign.st"
+grep -q "provenance: *foreign" "$T/out" && grep -qF '{"made_by": "another tool"}' "$T/out" ||
+    fail "hm-inspect does not show the foreign chain: $(cat "$T/out")"
+ok "$B/hm-eval" "$T/foreign.st" "${EV[@]}" --json
+grep -q '"mean_nll": [0-9]' "$T/out" || fail "hm-eval of a foreign-provenance checkpoint: $(cat "$T/out")"
+# a config.json beside the weights that disagrees with hm.config: said, and
+# the file's own hm.config wins (the same numbers as without it)
+mkdir -p "$T/cfg" && cp "$T/teacher.st" "$T/cfg/model.safetensors"
+"$B/hm-eval" "$T/cfg/model.safetensors" "${EV[@]}" --json 2>/dev/null | sed 's/, "tokens_per_s": [^,}]*//' >"$T/e0"
+"$B/hm-inspect" --json "$T/cfg/model.safetensors" 2>/dev/null |
+    python3 -c 'import json,sys; c=json.load(sys.stdin)["config"]; c["layer_norm_eps"]=0.5; c["rotary_emb_base"]=99.0; print(json.dumps(c))' \
+    >"$T/cfg/config.json" || fail "no config from hm-inspect --json"
+"$B/hm-eval" "$T/cfg/model.safetensors" "${EV[@]}" --json 2>"$T/err" | sed 's/, "tokens_per_s": [^,}]*//' >"$T/e1"
+grep -q "disagree on .*layer_norm_eps" "$T/err" && grep -q "hm.config wins" "$T/err" ||
+    fail "a disagreeing config.json is not named: $(cat "$T/err")"
+cmp -s "$T/e0" "$T/e1" || fail "config.json overrode hm.config: $(cat "$T/e0") vs $(cat "$T/e1")"
+
 # ---- locks own their file ----
 # a lock path that is a hard link to a user's file: refused, the file untouched
 : > "$T/users.txt"

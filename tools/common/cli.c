@@ -433,6 +433,12 @@ void hm_progress_done(struct hm_progress *p, const char *fmt, ...)
     va_end(ap);
 }
 
+void hm_cli_ckpt_notes(const struct hm_ckpt *ck, const char *path)
+{
+    if (hm_ckpt_config_note(ck))
+        hm_warning("'%s': %s", path, hm_ckpt_config_note(ck));
+}
+
 const char *hm_cli_prev_provenance(const struct hm_ckpt *ck, const char *path)
 {
     const char *why = hm_ckpt_provenance_foreign(ck);

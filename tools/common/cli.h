@@ -123,6 +123,9 @@ void hm_warn_nonfinite(const char *path, const struct hm_model *m);
  * warning that the output starts a fresh chain. */
 struct hm_ckpt;
 const char *hm_cli_prev_provenance(const struct hm_ckpt *ck, const char *path);
+/* Warnings about an opened checkpoint a tool goes on with: a config.json
+ * that disagrees with hm.config (hm_ckpt_config_note). */
+void hm_cli_ckpt_notes(const struct hm_ckpt *ck, const char *path);
 
 void hm_warning(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Informational message to stderr unless quiet. */
