@@ -324,22 +324,23 @@ static enum hm_status load_config_json(struct hm_ckpt *ck, const char *cfg_path,
 }
 
 /* The fields where config.json (at cfg_path) and the file's own hm.config
- * (meta, the one in effect: ck->cfg) disagree, in ck->config_note. */
-static void note_config_disagreement(struct hm_ckpt *ck, const char *meta, const char *cfg_path)
+ * (meta) disagree, in ck->config_note; ck->cfg is the one in effect
+ * (json_wins: config.json's). Nothing when they agree or the one not used
+ * does not parse (it is not read). */
+static void note_config_disagreement(struct hm_ckpt *ck, const char *meta, const char *cfg_path,
+                                     int json_wins)
 {
     struct hm_config other;
     struct hm_error e;
     char *text = NULL;
     size_t len = 0;
-    (void)meta;
-    if (hm_read_file(cfg_path, HM_MAX_JSON, &text, &len, &e) != HM_OK ||
-        hm_config_parse(text, len, &other, &e) != HM_OK) {
-        snprintf(ck->config_note, sizeof ck->config_note,
-                 "'%s' is not read: the file's own hm.config is used", cfg_path);
-        free(text);
-        return;
-    }
+    enum hm_status st = json_wins ? hm_config_parse(meta, strlen(meta), &other, &e)
+                                  : hm_read_file(cfg_path, HM_MAX_JSON, &text, &len, &e);
+    if (st == HM_OK && !json_wins)
+        st = hm_config_parse(text, len, &other, &e);
     free(text);
+    if (st != HM_OK)
+        return;
     char *ja = hm_config_to_json(&ck->cfg), *jb = hm_config_to_json(&other);
     cJSON *a = ja ? cJSON_Parse(ja) : NULL, *b = jb ? cJSON_Parse(jb) : NULL;
     char fields[384] = "";
@@ -356,16 +357,17 @@ static void note_config_disagreement(struct hm_ckpt *ck, const char *meta, const
     }
     if (fields[0])
         snprintf(ck->config_note, sizeof ck->config_note,
-                 "'%s' and the file's hm.config disagree on %s: the file's own hm.config wins",
-                 cfg_path, fields);
+                 "'%s' and the weights' own hm.config disagree on %s: %s wins", cfg_path,
+                 fields, json_wins ? "config.json (a folder is read as HuggingFace's)"
+                                   : "hm.config (a file is read as hm wrote it)");
     cJSON_Delete(a);
     cJSON_Delete(b);
     free(ja);
     free(jb);
 }
 
-/* hm.config of the first file wins when there is one (a config.json beside
- * it that disagrees is noted, hm_ckpt_config_note); else config.json in dir. */
+/* hm.config of the first file wins for files hm wrote; else config.json in
+ * dir. When both are there and disagree, ck->config_note says on what. */
 static enum hm_status load_config(struct hm_ckpt *ck, const char *dir, int prefer_json,
                                   struct hm_error *err)
 {
@@ -377,16 +379,18 @@ static enum hm_status load_config(struct hm_ckpt *ck, const char *dir, int prefe
      * would be read: a folder's, or beside a file without hm.config */
     if (have_json < 0 && (!meta || prefer_json))
         st = err ? err->status : HM_ERR_INVALID;
-    else if (meta) {
+    else if (meta && !(prefer_json && have_json)) {
         st = hm_config_parse(meta, strlen(meta), &ck->cfg, err);
         if (st != HM_OK)
             hm_error_prefix(err, "hm.config metadata of '%s': ", ck->paths[0]);
         else if (!(ck->config_source = strdup("hm.config")))
             st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
         else if (have_json > 0)
-            note_config_disagreement(ck, meta, cfg_path);
+            note_config_disagreement(ck, meta, cfg_path, 0);
     } else if (have_json) {
         st = load_config_json(ck, cfg_path, err);
+        if (st == HM_OK && meta)
+            note_config_disagreement(ck, meta, cfg_path, 1);
     } else {
         st = hm_error_set(err, HM_ERR_INVALID,
                           "no model config: no hm.config metadata and no config.json in '%s'",

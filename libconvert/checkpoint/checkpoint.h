@@ -92,7 +92,8 @@ const char *hm_ckpt_provenance(const struct hm_ckpt *ck);
  * as usual (readers warn and go on, writers start a fresh chain). */
 const char *hm_ckpt_provenance_foreign(const struct hm_ckpt *ck);
 /* When a config.json beside the weights disagrees with the file's own
- * hm.config: which fields, and that hm.config wins (borrowed); else NULL.
+ * hm.config: which fields, and which one wins (a file: hm.config; a
+ * folder: config.json) (borrowed); else NULL.
  * Tools print it as a warning (hm_cli_ckpt_notes). */
 const char *hm_ckpt_config_note(const struct hm_ckpt *ck);
 

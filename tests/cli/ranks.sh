@@ -73,7 +73,7 @@ mkdir -p "$T/cfg" && cp "$T/teacher.st" "$T/cfg/model.safetensors"
     python3 -c 'import json,sys; c=json.load(sys.stdin)["config"]; c["layer_norm_eps"]=0.5; c["rotary_emb_base"]=99.0; print(json.dumps(c))' \
     >"$T/cfg/config.json" || fail "no config from hm-inspect --json"
 "$B/hm-eval" "$T/cfg/model.safetensors" "${EV[@]}" --json 2>"$T/err" | sed 's/, "tokens_per_s": [^,}]*//' >"$T/e1"
-grep -q "disagree on .*layer_norm_eps" "$T/err" && grep -q "hm.config wins" "$T/err" ||
+grep -q "disagree on .*layer_norm_eps" "$T/err" && grep -q "hm.config (a file is read as hm wrote it) wins" "$T/err" ||
     fail "a disagreeing config.json is not named: $(cat "$T/err")"
 cmp -s "$T/e0" "$T/e1" || fail "config.json overrode hm.config: $(cat "$T/e0") vs $(cat "$T/e1")"
 
