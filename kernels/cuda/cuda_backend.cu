@@ -3,9 +3,11 @@
  * says why (no device, no driver, a driver older than the toolkit). */
 #include "cuda_internal.h"
 
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 void cu_record(void *ctx, const char *file, int line, const char *what, const char *detail)
 {
@@ -17,6 +19,19 @@ void cu_record(void *ctx, const char *file, int line, const char *what, const ch
                              base ? base + 1 : file, line, detail);
 }
 
+/* 0 when no NVIDIA driver is installed: its library cannot be loaded and
+ * the kernel module shows nothing; 1 when a driver is there. */
+static int driver_present(void)
+{
+    if (access("/proc/driver/nvidia/version", F_OK) == 0)
+        return 1;
+    void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (!h)
+        return 0;
+    dlclose(h);
+    return 1;
+}
+
 static enum hm_status cu_open(void **out, struct hm_error *err)
 {
     *out = NULL;
@@ -25,6 +40,14 @@ static enum hm_status cu_open(void **out, struct hm_error *err)
     if (e == cudaErrorNoDevice || (e == cudaSuccess && n == 0))
         return hm_error_set(err, HM_ERR_UNSUPPORTED, "no CUDA device is visible (%s)",
                             e == cudaSuccess ? "0 devices" : cudaGetErrorString(e));
+    /* "driver version is insufficient" is also what the runtime says when
+     * there is no driver at all: that would send the user to upgrade a
+     * driver that does not exist */
+    if (e == cudaErrorInsufficientDriver && !driver_present())
+        return hm_error_set(err, HM_ERR_UNSUPPORTED,
+                            "no NVIDIA driver found, so no CUDA device can be used (no "
+                            "libcuda.so.1 to load, no /proc/driver/nvidia): install the "
+                            "NVIDIA driver, or use --device cpu");
     if (e != cudaSuccess)
         return hm_error_set(err, HM_ERR_UNSUPPORTED, "the CUDA driver cannot be used: %s",
                             cudaGetErrorString(e));

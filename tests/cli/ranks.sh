@@ -52,6 +52,22 @@ cmp -s "$T/dump.st" "$T/dump_file.st" || fail "hm-eval --dump-logits - differs f
 refused 2 "both want stdout" "$B/hm-eval" "$T/teacher.st" "${EV[@]}" --dump-logits - --json
 refused 2 "the checkpoint and --data are both '-'" "$B/hm-eval" - --data - --seq-len 32 </dev/null
 
+# no NVIDIA driver at all (this machine, when it has none): say so, not
+# "driver version is insufficient"
+if [ ! -e /proc/driver/nvidia/version ] && ! ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1'; then
+    "$B/hm-eval" "$T/teacher.st" "${EV[@]}" --device cuda >"$T/out" 2>"$T/err"
+    grep -q "insufficient" "$T/err" && fail "no driver, yet: $(cat "$T/err")"
+    grep -q "no NVIDIA driver found\|no CUDA backend" "$T/err" || fail "no driver: $(cat "$T/err")"
+fi
+# under a launcher every message line is one write(2): lines of several
+# processes never interleave mid-line (strace: the error line's write)
+if command -v strace >/dev/null; then
+    strace -f -s 4096 -e trace=write -o "$T/strace" "$B/hm-finetune" /nonexistent/x.st -o "$T/w.st" \
+        --data "$T/train.tok" "${RUN[@]}" 2>/dev/null
+    grep -q 'write(2, "hm-finetune: error: cannot read .*\\n", [0-9]*) = ' "$T/strace" ||
+        fail "the error line is not one write: $(grep 'write(2' "$T/strace" | head -5)"
+fi
+
 # ---- metadata of others ----
 # a foreign hm.provenance: hm-inspect shows it, hm-eval evaluates the weights
 python3 - "$T/teacher.st" "$T/foreign.st" <<'PY'

@@ -166,11 +166,38 @@ void hm_cli_agree(const struct hm_run_comm *comm, const char *const *fkey,
 
 const char *hm_prog(void) { return g_prog; }
 
+/* One message line "prog[ (process r of N)]: [sev: ]text\n", in ONE write(2)
+ * to stderr: under a launcher the lines of several processes share one
+ * stream and must not interleave mid-line. A line longer than the buffer
+ * is cut (marked "..."). */
+static void write_line(const char *sev, const char *fmt, va_list ap)
+{
+    char buf[4096];
+    int n = snprintf(buf, sizeof buf, "%s%s: %s%s", g_prog, sev ? g_who : "", sev ? sev : "",
+                     sev ? ": " : "");
+    if (n < 0)
+        return;
+    int m = vsnprintf(buf + n, sizeof buf - (size_t)n, fmt, ap);
+    size_t len = (size_t)n + (m > 0 ? (size_t)m : 0);
+    if (len > sizeof buf - 2) {
+        len = sizeof buf - 2;
+        memcpy(buf + len - 3, "...", 3);
+    }
+    buf[len++] = '\n';
+    fflush(stderr); /* anything the tool wrote to stderr before comes first */
+    for (size_t at = 0; at < len;) {
+        ssize_t w = write(STDERR_FILENO, buf + at, len - at);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            break;
+        at += (size_t)w;
+    }
+}
+
 static void vmsg(const char *sev, const char *fmt, va_list ap)
 {
-    fprintf(stderr, "%s%s: %s: ", g_prog, g_who, sev);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    write_line(sev, fmt, ap);
 }
 
 void hm_error(const char *fmt, ...)
@@ -195,9 +222,7 @@ void hm_info(const struct hm_cli_common *c, const char *fmt, ...)
         return;
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "%s: ", g_prog);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    write_line(NULL, fmt, ap);
     va_end(ap);
 }
 
