@@ -601,6 +601,12 @@ int main(int argc, char **argv)
             hm_model_load_narrow(ck, hm_ckpt_config(ck), be, &m, &err) != HM_OK)
             hm_die_err("cannot read", o.ckpt, &err);
         hm_cli_ckpt_notes(ck, o.ckpt);
+        const struct hm_config *pc = hm_ckpt_config(ck); /* evaluation past it: a warning */
+        if (pc->mixer == HM_MIXER_SOFTMAX && pc->max_position_embeddings > 0 &&
+            o.seq_len > pc->max_position_embeddings)
+            hm_warning("'%s': --seq-len %lld exceeds its position limit, max_position_embeddings "
+                       "%lld: positions past it are untrained", o.ckpt, (long long)o.seq_len,
+                       (long long)pc->max_position_embeddings);
         /* --mc: the tokenizer given, else the bundle's own (hm-generate's rule) */
         if (o.mc && !(mc_tok = hm_gen_load_tokenizer(ck, o.ckpt, o.tokenizer, o.bytes)))
             hm_die("cannot evaluate '%s' on '%s': it holds no tokenizer; give --tokenizer FILE "

@@ -265,6 +265,10 @@ int main(int argc, char **argv)
                    align_path, hm_arch_name(&teacher->cfg));
     }
     t.run.prev_provenance = prov;
+    hm_train_cli_check_positions(&t, &m->cfg, in, "the model");
+    if (teacher)
+        hm_train_cli_check_positions(&t, &teacher->cfg, kd_path ? kd_path : align_path,
+                                     kd_path ? "--kd-teacher" : "the --align teacher");
     if (m->cfg.mixer == HM_MIXER_HEDGEMAMBA)
         freeze = 1; /* contract §3 stage-2 objective: the embeddings do not train */
     struct hm_train_opts to = {.B = t.run.batch, .T = t.run.seq_len,

@@ -99,6 +99,7 @@ int main(int argc, char **argv)
     if (tc->mixer != HM_MIXER_SOFTMAX)
         hm_die("cannot linearize '%s': it is a %s model, stage 1 needs a gpt_neox teacher", in,
                hm_arch_name(tc));
+    hm_train_cli_check_positions(&t, tc, in, "the teacher");
     struct hm_tok_file *tf;
     if (hm_tok_open(t.run.data_path, &tf, &err) != HM_OK)
         hm_die_err("cannot read", t.run.data_path, &err);

@@ -93,6 +93,20 @@ grep -q "disagree on .*layer_norm_eps" "$T/err" && grep -q "hm.config (a file is
     fail "a disagreeing config.json is not named: $(cat "$T/err")"
 cmp -s "$T/e0" "$T/e1" || fail "config.json overrode hm.config: $(cat "$T/e0") vs $(cat "$T/e1")"
 
+# ---- one position-limit rule: training refuses, evaluation warns ----
+"$B/hm-init" --preset tiny -n --json 2>/dev/null |
+    python3 -c 'import json,sys; c=json.load(sys.stdin); c["max_position_embeddings"]=16; print(json.dumps(c))' \
+    >"$T/p16.json"
+ok "$B/hm-init" --config "$T/p16.json" -o "$T/p16.st" -q
+refused 1 "exceeds the position limit of the model '$T/p16.st'" "$B/hm-finetune" "$T/p16.st" \
+    -o "$T/p.st" --data "$T/train.tok" "${RUN[@]}"
+refused 1 "exceeds the position limit of the teacher '$T/p16.st'" "$B/hm-linearize" "$T/p16.st" \
+    -o "$T/p.st" --data "$T/train.tok" "${RUN[@]}"
+refused 1 "exceeds the position limit of --kd-teacher '$T/p16.st'" "$B/hm-finetune" "$T/teacher.st" \
+    -o "$T/p.st" --data "$T/train.tok" "${RUN[@]}" --kd-teacher "$T/p16.st" --kd-weight 1
+[ ! -e "$T/p.st" ] || fail "a run past the position limit wrote its output"
+refused 0 "exceeds its position limit" "$B/hm-eval" "$T/p16.st" "${EV[@]}"
+
 # ---- locks own their file ----
 # a lock path that is a hard link to a user's file: refused, the file untouched
 : > "$T/users.txt"

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "atomic_file.h"
+#include "config.h"
 #include "cli.h"
 #include "fileio.h"
 #include "threads.h"
@@ -196,6 +197,17 @@ void hm_train_cli_finish(struct hm_train_cli *t, int argc, char **argv, const ch
     }
     int n = t->threads > 0 ? t->threads : hm_cli_default_threads();
     hm_threads_set(n > 0 ? n : 1);
+}
+
+void hm_train_cli_check_positions(const struct hm_train_cli *t, const struct hm_config *c,
+                                  const char *path, const char *role)
+{
+    if (c->mixer == HM_MIXER_SOFTMAX && c->max_position_embeddings > 0 &&
+        t->run.seq_len > c->max_position_embeddings)
+        hm_die("--seq-len %lld exceeds the position limit of %s '%s', max_position_embeddings "
+               "%lld: its positions past the limit are untrained (give --seq-len <= %lld)",
+               (long long)t->run.seq_len, role, path, (long long)c->max_position_embeddings,
+               (long long)c->max_position_embeddings);
 }
 
 int64_t hm_train_cli_micro_batches(const struct hm_train_cli *t)
