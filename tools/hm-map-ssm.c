@@ -217,6 +217,7 @@ int main(int argc, char **argv)
     if (!out)
         hm_usage_error("missing -o/--output");
     const char *in = argv[optind];
+    hm_cli_check_json_stdout(out, common.json, 0);
     if (dc.path && strcmp(dc.path, "-") == 0 && strcmp(in, "-") == 0)
         hm_usage_error("IN and --decay-from cannot both be stdin");
     if (strcmp(out, "-") != 0) {

@@ -277,6 +277,7 @@ static void parse(int argc, char **argv, struct opts *o)
     o->in = argv[optind];
     if (!o->out)
         hm_usage_error("missing -o/--output");
+    hm_cli_check_json_stdout(o->out, o->common.json, o->dry_run);
     if (o->tokenizer && o->bytes)
         hm_usage_error("--tokenizer and --bytes cannot be combined");
     if (o->onnx_external_set && !o->onnx)

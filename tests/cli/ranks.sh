@@ -42,6 +42,13 @@ refused 2 "the input checkpoint and --data are both '-'" "$B/hm-finetune" - -o "
     --data - "${RUN[@]}" </dev/null
 [ ! -e "$T/v.st" ] || fail "a refused run wrote its output"
 
+# -o - --json: one rule in every tool that writes data (exit 2, no output)
+for c in "hm-init --preset tiny" "hm-map-ssm $T/teacher.st" "hm-pack $T/teacher.st --bytes --format tar" \
+         "hm-tokenize --bytes $T/text.txt" "hm-finetune $T/teacher.st --data $T/train.tok --steps 1"; do
+    $B/$c -o - --json >"$T/out" 2>"$T/err"
+    rc=$?
+    [ $rc -eq 2 ] && [ ! -s "$T/out" ] || fail "$c -o - --json: exit $rc, $(wc -c <"$T/out") bytes on stdout"
+done
 # hm-eval --dump-logits -: the safetensors alone on stdout, the report on stderr
 EV=(--data "$T/train.tok" --seq-len 32 --threads 1)
 "$B/hm-eval" "$T/teacher.st" "${EV[@]}" --dump-logits - >"$T/dump.st" 2>"$T/err" ||

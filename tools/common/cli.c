@@ -125,6 +125,13 @@ void hm_cli_dist_open(struct hm_run_comm *comm)
     }
 }
 
+void hm_cli_check_json_stdout(const char *out, int json, int dry_run)
+{
+    if (json && !dry_run && out && strcmp(out, "-") == 0)
+        hm_usage_error("--json and -o - both want stdout (the data goes there; the report "
+                       "would corrupt it)");
+}
+
 void hm_cli_check_stdin(const char *const *path, const char *const *what, int n,
                         const struct hm_run_comm *comm)
 {

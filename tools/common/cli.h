@@ -92,6 +92,10 @@ void hm_cli_agree(const struct hm_run_comm *comm, const char *const *fkey,
                   const char *const *file, int nf, const char *const *flag,
                   const int64_t *val, int nn);
 
+/* One rule for stdout (contract §6): data on stdout (-o -, written: not a
+ * dry run) leaves no room for --json's report: a usage error, exit 2. */
+void hm_cli_check_json_stdout(const char *out, int json, int dry_run);
+
 /* One rule for stdin (contract §6): of the inputs path[0 .. n) (NULL: not
  * given; what[i] names each in messages), at most one is '-' (a stream is
  * read once), and none under a launcher with N > 1 processes (stdin
