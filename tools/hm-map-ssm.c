@@ -95,6 +95,11 @@ static void decay_from(const char *in, const struct hm_ckpt *ck, struct decay *d
     if (dc->W < 1)
         hm_die("cannot read '%s': %lld tokens, fewer than one window of %lld (--seq-len)",
                dc->path, (long long)hm_tok_count(tf), (long long)T);
+    const int64_t maxp = hm_ckpt_config(ck)->max_position_embeddings;
+    if (maxp > 0 && T > maxp) /* the teacher's rotary positions past it are untrained */
+        hm_warning("'%s': --seq-len %lld exceeds the teacher's position limit, "
+                   "max_position_embeddings %lld: the decays are measured on untrained "
+                   "positions", in, (long long)T, (long long)maxp);
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)(dc->W * T));
     if (!tok)
         hm_die("cannot read '%s': out of memory for %lld tokens", dc->path,
