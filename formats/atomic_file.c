@@ -213,6 +213,8 @@ out:
 static char held_buf[HM_HELD_MAX][PATH_MAX];
 static char *volatile held_path[HM_HELD_MAX];
 static int held_fd[HM_HELD_MAX];
+static dev_t held_dev[HM_HELD_MAX]; /* the inode held: release unlinks the name */
+static ino_t held_ino[HM_HELD_MAX]; /* only while it is still that file */
 
 /* A lock file's bytes: empty or one pid line (anything else is not ours). */
 static long lock_file_pid(int fd, int *ours)
@@ -241,6 +243,19 @@ enum hm_status hm_output_hold(const char *path, struct hm_error *err)
     enum hm_status st = hm_output_dir_check(path, err);
     if (st != HM_OK)
         return st;
+    /* a live run's lock file is never an output: replacing it would let a
+     * second run take the output the first one still writes */
+    if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode)) {
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+        if (fd >= 0) {
+            int busy = flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+            close(fd);
+            if (busy)
+                return hm_error_set(err, HM_ERR_INVALID,
+                                    "it is locked by another process (a live run's lock "
+                                    "file?): refusing to replace it, even with -f");
+        }
+    }
     char *lock = hm_side_path(path, "", ".lock", 0);
     if (!lock)
         return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
@@ -266,6 +281,15 @@ enum hm_status hm_output_hold(const char *path, struct hm_error *err)
         }
         int ours;
         struct stat fs, ps;
+        if (fstat(fd, &fs) == 0 && S_ISREG(fs.st_mode) && fs.st_nlink > 1) {
+            /* a hard link to someone's file: writing our pid would write it */
+            close(fd);
+            st = hm_error_set(err, HM_ERR_INVALID,
+                              "the lock file '%s' has %lld other hard links (it is another "
+                              "file's name too): refusing to use it", lock,
+                              (long long)fs.st_nlink - 1);
+            break;
+        }
         if (fstat(fd, &fs) != 0 || !S_ISREG(fs.st_mode) || (lock_file_pid(fd, &ours), !ours)) {
             close(fd);
             st = hm_error_set(err, HM_ERR_INVALID,
@@ -301,6 +325,8 @@ enum hm_status hm_output_hold(const char *path, struct hm_error *err)
             /* the pid is for messages only; the lock is held */
         }
         held_fd[slot] = fd;
+        held_dev[slot] = fs.st_dev;
+        held_ino[slot] = fs.st_ino;
         snprintf(held_buf[slot], sizeof held_buf[slot], "%s", lock); /* open() took it: fits */
         held_path[slot] = held_buf[slot];
         free(lock);
@@ -319,8 +345,12 @@ void hm_output_release_all(void)
         if (!p)
             continue;
         /* unlink while holding, then close: a run that opened the old file
-         * finds on its stat that the name moved on, and retries */
-        unlink(p);
+         * finds on its stat that the name moved on, and retries. Only the
+         * inode held: a file another has put at that name since is its own
+         * (stat and unlink are async-signal-safe) */
+        struct stat sb;
+        if (stat(p, &sb) == 0 && sb.st_dev == held_dev[i] && sb.st_ino == held_ino[i])
+            unlink(p);
         close(held_fd[i]);
         held_path[i] = NULL;
     }

@@ -110,6 +110,11 @@ enum hm_status hm_output_dir_check(const char *path, struct hm_error *err);
  * Release unlinks the file while still holding it, then closes it; a run
  * that had opened the old file sees on its stat that the name moved on and
  * opens the new one, so two runs never both hold "the" lock.
+ * Locks own their file: release unlinks the name only while it is still
+ * the inode held (a file another put there since is left alone), and a lock
+ * file with other hard links (another file's name too) is refused, never
+ * written. An output that another process holds locked (a live run's lock
+ * file) is refused, even with -f.
  * Refuses an existing path that is not a regular file or folder (a device,
  * FIFO, socket: nothing is created beside it), and a missing or unwritable
  * folder (hm_output_dir_check). "-" (stdout) holds nothing. */

@@ -75,7 +75,8 @@ struct hm_st_file {
     struct st_entry *entries; /* [n], sorted by begin */
     int64_t *by_name;         /* [n], entry indices sorted by name */
     int64_t n_meta;
-    char **meta_keys, **meta_vals;
+    char **meta_keys, **meta_vals; /* [n_meta] borrowed from meta_blob */
+    char *meta_blob;                /* every key and value, NUL-terminated (owned) */
 };
 
 void hm_st_close(struct hm_st_file *f)
@@ -88,10 +89,7 @@ void hm_st_close(struct hm_st_file *f)
     }
     free(f->entries);
     free(f->by_name);
-    for (int64_t i = 0; i < f->n_meta; i++) {
-        free(f->meta_keys[i]);
-        free(f->meta_vals[i]);
-    }
+    free(f->meta_blob);
     free(f->meta_keys);
     free(f->meta_vals);
     if (f->mapped)
@@ -205,6 +203,11 @@ static enum hm_status parse_tensor(struct st_entry *e, const cJSON *item,
     return HM_OK;
 }
 
+static int cmp_str_ptr(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
 static enum hm_status parse_metadata(struct hm_st_file *f, const cJSON *m,
                                      struct hm_error *err)
 {
@@ -215,22 +218,40 @@ static enum hm_status parse_metadata(struct hm_st_file *f, const cJSON *m,
     f->meta_vals = calloc((size_t)n + 1, sizeof(char *));
     if (!f->meta_keys || !f->meta_vals)
         return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+    /* the strings in one block: two allocations, not two per key */
     const cJSON *c;
+    size_t total = 1;
     cJSON_ArrayForEach(c, m) {
         if (!cJSON_IsString(c))
             return hm_error_set(err, HM_ERR_FORMAT,
                                 "__metadata__ value of '%s' is not a string", c->string);
-        for (int64_t i = 0; i < f->n_meta; i++)
-            if (strcmp(f->meta_keys[i], c->string) == 0)
-                return hm_error_set(err, HM_ERR_FORMAT,
-                                    "__metadata__ key '%s' appears twice", c->string);
-        f->meta_keys[f->n_meta] = strdup(c->string);
-        f->meta_vals[f->n_meta] = strdup(c->valuestring);
-        f->n_meta++;
-        if (!f->meta_keys[f->n_meta - 1] || !f->meta_vals[f->n_meta - 1])
-            return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+        total += strlen(c->string) + strlen(c->valuestring) + 2;
     }
-    return HM_OK;
+    char *at = f->meta_blob = malloc(total);
+    if (!at)
+        return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+    cJSON_ArrayForEach(c, m) {
+        size_t nk = strlen(c->string) + 1, nv = strlen(c->valuestring) + 1;
+        f->meta_keys[f->n_meta] = memcpy(at, c->string, nk);
+        f->meta_vals[f->n_meta] = memcpy(at + nk, c->valuestring, nv);
+        at += nk + nv;
+        f->n_meta++;
+    }
+    /* duplicates: the keys sorted (a copy of the pointers; the file's order
+     * stays), then neighbours compared: n log n, not n² (a header of 10^6
+     * keys near the 100 MB limit must not take days) */
+    char **sorted = malloc(sizeof(char *) * ((size_t)f->n_meta + 1));
+    if (!sorted)
+        return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+    memcpy(sorted, f->meta_keys, sizeof(char *) * (size_t)f->n_meta);
+    qsort(sorted, (size_t)f->n_meta, sizeof(char *), cmp_str_ptr);
+    enum hm_status st = HM_OK;
+    for (int64_t i = 1; i < f->n_meta && st == HM_OK; i++)
+        if (strcmp(sorted[i], sorted[i - 1]) == 0)
+            st = hm_error_set(err, HM_ERR_FORMAT, "__metadata__ key '%s' appears twice",
+                              sorted[i]);
+    free(sorted);
+    return st;
 }
 
 static int is_digit(char ch) { return ch >= '0' && ch <= '9'; }

@@ -419,10 +419,16 @@ Test(checkpoint_config, hm_config_precedence)
     ck = open_ok(file);
     cr_assert_str_eq(hm_ckpt_config_source(ck), "hm.config");
     cr_assert_eq(hm_ckpt_config(ck)->num_hidden_layers, 5);
+    /* not silently (issue 32): the fields and the winner are named */
+    cr_assert(hm_ckpt_config_note(ck) && strstr(hm_ckpt_config_note(ck), "num_hidden_layers") &&
+              strstr(hm_ckpt_config_note(ck), "hm.config (a file"), "%s",
+              hm_ckpt_config_note(ck) ? hm_ckpt_config_note(ck) : "no note");
     hm_ckpt_close(ck);
     ck = open_ok(d);
     cr_assert(strstr(hm_ckpt_config_source(ck), "config.json"), "%s", hm_ckpt_config_source(ck));
     cr_assert_eq(hm_ckpt_config(ck)->num_hidden_layers, 3);
+    cr_assert(hm_ckpt_config_note(ck) && strstr(hm_ckpt_config_note(ck), "config.json (a folder"),
+              "%s", hm_ckpt_config_note(ck) ? hm_ckpt_config_note(ck) : "no note");
     hm_ckpt_close(ck);
 
     /* a broken config.json is reported for the folder, not for the hm file */

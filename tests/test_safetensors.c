@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "atomic_file.h"
@@ -783,5 +784,59 @@ Test(safetensors_bad, lenient_json_numbers_are_refused)
             }
             hm_st_close(f);
         }
+    }
+}
+
+/* ---- cost linear in the input (issue 32) ------------------------------------- */
+
+/* A header-only file of n __metadata__ keys "k<i>" (the last one = the
+ * first when dup). owned: free(). */
+static char *many_keys_file(int64_t n, int dup, size_t *len)
+{
+    size_t cap = 64 + (size_t)n * 32;
+    char *buf = malloc(cap);
+    cr_assert(buf);
+    size_t at = 8;
+    at += (size_t)snprintf(buf + at, cap - at, "{\"__metadata__\":{");
+    for (int64_t i = 0; i < n; i++)
+        at += (size_t)snprintf(buf + at, cap - at, "%s\"k%lld\":\"v\"", i ? "," : "",
+                               (long long)(dup && i == n - 1 ? 0 : i));
+    at += (size_t)snprintf(buf + at, cap - at, "}}");
+    uint64_t hl = at - 8;
+    memcpy(buf, &hl, 8); /* little-endian host */
+    *len = at;
+    return buf;
+}
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* A million metadata keys (≈ 14 MB of header) parse in under 2 s; the
+ * pairwise duplicate check took 24 s for 10^5. A duplicate among them is
+ * still found, named. */
+Test(safetensors_valid, a_million_metadata_keys_parse_in_linear_time, .timeout = 60)
+{
+    struct hm_error err;
+    for (int dup = 0; dup < 2; dup++) {
+        size_t len = 0;
+        char *buf = many_keys_file(1000000, dup, &len);
+        struct hm_st_file *f = NULL;
+        double t0 = mono_s();
+        enum hm_status st = hm_st_open_memory(buf, len, 1, &f, &err);
+        double dt = mono_s() - t0;
+        if (!dup) {
+            cr_assert_eq(st, HM_OK, "%s", err.msg);
+            cr_assert_eq(hm_st_n_metadata(f), 1000000);
+            cr_assert_str_eq(hm_st_metadata_key(f, 999999), "k999999");
+        } else {
+            cr_assert_eq(st, HM_ERR_FORMAT);
+            cr_assert(strstr(err.msg, "'k0' appears twice"), "%s", err.msg);
+        }
+        cr_assert_lt(dt, 2.0, "10^6 metadata keys took %.2f s", dt);
+        hm_st_close(f);
     }
 }

@@ -454,15 +454,16 @@ static void run_mc(struct ctx *c, struct hm_tokenizer *tok, struct mc *res)
 }
 
 /* A JSON number, or null for NaN/Inf (JSON has no NaN). */
-static void print_num(double v)
+static void print_num(FILE *fp, double v)
 {
     if (isfinite(v))
-        printf("%.17g", v);
+        fprintf(fp, "%.17g", v);
     else
-        printf("null");
+        fprintf(fp, "null");
 }
 
-static void report(const struct opts *o, const struct ppl *r, const struct mc *mc)
+/* The report on fp: stdout, or stderr when the logits go to stdout. */
+static void report(FILE *fp, const struct opts *o, const struct ppl *r, const struct mc *mc)
 {
     double mean = r->targets ? r->sum_nll / (double)r->targets : NAN;
     double bpb = r->bytes ? r->sum_nll / log(2.0) / (double)r->bytes : NAN;
@@ -470,34 +471,34 @@ static void report(const struct opts *o, const struct ppl *r, const struct mc *m
     if (o->data && r->targets && !isfinite(mean))
         hm_warning("the mean NLL is not finite (non-finite weights or logits?); reported as null");
     if (o->common.json) {
-        printf("{\"version\": 1");
+        fprintf(fp, "{\"version\": 1");
         if (o->data) {
-            printf(", \"seq_len\": %lld, \"windows\": %lld, \"targets\": %lld, \"mean_nll\": ",
+            fprintf(fp, ", \"seq_len\": %lld, \"windows\": %lld, \"targets\": %lld, \"mean_nll\": ",
                    (long long)o->seq_len, (long long)r->windows, (long long)r->targets);
-            print_num(mean);
-            printf(", \"ppl\": ");
-            print_num(exp(mean));
-            printf(", \"bits_per_byte\": ");
-            print_num(r->byte_level && r->bytes ? bpb : NAN);
-            printf(", \"tokens_per_s\": %.6g", tps);
+            print_num(fp, mean);
+            fprintf(fp, ", \"ppl\": ");
+            print_num(fp, exp(mean));
+            fprintf(fp, ", \"bits_per_byte\": ");
+            print_num(fp, r->byte_level && r->bytes ? bpb : NAN);
+            fprintf(fp, ", \"tokens_per_s\": %.6g", tps);
         }
         if (o->mc)
-            printf(", \"mc\": {\"questions\": %lld, \"acc\": %.17g, \"acc_norm\": %.17g}",
+            fprintf(fp, ", \"mc\": {\"questions\": %lld, \"acc\": %.17g, \"acc_norm\": %.17g}",
                    (long long)mc->questions, (double)mc->correct / (double)mc->questions,
                    (double)mc->correct_norm / (double)mc->questions);
-        printf("}\n");
+        fprintf(fp, "}\n");
         return;
     }
     if (o->data) {
-        printf("windows: %lld of %lld tokens\n", (long long)r->windows, (long long)o->seq_len);
-        printf("targets: %lld\n", (long long)r->targets);
-        printf("mean nll: %.6f\n", mean);
-        printf("ppl: %.4f\n", exp(mean));
+        fprintf(fp, "windows: %lld of %lld tokens\n", (long long)r->windows, (long long)o->seq_len);
+        fprintf(fp, "targets: %lld\n", (long long)r->targets);
+        fprintf(fp, "mean nll: %.6f\n", mean);
+        fprintf(fp, "ppl: %.4f\n", exp(mean));
         if (r->byte_level && r->bytes)
-            printf("bits per byte: %.6f (%lld bytes)\n", bpb, (long long)r->bytes);
+            fprintf(fp, "bits per byte: %.6f (%lld bytes)\n", bpb, (long long)r->bytes);
     }
     if (o->mc)
-        printf("multiple choice: %lld questions, acc %.4f, acc_norm %.4f\n",
+        fprintf(fp, "multiple choice: %lld questions, acc %.4f, acc_norm %.4f\n",
                (long long)mc->questions, (double)mc->correct / (double)mc->questions,
                (double)mc->correct_norm / (double)mc->questions);
 }
@@ -568,11 +569,20 @@ int main(int argc, char **argv)
     if (o.dump && strcmp(o.dump, "-") != 0 &&
         (hm_same_file(o.dump, o.data) || hm_output_clobbers(o.dump, o.ckpt)))
         hm_usage_error("--dump-logits '%s' is an input", o.dump);
+    if (o.dump && strcmp(o.dump, "-") == 0 && o.common.json)
+        hm_usage_error("--json and --dump-logits - both want stdout");
     const struct hm_backend *be = hm_cli_backend(o.device, o.backend);
     /* several processes under a launcher share the windows (--data);
      * --dump-logits and --mc run on process 0 */
     struct hm_run_comm comm;
     hm_cli_dist_open(&comm);
+    const char *ins[] = {o.ckpt, o.data, o.mc, o.tokenizer};
+    const char *ins_what[] = {"the checkpoint", "--data", "--mc", "--tokenizer"};
+    hm_cli_check_stdin(ins, ins_what, 4, &comm);
+    /* every process evaluates the same model on the same windows */
+    const int64_t fv[] = {o.seq_len, o.batch, o.max_tokens, o.dump != NULL};
+    hm_cli_agree(&comm, ins_what, ins, 2, (const char *const[]){"--seq-len", "--batch",
+                 "--max-tokens", "--dump-logits"}, fv, 4);
     hm_threads_set(o.threads ? (int)o.threads : hm_cli_default_threads());
     const int primary = hm_run_is_primary(&comm);
     if (primary)
@@ -590,6 +600,13 @@ int main(int argc, char **argv)
         if (hm_ckpt_open(o.ckpt, &ck, &err) != HM_OK ||
             hm_model_load_narrow(ck, hm_ckpt_config(ck), be, &m, &err) != HM_OK)
             hm_die_err("cannot read", o.ckpt, &err);
+        hm_cli_ckpt_notes(ck, o.ckpt);
+        const struct hm_config *pc = hm_ckpt_config(ck); /* evaluation past it: a warning */
+        if (pc->mixer == HM_MIXER_SOFTMAX && pc->max_position_embeddings > 0 &&
+            o.seq_len > pc->max_position_embeddings)
+            hm_warning("'%s': --seq-len %lld exceeds its position limit, max_position_embeddings "
+                       "%lld: positions past it are untrained", o.ckpt, (long long)o.seq_len,
+                       (long long)pc->max_position_embeddings);
         /* --mc: the tokenizer given, else the bundle's own (hm-generate's rule) */
         if (o.mc && !(mc_tok = hm_gen_load_tokenizer(ck, o.ckpt, o.tokenizer, o.bytes)))
             hm_die("cannot evaluate '%s' on '%s': it holds no tokenizer; give --tokenizer FILE "
@@ -605,7 +622,7 @@ int main(int argc, char **argv)
     if (o.mc && primary)
         run_mc(&cx, mc_tok, &mc);
     if (primary)
-        report(&o, &cx.r, &mc);
+        report(o.dump && strcmp(o.dump, "-") == 0 ? stderr : stdout, &o, &cx.r, &mc);
     hm_model_ws_release(&cx.ws);
     hm_model_free(m);
     free(cx.uni_nll);

@@ -14,6 +14,7 @@
 #include "cli.h"
 #include "fileio.h"
 #include "hash.h"
+#include "params.h"
 #include "provenance.h"
 #include "model_run.h"
 #include "train_cli.h"
@@ -67,16 +68,63 @@ static struct hm_model *load_model(const char *path, const struct hm_backend *be
     hm_error_clear(&err);
     if (hm_ckpt_open(path, &ck, &err) != HM_OK)
         hm_die_err("cannot read", path, &err);
+    hm_cli_ckpt_notes(ck, path);
     if ((be ? hm_model_load_narrow(ck, hm_ckpt_config(ck), be, &m, &err)
             : hm_model_load(ck, &m, &err)) != HM_OK)
         hm_die_err("cannot load", path, &err);
     hm_warn_nonfinite(path, m);
     if (prov) {
-        const char *p = hm_ckpt_metadata_get(ck, "hm.provenance");
+        const char *p = hm_cli_prev_provenance(ck, path);
         *prov = p ? strdup(p) : NULL;
     }
     hm_ckpt_close(ck);
     return m;
+}
+
+/* Stage 1b fits the student's mixers to its own teacher: the student must
+ * have a student mixer, must not be the teacher itself, and its frozen
+ * tensors (embeddings, norms, MLP) must be the teacher's, byte for byte
+ * (another seed or MLP width is another teacher). Exits naming the first
+ * difference. */
+static void check_align_teacher(const char *student, const char *teacher)
+{
+    struct hm_ckpt *s = NULL, *t = NULL;
+    struct hm_error err;
+    hm_error_clear(&err);
+    if (hm_ckpt_open(student, &s, &err) != HM_OK)
+        hm_die_err("cannot read", student, &err);
+    if (hm_ckpt_open(teacher, &t, &err) != HM_OK)
+        hm_die_err("cannot read", teacher, &err);
+    if (hm_ckpt_config(s)->mixer == HM_MIXER_SOFTMAX)
+        hm_die("cannot align '%s': it is a %s model with softmax attention, stage 1b needs a "
+               "student (hedgehog or hedgemamba) made from --align's teacher", student,
+               hm_arch_name(hm_ckpt_config(s)));
+    if (hm_same_file(student, teacher) || hm_run_checkpoint_hash(student) ==
+                                              hm_run_checkpoint_hash(teacher))
+        hm_die("--align '%s' is the student itself: the teacher is the softmax model the "
+               "student was made from", teacher);
+    for (int64_t i = 0; i < hm_ckpt_n_tensors(t); i++) {
+        const struct hm_ckpt_tensor *a = hm_ckpt_tensor_at(t, i);
+        enum hm_param_group g = hm_param_group_of(a->name);
+        if (g != HM_PG_EMBED && g != HM_PG_NORM && g != HM_PG_MLP)
+            continue;
+        int64_t j = hm_ckpt_find(s, a->name);
+        const struct hm_ckpt_tensor *b = j >= 0 ? hm_ckpt_tensor_at(s, j) : NULL;
+        int same = b && a->dtype == b->dtype && a->nbytes == b->nbytes && a->ndim == b->ndim;
+        for (int d = 0; same && d < a->ndim; d++)
+            same = a->shape[d] == b->shape[d];
+        if (same) {
+            same = memcmp(hm_ckpt_data_view(t, i), hm_ckpt_data_view(s, j), a->nbytes) == 0;
+            hm_ckpt_data_release(t, i);
+            hm_ckpt_data_release(s, j);
+        }
+        if (!same)
+            hm_die("--align '%s' is not the teacher of '%s': tensor '%s' %s (stage 1b needs the "
+                   "teacher the student was made from)", teacher, student, a->name,
+                   b ? "differs" : "is missing from the student");
+    }
+    hm_ckpt_close(s);
+    hm_ckpt_close(t);
 }
 
 static void print_plan(const struct hm_train_cli *t, const struct hm_model *m,
@@ -133,7 +181,7 @@ int main(int argc, char **argv)
     const char *kd_path = NULL;
     const char *align_path = NULL, *align_loss = NULL;
     double kd_weight = 0, kd_temp = 1, ce_weight = 1;
-    int kd_temp_set = 0;
+    int kd_temp_set = 0, ce_set = 0;
     hm_cli_init("hm-finetune", usage, argv);
     hm_train_cli_defaults(&t, "hm-finetune", 0.1);
     while ((c = getopt_long(argc, argv, HM_CLI_COMMON_SHORTOPTS HM_TRAIN_SHORTOPTS, longopts,
@@ -161,7 +209,10 @@ int main(int argc, char **argv)
                 hm_usage_error("option '--kd-temperature' must be > 0, got '%s'", optarg);
             kd_temp_set = 1;
             break;
-        case OPT_CE_WEIGHT: ce_weight = hm_parse_f64(optarg, "--ce-weight", 0, 1e6); break;
+        case OPT_CE_WEIGHT:
+            ce_weight = hm_parse_f64(optarg, "--ce-weight", 0, 1e6);
+            ce_set = 1;
+            break;
         }
     }
     if (argc - optind != 1)
@@ -176,6 +227,11 @@ int main(int argc, char **argv)
         hm_usage_error("--align-loss needs --align TEACHER");
     if (align_path && kd_path)
         hm_usage_error("--align (stage 1b) and --kd-teacher are separate runs");
+    if (align_path && (kd_temp_set || ce_set))
+        hm_usage_error("--align (stage 1b) fits the mixers with its own loss: %s do%s not "
+                       "apply", kd_temp_set && ce_set ? "--kd-temperature and --ce-weight"
+                       : kd_temp_set ? "--kd-temperature" : "--ce-weight",
+                       kd_temp_set && ce_set ? "" : "es");
     if (kd_temp_set && !kd_path)
         hm_usage_error("--kd-temperature needs --kd-teacher");
     if (ce_weight == 0 && !kd_path)
@@ -191,6 +247,8 @@ int main(int argc, char **argv)
     if (kd_path && t.run.log_path && hm_output_clobbers(t.run.log_path, kd_path))
         hm_die("--log '%s' is the --kd-teacher: refusing to overwrite it", t.run.log_path);
 
+    if (align_path)
+        check_align_teacher(in, align_path);
     char *prov = NULL;
     struct hm_model *m = load_model(in, NULL, &prov), *teacher = NULL;
     /* a teacher is only run: straight onto the backend, bf16 layers kept narrow */
@@ -207,6 +265,10 @@ int main(int argc, char **argv)
                    align_path, hm_arch_name(&teacher->cfg));
     }
     t.run.prev_provenance = prov;
+    hm_train_cli_check_positions(&t, &m->cfg, in, "the model");
+    if (teacher)
+        hm_train_cli_check_positions(&t, &teacher->cfg, kd_path ? kd_path : align_path,
+                                     kd_path ? "--kd-teacher" : "the --align teacher");
     if (m->cfg.mixer == HM_MIXER_HEDGEMAMBA)
         freeze = 1; /* contract §3 stage-2 objective: the embeddings do not train */
     struct hm_train_opts to = {.B = t.run.batch, .T = t.run.seq_len,

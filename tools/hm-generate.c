@@ -528,6 +528,7 @@ int main(int argc, char **argv)
     if (hm_ckpt_open(o.model, &ck, &err) != HM_OK ||
         hm_model_load_narrow(ck, hm_ckpt_config(ck), be, &r.m, &err) != HM_OK)
         hm_die_err("cannot read", o.model, &err);
+    hm_cli_ckpt_notes(ck, o.model);
     if (!o.bench)
         r.tok = hm_gen_load_tokenizer(ck, o.model, o.tokenizer, o.bytes);
     hm_ckpt_close(ck);

@@ -175,6 +175,7 @@ int main(int argc, char **argv)
                        o.format);
     if (!o.out && !o.dry)
         hm_usage_error("missing -o/--output");
+    hm_cli_check_json_stdout(o.out, common.json, o.dry);
     if (o.out && strcmp(o.out, "-") != 0) {
         if (hm_same_file(o.in, o.out))
             hm_die("output '%s' is the input: refusing to overwrite it", o.out);

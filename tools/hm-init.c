@@ -94,6 +94,7 @@ int main(int argc, char **argv)
         hm_usage_error("missing -o/--output");
     if (out && config && hm_output_clobbers(out, config))
         hm_die("output '%s' is the --config: refusing to overwrite it", out);
+    hm_cli_check_json_stdout(out, common.json, dry);
     if (!dry)
         hm_cli_hold_output(out); /* before reading --config (it may be a slow stream) */
 

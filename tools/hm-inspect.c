@@ -327,9 +327,12 @@ static void print_json(const struct hm_ckpt *ck, const struct report *r, int lis
     cJSON *mem = cJSON_AddObjectToObject(o, "memory");
     cJSON_AddNumberToObject(mem, "fp32_weights_bytes", (double)r->n_params * 4);
     cJSON_AddNumberToObject(mem, "fp32_train_bytes", (double)r->n_params * 16);
-    const char *prov = hm_ckpt_metadata_get(ck, "hm.provenance");
+    const char *prov = hm_ckpt_provenance(ck);
     cJSON *pj = prov ? cJSON_Parse(prov) : NULL;
     cJSON_AddItemToObject(o, "provenance", pj ? pj : cJSON_CreateArray());
+    if (hm_ckpt_provenance_foreign(ck)) /* another tool's text, verbatim */
+        cJSON_AddStringToObject(o, "provenance_foreign",
+                                hm_ckpt_metadata_get(ck, "hm.provenance"));
     cJSON_AddItemToObject(o, "warnings", cJSON_Duplicate(r->warnings, 1));
     if (list) {
         cJSON *ts = cJSON_AddArrayToObject(o, "tensors");
@@ -355,8 +358,14 @@ static void print_json(const struct hm_ckpt *ck, const struct report *r, int lis
     cJSON_Delete(o);
 }
 
-static void print_provenance_human(const char *prov)
+static void print_provenance_human(const struct hm_ckpt *ck)
 {
+    const char *prov = hm_ckpt_provenance(ck);
+    if (hm_ckpt_provenance_foreign(ck)) {
+        printf("provenance:  foreign (not written by hm: %s), kept verbatim:\n  %s\n",
+               hm_ckpt_provenance_foreign(ck), hm_ckpt_metadata_get(ck, "hm.provenance"));
+        return;
+    }
     cJSON *a = prov ? cJSON_Parse(prov) : NULL;
     if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) == 0) {
         printf("provenance:  none (not written by hm)\n");
@@ -446,7 +455,7 @@ static void print_human(const struct hm_ckpt *ck, const struct report *r, int li
     human_size((double)r->n_params * 16, b, sizeof b);
     printf("memory:      fp32 weights %s; fp32 training (weights, grads, AdamW) %s "
            "+ activations\n", a, b);
-    print_provenance_human(hm_ckpt_metadata_get(ck, "hm.provenance"));
+    print_provenance_human(ck);
     int nw = cJSON_GetArraySize(r->warnings);
     if (nw) {
         printf("warnings:\n");
@@ -502,6 +511,11 @@ int main(int argc, char **argv)
     memset(&r, 0, sizeof r);
     r.warnings = cJSON_CreateArray();
     tally(ck, &r);
+    if (hm_ckpt_config_note(ck))
+        warn(&r, "%s", hm_ckpt_config_note(ck));
+    if (hm_ckpt_provenance_foreign(ck))
+        warn(&r, "hm.provenance is foreign (%s): shown verbatim, not as a chain",
+             hm_ckpt_provenance_foreign(ck));
     check_against_specs(ck, &r);
     char *default_tok = NULL;
     if (!tok_path && strcmp(path, "-") != 0 && !hm_ckpt_bundle(ck)) {

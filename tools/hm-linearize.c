@@ -94,10 +94,12 @@ int main(int argc, char **argv)
     struct hm_ckpt *ck;
     if (hm_ckpt_open(in, &ck, &err) != HM_OK)
         hm_die_err("cannot read", in, &err);
+    hm_cli_ckpt_notes(ck, in);
     const struct hm_config *tc = hm_ckpt_config(ck);
     if (tc->mixer != HM_MIXER_SOFTMAX)
         hm_die("cannot linearize '%s': it is a %s model, stage 1 needs a gpt_neox teacher", in,
                hm_arch_name(tc));
+    hm_train_cli_check_positions(&t, tc, in, "the teacher");
     struct hm_tok_file *tf;
     if (hm_tok_open(t.run.data_path, &tf, &err) != HM_OK)
         hm_die_err("cannot read", t.run.data_path, &err);
@@ -105,7 +107,7 @@ int main(int argc, char **argv)
         hm_die("token file '%s' has vocabulary %llu, larger than the teacher's %lld",
                t.run.data_path, (unsigned long long)hm_tok_vocab(tf), (long long)tc->vocab_size);
     hm_tok_close(tf);
-    const char *prev = hm_ckpt_metadata_get(ck, "hm.provenance");
+    const char *prev = hm_cli_prev_provenance(ck, in);
     t.run.prev_provenance = prev;
     if (t.dry_run) {
         int64_t F = feature_dim ? feature_dim : tc->head_dim;

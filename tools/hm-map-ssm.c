@@ -95,6 +95,11 @@ static void decay_from(const char *in, const struct hm_ckpt *ck, struct decay *d
     if (dc->W < 1)
         hm_die("cannot read '%s': %lld tokens, fewer than one window of %lld (--seq-len)",
                dc->path, (long long)hm_tok_count(tf), (long long)T);
+    const int64_t maxp = hm_ckpt_config(ck)->max_position_embeddings;
+    if (maxp > 0 && T > maxp) /* the teacher's rotary positions past it are untrained */
+        hm_warning("'%s': --seq-len %lld exceeds the teacher's position limit, "
+                   "max_position_embeddings %lld: the decays are measured on untrained "
+                   "positions", in, (long long)T, (long long)maxp);
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)(dc->W * T));
     if (!tok)
         hm_die("cannot read '%s': out of memory for %lld tokens", dc->path,
@@ -217,6 +222,7 @@ int main(int argc, char **argv)
     if (!out)
         hm_usage_error("missing -o/--output");
     const char *in = argv[optind];
+    hm_cli_check_json_stdout(out, common.json, 0);
     if (dc.path && strcmp(dc.path, "-") == 0 && strcmp(in, "-") == 0)
         hm_usage_error("IN and --decay-from cannot both be stdin");
     if (strcmp(out, "-") != 0) {
@@ -235,6 +241,7 @@ int main(int argc, char **argv)
     struct hm_ckpt *ck;
     if (hm_ckpt_open(in, &ck, &err) != HM_OK)
         hm_die_err("cannot read", in, &err);
+    hm_cli_ckpt_notes(ck, in);
     const struct hm_config *ic = hm_ckpt_config(ck);
     if (ic->mixer == HM_MIXER_HEDGEMAMBA)
         hm_die("cannot map '%s': it is already a hedgemamba model", in);
@@ -253,7 +260,7 @@ int main(int argc, char **argv)
     struct hm_prov_entry e = {"hm-map-ssm", argc, argv, pin, dc.path ? 2 : 1, t0, time(NULL),
                               dc.path ? dc.W * dc.T : -1, NAN};
     char *prov = NULL;
-    if (hm_provenance_append(hm_ckpt_metadata_get(ck, "hm.provenance"), &e, &prov, &err) != HM_OK)
+    if (hm_provenance_append(hm_cli_prev_provenance(ck, in), &e, &prov, &err) != HM_OK)
         hm_die_err("cannot read", in, &err);
     if (hm_map_ssm_write(ck, &mo, out, force ? HM_AFILE_FORCE : 0, prov, &err) != HM_OK)
         hm_die("cannot map '%s' to '%s': %s", in, out, err.msg);

@@ -138,7 +138,7 @@ static void find_tokenizer(const struct opts *o, const struct hm_ckpt *ck, struc
         return;
     }
     if (!path) {
-        if (hm_bundle_tokenizer_from_provenance(hm_ckpt_metadata_get(ck, "hm.provenance"),
+        if (hm_bundle_tokenizer_from_provenance(hm_ckpt_provenance(ck),
                                                 &t->source_owned, &err) != HM_OK)
             hm_die_err("cannot read the provenance of", o->in, &err);
         path = t->source_owned;
@@ -277,6 +277,7 @@ static void parse(int argc, char **argv, struct opts *o)
     o->in = argv[optind];
     if (!o->out)
         hm_usage_error("missing -o/--output");
+    hm_cli_check_json_stdout(o->out, o->common.json, o->dry_run);
     if (o->tokenizer && o->bytes)
         hm_usage_error("--tokenizer and --bytes cannot be combined");
     if (o->onnx_external_set && !o->onnx)
@@ -369,7 +370,7 @@ int main(int argc, char **argv)
     struct hm_prov_input ins[2] = {{o.in, input_hash(o.in, ck)},
                                    {t.source, hm_xxh3(t.data, t.len)}};
     char *prov = NULL;
-    if (hm_bundle_provenance(hm_ckpt_metadata_get(ck, "hm.provenance"), args, na, ins, 2, &prov,
+    if (hm_bundle_provenance(hm_cli_prev_provenance(ck, o.in), args, na, ins, 2, &prov,
                              &err) != HM_OK)
         hm_die_err("cannot read the provenance of", o.in, &err);
 

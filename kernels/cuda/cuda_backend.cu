@@ -32,7 +32,9 @@ static enum hm_status cu_open(void **out, struct hm_error *err)
     cudaRuntimeGetVersion(&rt);
     if (drv == 0)
         return hm_error_set(err, HM_ERR_UNSUPPORTED,
-                            "no CUDA driver is installed (libcuda.so.1 was not found)");
+                            "no NVIDIA driver found, so no CUDA device can be used "
+                            "(libcuda.so.1 was not found): install the NVIDIA driver, or use "
+                            "--device cpu");
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e == cudaErrorNoDevice || (e == cudaSuccess && n == 0))
         return hm_error_set(err, HM_ERR_UNSUPPORTED, "no CUDA device is visible (%s)",

@@ -31,6 +31,8 @@ struct hm_ckpt {
     struct hm_bundle *bundle;  /* owned when ck is a bundle (files may borrow from it) */
     const void *tok;           /* the bundle's tokenizer bytes [tok_len], borrowed from bundle */
     size_t tok_len;
+    char prov_foreign[512];    /* why hm.provenance is not hm's chain, or "" */
+    char config_note[512];     /* config.json and hm.config disagree: which fields, or "" */
 };
 
 void hm_ckpt_close(struct hm_ckpt *ck)
@@ -321,7 +323,51 @@ static enum hm_status load_config_json(struct hm_ckpt *ck, const char *cfg_path,
     return ck->config_source ? HM_OK : hm_error_set(err, HM_ERR_NOMEM, "out of memory");
 }
 
-/* hm.config of the first file wins for files hm wrote; else config.json in dir. */
+/* The fields where config.json (at cfg_path) and the file's own hm.config
+ * (meta) disagree, in ck->config_note; ck->cfg is the one in effect
+ * (json_wins: config.json's). Nothing when they agree or the one not used
+ * does not parse (it is not read). */
+static void note_config_disagreement(struct hm_ckpt *ck, const char *meta, const char *cfg_path,
+                                     int json_wins)
+{
+    struct hm_config other;
+    struct hm_error e;
+    char *text = NULL;
+    size_t len = 0;
+    enum hm_status st = json_wins ? hm_config_parse(meta, strlen(meta), &other, &e)
+                                  : hm_read_file(cfg_path, HM_MAX_JSON, &text, &len, &e);
+    if (st == HM_OK && !json_wins)
+        st = hm_config_parse(text, len, &other, &e);
+    free(text);
+    if (st != HM_OK)
+        return;
+    char *ja = hm_config_to_json(&ck->cfg), *jb = hm_config_to_json(&other);
+    cJSON *a = ja ? cJSON_Parse(ja) : NULL, *b = jb ? cJSON_Parse(jb) : NULL;
+    char fields[384] = "";
+    size_t at = 0;
+    const cJSON *x;
+    cJSON_ArrayForEach(x, a) {
+        const cJSON *y = cJSON_GetObjectItem(b, x->string);
+        if (y && cJSON_Compare(x, y, 1))
+            continue;
+        at += (size_t)snprintf(fields + at, at < sizeof fields ? sizeof fields - at : 0, "%s%s",
+                               at ? ", " : "", x->string);
+        if (at >= sizeof fields)
+            break;
+    }
+    if (fields[0])
+        snprintf(ck->config_note, sizeof ck->config_note,
+                 "'%s' and the weights' own hm.config disagree on %s: %s wins", cfg_path,
+                 fields, json_wins ? "config.json (a folder is read as HuggingFace's)"
+                                   : "hm.config (a file is read as hm wrote it)");
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+    free(ja);
+    free(jb);
+}
+
+/* hm.config of the first file wins for files hm wrote; else config.json in
+ * dir. When both are there and disagree, ck->config_note says on what. */
 static enum hm_status load_config(struct hm_ckpt *ck, const char *dir, int prefer_json,
                                   struct hm_error *err)
 {
@@ -339,8 +385,12 @@ static enum hm_status load_config(struct hm_ckpt *ck, const char *dir, int prefe
             hm_error_prefix(err, "hm.config metadata of '%s': ", ck->paths[0]);
         else if (!(ck->config_source = strdup("hm.config")))
             st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+        else if (have_json > 0)
+            note_config_disagreement(ck, meta, cfg_path, 0);
     } else if (have_json) {
         st = load_config_json(ck, cfg_path, err);
+        if (st == HM_OK && meta)
+            note_config_disagreement(ck, meta, cfg_path, 1);
     } else {
         st = hm_error_set(err, HM_ERR_INVALID,
                           "no model config: no hm.config metadata and no config.json in '%s'",
@@ -479,10 +529,14 @@ enum hm_status hm_ckpt_open(const char *path, struct hm_ckpt **out, struct hm_er
         st = gather(ck, err);
     /* hm.provenance is input like the rest: its shape is checked here, for
      * every tool that copies it forward or shows it */
-    if (st == HM_OK && (st = hm_provenance_check(hm_ckpt_metadata_get(ck, "hm.provenance"),
-                                                 err)) != HM_OK)
-        if (ck->nfiles && strcmp(ck->paths[0], path) != 0)
-            hm_error_prefix(err, "'%s': ", ck->paths[0]);
+    /* a chain of another shape is another tool's: kept verbatim, shown as
+     * foreign (hm_ckpt_provenance_foreign), never a reason to refuse the
+     * weights (the readers need no provenance) */
+    struct hm_error pe;
+    hm_error_clear(&pe);
+    if (st == HM_OK && hm_provenance_check(hm_ckpt_metadata_get(ck, "hm.provenance"), &pe) != HM_OK)
+        snprintf(ck->prov_foreign, sizeof ck->prov_foreign, "%s",
+                 pe.msg[0] ? pe.msg : "not an hm provenance chain");
     free(dir);
     free(p);
     if (st != HM_OK) {
@@ -572,3 +626,18 @@ const void *hm_ckpt_bundle_tokenizer(const struct hm_ckpt *ck, size_t *len)
 }
 
 struct hm_bundle *hm_ckpt_bundle(const struct hm_ckpt *ck) { return ck->bundle; }
+
+const char *hm_ckpt_provenance(const struct hm_ckpt *ck)
+{
+    return ck->prov_foreign[0] ? NULL : hm_ckpt_metadata_get(ck, "hm.provenance");
+}
+
+const char *hm_ckpt_config_note(const struct hm_ckpt *ck)
+{
+    return ck->config_note[0] ? ck->config_note : NULL;
+}
+
+const char *hm_ckpt_provenance_foreign(const struct hm_ckpt *ck)
+{
+    return ck->prov_foreign[0] ? ck->prov_foreign : NULL;
+}

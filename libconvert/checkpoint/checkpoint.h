@@ -83,6 +83,20 @@ struct hm_bundle *hm_ckpt_bundle(const struct hm_ckpt *ck);
 /* Metadata of the first file (`hm.provenance` etc.); NULL if absent. */
 const char *hm_ckpt_metadata_get(const struct hm_ckpt *ck, const char *key);
 
+/* The file's hm.provenance chain (contract §5) as a writer extends it:
+ * borrowed, valid until hm_ckpt_close; NULL when absent or foreign. */
+const char *hm_ckpt_provenance(const struct hm_ckpt *ck);
+/* When the file has an hm.provenance that is not an hm chain (another
+ * tool's, another shape): why (borrowed); else NULL. The text itself stays
+ * verbatim in hm_ckpt_metadata_get(ck, "hm.provenance"); the weights load
+ * as usual (readers warn and go on, writers start a fresh chain). */
+const char *hm_ckpt_provenance_foreign(const struct hm_ckpt *ck);
+/* When a config.json beside the weights disagrees with the file's own
+ * hm.config: which fields, and which one wins (a file: hm.config; a
+ * folder: config.json) (borrowed); else NULL.
+ * Tools print it as a warning (hm_cli_ckpt_notes). */
+const char *hm_ckpt_config_note(const struct hm_ckpt *ck);
+
 /* 1 for legacy GPT-NeoX buffers that are not parameters: attention.bias,
  * attention.masked_bias, attention.rotary_emb.inv_freq (contract §1). */
 int hm_is_ignored_buffer(const char *name);

@@ -230,6 +230,26 @@ static enum hm_status mpi_allgather(void *ctx, const double *x, int64_t n, doubl
     return rc == MPI_SUCCESS ? HM_OK : mpi_fail(err, rc, "allgather");
 }
 
+static enum hm_status mpi_allgather_bytes(void *ctx, const void *x, size_t n, void *out,
+                                          struct hm_error *err)
+{
+    struct mpi_ctx *c = ctx;
+    if (n > INT_MAX)
+        return too_many((int64_t)n, err);
+    int rc = MPI_Allgather(x, (int)n, MPI_BYTE, out, (int)n, MPI_BYTE, c->comm);
+    return rc == MPI_SUCCESS ? HM_OK : mpi_fail(err, rc, "allgather");
+}
+
+static enum hm_status mpi_bcast_bytes(void *ctx, void *x, size_t n, int root,
+                                      struct hm_error *err)
+{
+    struct mpi_ctx *c = ctx;
+    if (n > INT_MAX)
+        return too_many((int64_t)n, err);
+    int rc = MPI_Bcast(x, (int)n, MPI_BYTE, root, c->comm);
+    return rc == MPI_SUCCESS ? HM_OK : mpi_fail(err, rc, "broadcast");
+}
+
 static void mpi_reduce_max(void *ctx, int *x, int n)
 {
     struct mpi_ctx *c = ctx;
@@ -260,7 +280,9 @@ enum hm_status hm_dist_open(struct hm_run_comm *comm, struct hm_error *err)
                                  .gather_grads = mpi_gather_grads,
                                  .own_grads = mpi_own_grads,
                                  .bcast_floats = mpi_bcast_floats,
-                                 .allgather = mpi_allgather, .reduce_max = mpi_reduce_max};
+                                 .allgather = mpi_allgather, .reduce_max = mpi_reduce_max,
+                                 .allgather_bytes = mpi_allgather_bytes,
+                                 .bcast_bytes = mpi_bcast_bytes};
     return HM_OK;
 }
 

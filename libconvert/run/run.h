@@ -127,6 +127,14 @@ struct hm_run_comm {
     /* Host, in place: x[0 .. n) ← the maximum over the processes. The
      * step's decision flags go through it before any process acts on them. */
     void (*reduce_max)(void *ctx, int *x, int n);
+    /* Host bytes (optional: a transport without them skips the start's
+     * agreement, hm_run_agree, and every process reads the state itself):
+     * out[r·n .. r·n + n) ← process r's x[0 .. n). */
+    enum hm_status (*allgather_bytes)(void *ctx, const void *x, size_t n, void *out,
+                                      struct hm_error *err);
+    /* Host bytes (optional, as above): x[0 .. n) ← process root's. */
+    enum hm_status (*bcast_bytes)(void *ctx, void *x, size_t n, int root,
+                                  struct hm_error *err);
 };
 
 /* Processes in the run: comm->size, or 1 without comm. */
@@ -152,6 +160,54 @@ void hm_run_partition(const int64_t *off, int64_t np, int size, int64_t *first);
 int hm_run_is_primary(const struct hm_run_comm *comm);
 
 struct hm_prov_input;
+
+/* ---- the agreement at the start of a run of several processes ----
+ * Before any work, every process of a run (hm_run_train, hm-eval) states
+ * what it computes with: the xxh3 of each input, every flag that changes
+ * the trajectory or the collectives, and the resume state it sees. The
+ * statements are gathered (comm->allgather_bytes) and any difference from
+ * process 0 is refused, on every process with the same message, naming the
+ * process and the file or flag ("process 1 of 2 reads another --data
+ * 'train.tok' (xxh3 …) than process 0 (xxh3 …)"), instead of a silently
+ * wrong result or a hang in a collective. What a process needs: the inputs
+ * at the same paths (a shared file system or copies, the same bytes); the
+ * output folder and the state are process 0's alone (it checks the folder,
+ * reads the state and sends the others what they need). */
+#define HM_AGREE_MAX 64
+enum hm_agree_kind {
+    HM_AGREE_FLAG,   /* a flag's value: must be equal */
+    HM_AGREE_FILE,   /* an input every process reads: the same bytes */
+    HM_AGREE_COPY,   /* a file only process 0 reads (the state): another
+                        process may lack it, but a copy it has must be equal */
+    HM_AGREE_ABSENT, /* such a file, absent on this process */
+};
+struct hm_agree_item {
+    char key[40];    /* "--batch", "--data", "the input checkpoint" */
+    char val[152];   /* the value, or the file's path (cut to fit) */
+    char what[64];   /* a file's description ("xxh3 0123…", "step 4, …") */
+    uint64_t h;      /* xxh3 of the value, or of the file */
+    int32_t kind;    /* enum hm_agree_kind */
+    int32_t pad;
+};
+struct hm_agreement {
+    int32_t n, pad;
+    struct hm_agree_item item[HM_AGREE_MAX];
+};
+/* Adds a flag (value printf-style), a file every process reads (path and
+ * its xxh3), or a copy only process 0 reads (present: this process has it;
+ * what: its description; h: its identity). Items past HM_AGREE_MAX are a
+ * bug (HM_BUG-style abort): the lists are fixed by the code. */
+void hm_agree_flag(struct hm_agreement *a, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void hm_agree_file(struct hm_agreement *a, const char *key, const char *path, uint64_t xxh3);
+void hm_agree_copy(struct hm_agreement *a, const char *key, const char *path, int present,
+                   const char *what, uint64_t h);
+/* Every process's statements against process 0's: HM_OK when they agree
+ * (or comm is NULL, one process, or a transport without allgather_bytes);
+ * else HM_ERR_INVALID naming the first difference, the same on every
+ * process. A collective: every process calls it once, at the same point. */
+enum hm_status hm_run_agree(const struct hm_run_comm *comm, const struct hm_agreement *a,
+                            struct hm_error *err);
 
 /* xxh3 of a checkpoint input as a resume records it: the file, or a
  * folder's *.safetensors and *.json files in name order; 0 for '-'. */

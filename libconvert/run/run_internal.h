@@ -60,6 +60,20 @@ enum hm_status run_load_state(struct run *r, struct hm_error *err);
  * last step's loss). Every process calls it; the primary writes. */
 enum hm_status run_save_all(struct run *r, double final_loss, time_t t0, struct hm_error *err);
 
+/* What identifies the state at path, from its header alone: its step and
+ * payload_xxh3. 1 when a readable state is there, else 0 (*step = -1). */
+int run_state_identity(const char *path, int64_t *step, uint64_t *payload);
+
+/* ---- run_agree.c: the agreement at the start ---- */
+
+/* With several processes (and a transport with allgather_bytes): every
+ * process's inputs (checkpoint, --data, --val-data of xxh3 val_hash, the
+ * more_inputs), the flags that change the trajectory or the collectives,
+ * the trainable layout and, with --resume, the state each one sees, against
+ * process 0's (run.h hm_run_agree). Needs r->base_hash, r->data_hash, r->p,
+ * r->np, r->off. Every process, before any other collective. */
+enum hm_status run_agree_start(struct run *r, uint64_t val_hash, struct hm_error *err);
+
 /* ---- run_log.c: the JSON-lines log ---- */
 
 /* One JSON line (fp NULL: nothing); a failed write (full disk, /dev/full)

@@ -90,7 +90,11 @@ static enum hm_status open_inputs(struct run *r, struct loop *l, struct hm_error
         return st;
     }
     r->p = r->model->params(r->model->ctx, &r->np);
-    return run_shares_init(r, err);
+    if ((st = run_shares_init(r, err)) != HM_OK)
+        return st;
+    /* several processes: one agreement on inputs, flags and state before
+     * any other collective */
+    return run_agree_start(r, l->val ? hm_tok_checksum(l->val) : 0, err);
 }
 
 /* --resume: every process loads the state; the primary trims the log to

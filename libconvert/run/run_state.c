@@ -362,12 +362,57 @@ static enum hm_status expect_model_side(const cJSON *j, const struct hm_st_file 
     return st;
 }
 
-enum hm_status run_load_state(struct run *r, struct hm_error *err)
+int run_state_identity(const char *path, int64_t *step, uint64_t *payload)
+{
+    struct hm_st_file *f = NULL;
+    struct hm_error e;
+    *step = -1;
+    *payload = 0;
+    if (!hm_is_file(path) || hm_st_open(path, &f, &e) != HM_OK)
+        return 0;
+    const char *meta = hm_st_metadata_get(f, "hm.run");
+    cJSON *j = meta ? cJSON_Parse(meta) : NULL;
+    const cJSON *s = cJSON_GetObjectItem(j, "step"), *ph = cJSON_GetObjectItem(j, "payload_xxh3");
+    int ok = cJSON_IsNumber(s) && cJSON_IsString(ph);
+    if (ok) {
+        *step = (int64_t)s->valuedouble;
+        *payload = strtoull(ph->valuestring, NULL, 16);
+    }
+    cJSON_Delete(j);
+    hm_st_close(f);
+    return ok;
+}
+
+/* "accum" in a state is G, the step's micro-batches (contract §10): a
+ * resume that changed it is most often one under another process count. */
+static enum hm_status expect_accum(const cJSON *j, const struct run *r, struct hm_error *err)
+{
+    const cJSON *x = cJSON_GetObjectItem(j, "accum");
+    const int64_t G = run_micro_batches(r), N = hm_run_size(r->o->comm);
+    if (cJSON_IsNumber(x) && x->valuedouble == (double)G)
+        return HM_OK;
+    const double was = cJSON_IsNumber(x) ? x->valuedouble : NAN;
+    return hm_error_set(err, HM_ERR_INVALID,
+                        "state '%s' was made with accum %.17g micro-batches a step (G = "
+                        "--grad-accum x processes), this run has G = %lld (--grad-accum %lld x "
+                        "%lld process%s): resume needs the same G; if the process count "
+                        "changed, %s", r->state_path, was, (long long)G, (long long)r->o->accum,
+                        (long long)N, N == 1 ? "" : "es",
+                        was > 0 && fmod(was, (double)N) == 0 ? "give --grad-accum G / processes"
+                                                             : "use one that divides G");
+}
+
+/* The primary's reading of the state: every check, then each tensor's
+ * index in f (at [3 np], in (i; w, m, v) order) and hdr = {step, t, tokens}. */
+static enum hm_status read_state(struct run *r, struct hm_st_file **fp, int64_t *at,
+                                 int64_t *hdr, struct hm_error *err)
 {
     struct hm_st_file *f = NULL;
     cJSON *j = NULL, *mine = NULL;
     char *mine_txt = run_json(r);
+    uint64_t *hs = NULL;
     enum hm_status st = hm_st_open(r->state_path, &f, err);
+    *fp = f;
     if (st != HM_OK) {
         hm_error_prefix(err, "cannot resume from '%s': ", r->state_path);
         goto out;
@@ -384,13 +429,15 @@ enum hm_status run_load_state(struct run *r, struct hm_error *err)
      * --threads (ref gives the same bits; the fast kernels split some sums
      * by thread, so there the same bits need the same --threads), --log, --val-*,
      * --save-every, --stop-after, --progress (they only observe). */
-    static const char *nums[] = {"version", "steps", "batch", "seq_len", "accum", "lr",
+    static const char *nums[] = {"version", "steps", "batch", "seq_len", "lr",
                                  "warmup", "clip", "weight_decay", "beta1", "beta2", "eps"};
     static const char *strs[] = {"tool", "seed", "data_order", "optimizer", "data_xxh3",
                                  "base_xxh3", "backend"};
     for (size_t i = 0; i < sizeof nums / sizeof *nums && st == HM_OK; i++)
         st = expect_num(j, nums[i], cJSON_GetObjectItem(mine, nums[i])->valuedouble,
                         r->state_path, err);
+    if (st == HM_OK)
+        st = expect_accum(j, r, err);
     for (size_t i = 0; i < sizeof strs / sizeof *strs && st == HM_OK; i++)
         st = expect_str(j, strs[i], cJSON_GetObjectItem(mine, strs[i])->valuestring,
                         r->state_path, err);
@@ -405,11 +452,14 @@ enum hm_status run_load_state(struct run *r, struct hm_error *err)
         st = hm_error_set(err, HM_ERR_FORMAT, "state '%s' has a bad step", r->state_path);
         goto out;
     }
-    /* every tensor checked and hashed where the file maps it, then uploaded
-     * (each process its own moments) with its pages released behind it */
-    uint64_t *hs = calloc((size_t)(3 * r->np) + 1, sizeof *hs);
-    int64_t nh = 0, *at = calloc((size_t)(3 * r->np) + 1, sizeof *at);
-    if (!hs || !at)
+    hdr[0] = (int64_t)step->valuedouble;
+    hdr[1] = (int64_t)t->valuedouble;
+    hdr[2] = (int64_t)tok->valuedouble;
+    /* every tensor checked and hashed where the file maps it, its pages
+     * released behind it */
+    hs = calloc((size_t)(3 * r->np) + 1, sizeof *hs);
+    int64_t nh = 0;
+    if (!hs)
         st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
     for (int64_t i = 0; i < r->np && st == HM_OK; i++) {
         char name[512];
@@ -443,28 +493,88 @@ enum hm_status run_load_state(struct run *r, struct hm_error *err)
                               "(payload_xxh3 %s, computed %s)", r->state_path,
                               cJSON_IsString(ph) ? ph->valuestring : "missing", hex);
     }
-    for (int64_t i = 0, q = 0; i < r->np && st == HM_OK; i++)
-        for (int k = 0; k < 3; k++) {
-            if (!has_tensor(r, k))
-                continue;
-            const int64_t idx = at[q++];
-            float *dst = (float *)backend_tensor(r, i, k); /* this process's own buffer */
-            if (dst)
-                hm_backend_upload(r->model->be, dst, hm_st_data_view(f, idx),
-                                  sizeof(float) * (size_t)r->p[i].n);
-            hm_st_data_release(f, idx);
-        }
-    free(hs);
-    free(at);
-    if (st != HM_OK)
-        goto out;
-    r->step = (int64_t)step->valuedouble;
-    r->opt.t = (int64_t)t->valuedouble;
-    r->tokens = (int64_t)tok->valuedouble;
 out:
+    free(hs);
     free(mine_txt);
     cJSON_Delete(j);
     cJSON_Delete(mine);
+    return st;
+}
+
+/* The primary's verdict on the state, sent to every process: the same
+ * error everywhere, or the step counters. */
+struct state_verdict {
+    int32_t status; /* enum hm_status */
+    int32_t pad;
+    int64_t hdr[3];
+    char msg[sizeof ((struct hm_error *)0)->msg];
+};
+
+/* Process 0 alone reads the state (a shared file system is not needed: the
+ * others may have no copy; a copy they have was checked equal at the start,
+ * run_agree_start) and sends each tensor to the others; each uploads what
+ * it keeps (its own moments under ZeRO-1). A transport without
+ * bcast_bytes (a test's): every process reads its own. */
+enum hm_status run_load_state(struct run *r, struct hm_error *err)
+{
+    const struct hm_run_comm *c = r->o->comm;
+    const int sends = c && c->size > 1 && c->bcast_bytes && c->bcast_floats;
+    const int reader = r->primary || !sends;
+    struct hm_st_file *f = NULL;
+    int64_t *at = calloc((size_t)(3 * r->np) + 1, sizeof *at), hdr[3] = {0, 0, 0};
+    float *buf = NULL;
+    enum hm_status st = at ? HM_OK : hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+    if (st == HM_OK && reader)
+        st = read_state(r, &f, at, hdr, err);
+    if (sends) {
+        struct state_verdict *v = calloc(1, sizeof *v);
+        if (!v) /* a process without memory ends the run (the launcher ends the others) */
+            return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+        if (r->primary) {
+            v->status = (int32_t)st;
+            memcpy(v->hdr, hdr, sizeof hdr);
+            if (st != HM_OK)
+                snprintf(v->msg, sizeof v->msg, "%s", err->msg);
+        }
+        enum hm_status bs = c->bcast_bytes(c->ctx, v, sizeof *v, 0, err);
+        if (bs != HM_OK)
+            st = bs;
+        else if (!r->primary && v->status != HM_OK)
+            st = hm_error_set(err, (enum hm_status)v->status, "%s", v->msg);
+        memcpy(hdr, v->hdr, sizeof hdr);
+        free(v);
+    }
+    int64_t big = 0;
+    for (int64_t i = 0; i < r->np; i++)
+        big = r->p[i].n > big ? r->p[i].n : big;
+    if (st == HM_OK && sends && !(buf = malloc(sizeof(float) * (size_t)(big + 1))))
+        st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+    for (int64_t i = 0, q = 0; i < r->np && st == HM_OK; i++)
+        for (int k = 0; k < 3 && st == HM_OK; k++) {
+            if (!has_tensor(r, k))
+                continue;
+            const int64_t idx = at[q++];
+            const size_t nb = sizeof(float) * (size_t)r->p[i].n;
+            const void *src = reader ? hm_st_data_view(f, idx) : NULL;
+            if (sends) {
+                if (r->primary)
+                    memcpy(buf, src, nb);
+                st = c->bcast_floats(c->ctx, buf, r->p[i].n, 0, err);
+                src = buf;
+            }
+            float *dst = (float *)backend_tensor(r, i, k); /* this process's own buffer */
+            if (dst && st == HM_OK)
+                hm_backend_upload(r->model->be, dst, src, nb);
+            if (reader)
+                hm_st_data_release(f, idx);
+        }
+    if (st == HM_OK) {
+        r->step = hdr[0];
+        r->opt.t = hdr[1];
+        r->tokens = hdr[2];
+    }
+    free(buf);
+    free(at);
     hm_st_close(f);
     return st;
 }

@@ -71,11 +71,15 @@ for fam in tiny llama-tiny; do
         fail "$fam: the mse alignment loss did not fall ($first -> $last)"
     ok "$B/hm-finetune" "$T/$fam-init.st" -o "$T/$fam-m.st" "${RUN[@]}" --align-loss mse --stop-after 2
     exits 1 "align_loss" "$B/hm-finetune" "$T/$fam-init.st" -o "$T/$fam-m.st" "${RUN[@]}" --resume
-    # a resume with another teacher is refused
+    # another teacher (another seed) is refused before any work, naming the
+    # first frozen tensor that differs (issue 32: it used to train)
     ok "$B/hm-init" --preset "$fam" --vocab-size 257 -o "$T/$fam-other.st" --seed 2
     ok "$B/hm-finetune" "$T/$fam-init.st" -o "$T/$fam-s.st" "${RUN[@]}" --stop-after 2
-    exits 1 "align_teacher_xxh3" "$B/hm-finetune" "$T/$fam-init.st" -o "$T/$fam-s.st" \
+    exits 1 "is not the teacher of" "$B/hm-finetune" "$T/$fam-init.st" -o "$T/$fam-s.st" \
         "${RUN[@]/$fam.st/$fam-other.st}" --resume
+    exits 1 "is not the teacher of" "$B/hm-finetune" "$T/$fam-init.st" -o "$T/$fam-o.st" \
+        "${RUN[@]/$fam.st/$fam-other.st}"
+    [ ! -e "$T/$fam-o.st" ] || fail "$fam: an alignment to another teacher wrote its output"
 done
 # misuse
 exits 2 "cos or mse" "$B/hm-finetune" "$T/tiny-init.st" -o "$T/x.st" --align "$T/tiny.st" \
@@ -86,8 +90,19 @@ exits 2 "separate runs" "$B/hm-finetune" "$T/tiny-init.st" -o "$T/x.st" --align 
     --kd-teacher "$T/tiny.st" --kd-weight 1 --data "$T/train.tok" --steps 1
 exits 1 "$T/tiny-init.st" "$B/hm-finetune" "$T/tiny-init.st" -o "$T/x.st" --align "$T/tiny-init.st" \
     --data "$T/train.tok" --steps 1 --batch 1 --seq-len 8
-exits 1 "skeleton" "$B/hm-finetune" "$T/tiny-init.st" -o "$T/x.st" --align "$T/llama-tiny.st" \
+exits 1 "is not the teacher of" "$B/hm-finetune" "$T/tiny-init.st" -o "$T/x.st" \
+    --align "$T/llama-tiny.st" --data "$T/train.tok" --steps 1 --batch 1 --seq-len 8
+# the student itself as its teacher (a copy too), a student without a
+# student mixer, and the KD/CE flags that stage 1b would ignore
+cp "$T/tiny-init.st" "$T/tiny-copy.st"
+exits 1 "is the student itself" "$B/hm-finetune" "$T/tiny-init.st" -o "$T/x.st" \
+    --align "$T/tiny-copy.st" --data "$T/train.tok" --steps 1 --batch 1 --seq-len 8
+exits 1 "needs a student" "$B/hm-finetune" "$T/tiny.st" -o "$T/x.st" --align "$T/tiny.st" \
     --data "$T/train.tok" --steps 1 --batch 1 --seq-len 8
+exits 2 "--ce-weight does not apply" "$B/hm-finetune" "$T/tiny-init.st" -o "$T/x.st" \
+    --align "$T/tiny.st" --ce-weight 0.5 --data "$T/train.tok" --steps 1
+exits 2 "--kd-temperature does not apply" "$B/hm-finetune" "$T/tiny-init.st" -o "$T/x.st" \
+    --align "$T/tiny.st" --kd-temperature 2 --data "$T/train.tok" --steps 1
 [ ! -e "$T/x.st" ] || fail "a refused run wrote its output"
 rm -rf "$T"
 [ $fails -eq 0 ] && echo "align: all passed" || { echo "align: $fails failed"; exit 1; }

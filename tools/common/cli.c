@@ -13,7 +13,9 @@
 #include <unistd.h>
 
 #include "atomic_file.h"
+#include "checkpoint.h"
 #include "dist.h"
+#include "run.h"
 
 static const char *g_prog = "hm";
 static const char *g_usage = "";
@@ -123,13 +125,86 @@ void hm_cli_dist_open(struct hm_run_comm *comm)
     }
 }
 
+void hm_cli_check_json_stdout(const char *out, int json, int dry_run)
+{
+    if (json && !dry_run && out && strcmp(out, "-") == 0)
+        hm_usage_error("--json and -o - both want stdout (the data goes there; the report "
+                       "would corrupt it)");
+}
+
+void hm_cli_check_stdin(const char *const *path, const char *const *what, int n,
+                        const struct hm_run_comm *comm)
+{
+    int first = -1;
+    for (int i = 0; i < n; i++) {
+        if (!path[i] || strcmp(path[i], "-") != 0)
+            continue;
+        if (first >= 0)
+            hm_usage_error("%s and %s are both '-' (stdin): at most one input can be read "
+                           "from stdin", what[first], what[i]);
+        first = i;
+    }
+    if (first >= 0 && comm && comm->size > 1)
+        hm_usage_error("%s is '-' (stdin), but under an MPI launcher stdin reaches process 0 "
+                       "only: give a file (the same path on every process)", what[first]);
+}
+
+void hm_cli_agree(const struct hm_run_comm *comm, const char *const *fkey,
+                  const char *const *file, int nf, const char *const *flag,
+                  const int64_t *val, int nn)
+{
+    if (!comm || comm->size < 2)
+        return;
+    struct hm_agreement *a = calloc(1, sizeof *a);
+    struct hm_error err;
+    hm_error_clear(&err);
+    if (!a)
+        hm_die("out of memory");
+    hm_agree_flag(a, "the tool", "%s", g_prog);
+    for (int i = 0; i < nf; i++)
+        hm_agree_file(a, fkey[i], file[i], file[i] ? hm_run_checkpoint_hash(file[i]) : 0);
+    for (int i = 0; i < nn; i++)
+        hm_agree_flag(a, flag[i], "%lld", (long long)val[i]);
+    enum hm_status st = hm_run_agree(comm, a, &err);
+    free(a);
+    if (st != HM_OK)
+        hm_die("%s", err.msg);
+}
+
 const char *hm_prog(void) { return g_prog; }
+
+/* One message line "prog[ (process r of N)]: [sev: ]text\n", in ONE write(2)
+ * to stderr: under a launcher the lines of several processes share one
+ * stream and must not interleave mid-line. A line longer than the buffer
+ * is cut (marked "..."). */
+static void write_line(const char *sev, const char *fmt, va_list ap)
+{
+    char buf[4096];
+    int n = snprintf(buf, sizeof buf, "%s%s: %s%s", g_prog, sev ? g_who : "", sev ? sev : "",
+                     sev ? ": " : "");
+    if (n < 0)
+        return;
+    int m = vsnprintf(buf + n, sizeof buf - (size_t)n, fmt, ap);
+    size_t len = (size_t)n + (m > 0 ? (size_t)m : 0);
+    if (len > sizeof buf - 2) {
+        len = sizeof buf - 2;
+        memcpy(buf + len - 3, "...", 3);
+    }
+    buf[len++] = '\n';
+    fflush(stderr); /* anything the tool wrote to stderr before comes first */
+    for (size_t at = 0; at < len;) {
+        ssize_t w = write(STDERR_FILENO, buf + at, len - at);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            break;
+        at += (size_t)w;
+    }
+}
 
 static void vmsg(const char *sev, const char *fmt, va_list ap)
 {
-    fprintf(stderr, "%s%s: %s: ", g_prog, g_who, sev);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    write_line(sev, fmt, ap);
 }
 
 void hm_error(const char *fmt, ...)
@@ -154,9 +229,7 @@ void hm_info(const struct hm_cli_common *c, const char *fmt, ...)
         return;
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "%s: ", g_prog);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    write_line(NULL, fmt, ap);
     va_end(ap);
 }
 
@@ -390,6 +463,21 @@ void hm_progress_done(struct hm_progress *p, const char *fmt, ...)
     vfprintf(stderr, fmt, ap);
     fputs(", done.\033[K\n", stderr);
     va_end(ap);
+}
+
+void hm_cli_ckpt_notes(const struct hm_ckpt *ck, const char *path)
+{
+    if (hm_ckpt_config_note(ck))
+        hm_warning("'%s': %s", path, hm_ckpt_config_note(ck));
+}
+
+const char *hm_cli_prev_provenance(const struct hm_ckpt *ck, const char *path)
+{
+    const char *why = hm_ckpt_provenance_foreign(ck);
+    if (why)
+        hm_warning("'%s': its hm.provenance was not written by hm (%s): the output starts a "
+                   "fresh chain", path, why);
+    return hm_ckpt_provenance(ck);
 }
 
 void hm_warn_nonfinite(const char *path, const struct hm_model *m)

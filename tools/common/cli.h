@@ -82,6 +82,27 @@ const char *hm_prog(void);
 struct hm_run_comm;
 void hm_cli_dist_open(struct hm_run_comm *comm);
 
+/* The agreement at the start of a run of several processes (run.h
+ * hm_run_agree) for a tool outside the training loop (hm-eval): the files
+ * file[0 .. nf) (NULL: not given; hashed as hm_run_checkpoint_hash does)
+ * named fkey[i], and the flags flag[0 .. nn) of values val[i]. Nothing
+ * for one process; a difference exits 1 naming the process and the file
+ * or flag. */
+void hm_cli_agree(const struct hm_run_comm *comm, const char *const *fkey,
+                  const char *const *file, int nf, const char *const *flag,
+                  const int64_t *val, int nn);
+
+/* One rule for stdout (contract §6): data on stdout (-o -, written: not a
+ * dry run) leaves no room for --json's report: a usage error, exit 2. */
+void hm_cli_check_json_stdout(const char *out, int json, int dry_run);
+
+/* One rule for stdin (contract §6): of the inputs path[0 .. n) (NULL: not
+ * given; what[i] names each in messages), at most one is '-' (a stream is
+ * read once), and none under a launcher with N > 1 processes (stdin
+ * reaches process 0 only). Usage errors, exit 2. */
+void hm_cli_check_stdin(const char *const *path, const char *const *what, int n,
+                        const struct hm_run_comm *comm);
+
 /* The backend of --device cpu|cuda and --backend NAME (either NULL when
  * not given): cuda → the CUDA backend; cpu → --backend or "fast". An
  * unknown name, or a --device and a --backend that disagree, is a usage
@@ -101,6 +122,14 @@ struct hm_model;
 /* Warns (stderr) when a loaded model holds NaN/Inf weights, naming the file,
  * the tensor and the element. */
 void hm_warn_nonfinite(const char *path, const struct hm_model *m);
+/* The chain a writer extends from its input ck read from path
+ * (hm_ckpt_provenance; borrowed): with a foreign hm.provenance, NULL and a
+ * warning that the output starts a fresh chain. */
+struct hm_ckpt;
+const char *hm_cli_prev_provenance(const struct hm_ckpt *ck, const char *path);
+/* Warnings about an opened checkpoint a tool goes on with: a config.json
+ * that disagrees with hm.config (hm_ckpt_config_note). */
+void hm_cli_ckpt_notes(const struct hm_ckpt *ck, const char *path);
 
 void hm_warning(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Informational message to stderr unless quiet. */

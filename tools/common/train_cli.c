@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "atomic_file.h"
+#include "config.h"
 #include "cli.h"
 #include "fileio.h"
 #include "threads.h"
@@ -117,10 +118,19 @@ void hm_train_cli_finish(struct hm_train_cli *t, int argc, char **argv, const ch
         hm_usage_error("give --steps or --tokens, not both");
     if (!t->have_steps && !t->tokens)
         hm_usage_error("missing --steps or --tokens");
+    if (r->val_every && !r->val_path)
+        hm_usage_error("--val-every needs --val-data (there is nothing to validate on)");
     /* several processes under a launcher: MPI starts here (exit 2 without) */
     hm_cli_dist_open(&t->comm);
     if (t->comm.size > 1)
         r->comm = &t->comm;
+    /* '-' once at most, and never under a launcher (stdin reaches process 0) */
+    const char *ins[] = {in, r->data_path, r->val_path};
+    const char *ins_what[] = {"the input checkpoint", "--data", "--val-data"};
+    hm_cli_check_stdin(ins, ins_what, 3, &t->comm);
+    /* process 0 alone writes: it alone checks the output, state and log
+     * paths (the others need no such folder: no shared file system) */
+    const int primary = hm_run_is_primary(&t->comm);
     if (t->tokens) {
         int64_t per = r->batch * r->seq_len * hm_train_cli_micro_batches(t);
         r->steps = t->tokens / per;
@@ -138,7 +148,7 @@ void hm_train_cli_finish(struct hm_train_cli *t, int argc, char **argv, const ch
     t->backend = hm_cli_backend(t->device, t->backend_name);
     if (json && r->out_path && strcmp(r->out_path, "-") == 0)
         hm_usage_error("--json and -o - both want stdout");
-    if (r->out_path && strcmp(r->out_path, "-") != 0) {
+    if (primary && r->out_path && strcmp(r->out_path, "-") != 0) {
         if (hm_output_clobbers(r->out_path, in))
             hm_die("output '%s' is the input or a file of the input folder: refusing to overwrite it",
                    r->out_path);
@@ -154,7 +164,7 @@ void hm_train_cli_finish(struct hm_train_cli *t, int argc, char **argv, const ch
     /* no file the run reads may be one it writes, with or without -f */
     const char *reads[] = {in, r->data_path, r->val_path};
     const char *reads_what[] = {"the input checkpoint", "--data", "--val-data"};
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 3 && primary; i++) {
         if (!reads[i] || strcmp(reads[i], "-") == 0)
             continue;
         if (r->log_path && hm_output_clobbers(r->log_path, reads[i]))
@@ -163,19 +173,41 @@ void hm_train_cli_finish(struct hm_train_cli *t, int argc, char **argv, const ch
             hm_same_file(reads[i], r->out_path))
             hm_die("output '%s' is %s: refusing to overwrite it", r->out_path, reads_what[i]);
     }
-    if (r->log_path) {
+    if (primary && r->log_path) {
         check_output_path(r->log_path);
         if (r->out_path && hm_same_file(r->log_path, r->out_path))
             hm_die("--log '%s' is the output", r->log_path);
     }
     /* the run owns its output (and state) and log until it ends: process 0,
      * which alone writes them */
-    if (!t->dry_run && hm_run_is_primary(&t->comm)) {
+    if (!t->dry_run && primary) {
         hm_cli_hold_output(r->out_path);
         hm_cli_hold_output(r->log_path);
+        /* OUT.state is the run's too: no other tool may take it as its -o
+         * while the run lives (the run's next save would replace it) */
+        if (r->out_path && strcmp(r->out_path, "-") != 0) {
+            size_t n = strlen(r->out_path) + sizeof ".state";
+            char *sp = malloc(n);
+            if (!sp)
+                hm_die("out of memory");
+            snprintf(sp, n, "%s.state", r->out_path);
+            hm_cli_hold_output(sp); /* the lock keeps its own copy of the name */
+            free(sp);
+        }
     }
     int n = t->threads > 0 ? t->threads : hm_cli_default_threads();
     hm_threads_set(n > 0 ? n : 1);
+}
+
+void hm_train_cli_check_positions(const struct hm_train_cli *t, const struct hm_config *c,
+                                  const char *path, const char *role)
+{
+    if (c->mixer == HM_MIXER_SOFTMAX && c->max_position_embeddings > 0 &&
+        t->run.seq_len > c->max_position_embeddings)
+        hm_die("--seq-len %lld exceeds the position limit of %s '%s', max_position_embeddings "
+               "%lld: its positions past the limit are untrained (give --seq-len <= %lld)",
+               (long long)t->run.seq_len, role, path, (long long)c->max_position_embeddings,
+               (long long)c->max_position_embeddings);
 }
 
 int64_t hm_train_cli_micro_batches(const struct hm_train_cli *t)

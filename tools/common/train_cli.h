@@ -125,6 +125,15 @@ int hm_train_cli_opt(int c, const char *arg, struct hm_train_cli *t);
 void hm_train_cli_finish(struct hm_train_cli *t, int argc, char **argv, const char *in,
                          int json);
 
+/* One position-limit rule for every run of a teacher (contract §1): a
+ * softmax model (the trainee itself, a stage-1 teacher, a --kd-teacher or
+ * --align teacher) at path has positions for max_position_embeddings
+ * tokens; --seq-len beyond it exits 1 naming the model (role: "the
+ * teacher", "--kd-teacher" ...). Students (no position embeddings): nothing. */
+struct hm_config;
+void hm_train_cli_check_positions(const struct hm_train_cli *t, const struct hm_config *c,
+                                  const char *path, const char *role);
+
 /* Micro-batches of one optimizer step over all processes: --grad-accum ×
  * processes (the accum the model's loss scale divides by). */
 int64_t hm_train_cli_micro_batches(const struct hm_train_cli *t);
