@@ -244,12 +244,13 @@ Test(train, bad_usage_and_inputs)
     cr_assert_eq(finetune("--steps 2 --optimizer adam -o x.st", &err), 2);
     free(err);
     char cmd[4096];
-    snprintf(cmd, sizeof cmd, "cd %s && %s/hm-finetune init.st --data missing.tok --steps 2 -o x.st",
+    snprintf(cmd, sizeof cmd,
+             "cd %s && %s/hm-finetune init.st --data missing.tok --steps 2 --seq-len 32 -o x.st",
              g_dir, HM_BIN_DIR);
     cr_assert_eq(tu_run(cmd, NULL, &err), 1);
     cr_assert(strstr(err, "'missing.tok'"), "%s", err);
     free(err);
-    cr_assert_eq(finetune("--steps 2 -n", &err), 0, "%s", err);
+    cr_assert_eq(finetune("--steps 2 --seq-len 32 -n", &err), 0, "%s", err);
     free(err);
 }
 
