@@ -815,28 +815,45 @@ static double mono_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* A million metadata keys (≈ 14 MB of header) parse in under 2 s; the
- * pairwise duplicate check took 24 s for 10^5. A duplicate among them is
- * still found, named. */
-Test(safetensors_valid, a_million_metadata_keys_parse_in_linear_time, .timeout = 60)
+/* Parse time of one header of n keys (best of 3). */
+static double parse_s(int64_t n)
 {
-    struct hm_error err;
-    for (int dup = 0; dup < 2; dup++) {
-        size_t len = 0;
-        char *buf = many_keys_file(1000000, dup, &len);
+    size_t len = 0;
+    char *buf = many_keys_file(n, 0, &len);
+    double best = 1e30;
+    for (int r = 0; r < 3; r++) {
+        struct hm_error err;
         struct hm_st_file *f = NULL;
         double t0 = mono_s();
-        enum hm_status st = hm_st_open_memory(buf, len, 1, &f, &err);
+        enum hm_status st = hm_st_open_memory(buf, len, 0, &f, &err);
         double dt = mono_s() - t0;
-        if (!dup) {
-            cr_assert_eq(st, HM_OK, "%s", err.msg);
-            cr_assert_eq(hm_st_n_metadata(f), 1000000);
-            cr_assert_str_eq(hm_st_metadata_key(f, 999999), "k999999");
-        } else {
-            cr_assert_eq(st, HM_ERR_FORMAT);
-            cr_assert(strstr(err.msg, "'k0' appears twice"), "%s", err.msg);
-        }
-        cr_assert_lt(dt, 2.0, "10^6 metadata keys took %.2f s", dt);
+        cr_assert_eq(st, HM_OK, "%s", err.msg);
+        cr_assert_eq(hm_st_n_metadata(f), n);
         hm_st_close(f);
+        if (dt < best)
+            best = dt;
     }
+    free(buf);
+    return best;
+}
+
+/* Cost linear in the keys, measured as a ratio on this machine (no absolute
+ * time, so a slow CPU or a sanitizer build cannot fail it): 10x the keys
+ * costs about 10x (n log n: ~12x); the pairwise duplicate check it replaced
+ * cost 100x (24 s for 10^5 keys). A duplicate among 10^6 is still found,
+ * named. */
+Test(safetensors_valid, a_million_metadata_keys_parse_in_linear_time, .timeout = 120)
+{
+    double t5 = parse_s(100000), t6 = parse_s(1000000);
+    double ratio = t6 / (t5 > 1e-6 ? t5 : 1e-6);
+    cr_assert_lt(ratio, 35.0, "10^5 keys %.3f s, 10^6 keys %.3f s: %.1fx for 10x the keys", t5,
+                 t6, ratio);
+
+    size_t len = 0;
+    char *buf = many_keys_file(1000000, 1, &len);
+    struct hm_error err;
+    struct hm_st_file *f = NULL;
+    cr_assert_eq(hm_st_open_memory(buf, len, 1, &f, &err), HM_ERR_FORMAT);
+    cr_assert(strstr(err.msg, "'k0' appears twice"), "%s", err.msg);
+    hm_st_close(f);
 }
