@@ -3,6 +3,7 @@
  * at a temperature τ (§10): loss = c·CE + w·τ²·KL.
  * The run machinery (schedule, optimizer, log, resume, NaN guard) is
  * libconvert/train/run.c; this file wires flags and models to it. */
+#include <cjson/cJSON.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,9 @@
 #include "provenance.h"
 #include "model_run.h"
 #include "train_cli.h"
+#include "plan_report.h"
+#include "json_out.h"
+#include "dist.h"
 
 static const char usage[] =
     "usage: hm-finetune [OPTIONS] CKPT -o OUT --data TOKENS (--steps N | --tokens N)\n"
@@ -85,8 +89,9 @@ static struct hm_model *load_model(const char *path, const struct hm_backend *be
  * have a student mixer, must not be the teacher itself, and its frozen
  * tensors (embeddings, norms, MLP) must be the teacher's, byte for byte
  * (another seed or MLP width is another teacher). Exits naming the first
- * difference. */
-static void check_align_teacher(const char *student, const char *teacher)
+ * difference. A plan (bytes 0) compares names, dtypes and shapes only: it
+ * reads headers. */
+static void check_align_teacher(const char *student, const char *teacher, int bytes)
 {
     struct hm_ckpt *s = NULL, *t = NULL;
     struct hm_error err;
@@ -113,7 +118,7 @@ static void check_align_teacher(const char *student, const char *teacher)
         int same = b && a->dtype == b->dtype && a->nbytes == b->nbytes && a->ndim == b->ndim;
         for (int d = 0; same && d < a->ndim; d++)
             same = a->shape[d] == b->shape[d];
-        if (same) {
+        if (same && bytes) {
             same = memcmp(hm_ckpt_data_view(t, i), hm_ckpt_data_view(s, j), a->nbytes) == 0;
             hm_ckpt_data_release(t, i);
             hm_ckpt_data_release(s, j);
@@ -127,38 +132,86 @@ static void check_align_teacher(const char *student, const char *teacher)
     hm_ckpt_close(t);
 }
 
-static void print_plan(const struct hm_train_cli *t, const struct hm_model *m,
-                       const struct hm_train_opts *to, int64_t trainable, int json)
+/* --dry-run: the plan from the headers alone (no weight is read). */
+static int dry_run(const struct hm_train_cli *t, const char *in, const char *kd_path,
+                   const char *align_path, int freeze, int json)
 {
     const struct hm_run_opts *r = &t->run;
-    double weights = (double)m->n_params * 4, grads = weights;
-    double adam = r->optim.kind == HM_OPTIM_ADAMW ? (double)trainable * 8 : 0;
-    double acts = (double)hm_trainer_activation_bytes(&m->cfg, to);
-    const struct hm_model *tm = to->kd_teacher ? to->kd_teacher : to->align_teacher;
-    double teacher = tm ? hm_model_weight_bytes(tm) : 0;
-    int64_t per = r->batch * r->seq_len * hm_train_cli_micro_batches(t);
-    if (json) {
-        printf("{\"version\": 1, \"steps\": %lld, \"tokens_per_step\": %lld, \"tokens\": %lld, "
-               "\"params\": %lld, \"trainable\": %lld, \"warmup\": %lld, \"lr\": %g, "
-               "\"memory_bytes\": {\"weights\": %.0f, \"grads\": %.0f, \"optimizer\": %.0f, "
-               "\"activations\": %.0f, \"teacher\": %.0f, \"total\": %.0f}}\n",
-               (long long)r->steps, (long long)per, (long long)(per * r->steps),
-               (long long)m->n_params, (long long)trainable, (long long)r->warmup, r->lr, weights,
-               grads, adam, acts, teacher, weights + grads + adam + acts + teacher);
-        return;
+    struct hm_error err;
+    hm_error_clear(&err);
+    struct hm_ckpt *ck, *tk = NULL;
+    const char *t_path = kd_path ? kd_path : align_path;
+    if (hm_ckpt_open(in, &ck, &err) != HM_OK)
+        hm_die_err("cannot read", in, &err);
+    hm_cli_ckpt_notes(ck, in);
+    if (t_path && hm_ckpt_open(t_path, &tk, &err) != HM_OK)
+        hm_die_err("cannot read", t_path, &err);
+    const struct hm_config *c = hm_ckpt_config(ck);
+    if (kd_path && hm_ckpt_config(tk)->vocab_size != c->vocab_size)
+        hm_die("teacher '%s' has vocabulary %lld, the student %lld", kd_path,
+               (long long)hm_ckpt_config(tk)->vocab_size, (long long)c->vocab_size);
+    if (align_path && hm_ckpt_config(tk)->mixer != HM_MIXER_SOFTMAX)
+        hm_die("--align '%s' is a %s model; the teacher must have softmax attention",
+               align_path, hm_arch_name(hm_ckpt_config(tk)));
+    hm_train_cli_check_positions(t, c, in, "the model");
+    if (tk)
+        hm_train_cli_check_positions(t, hm_ckpt_config(tk), t_path,
+                                     kd_path ? "--kd-teacher" : "the --align teacher");
+    struct hm_tok_file *tf;
+    if (hm_tok_open(r->data_path, &tf, &err) != HM_OK)
+        hm_die_err("cannot read", r->data_path, &err);
+    if (hm_tok_vocab(tf) > (uint64_t)c->vocab_size)
+        hm_die("token file '%s' has vocabulary %llu, larger than the model's %lld",
+               r->data_path, (unsigned long long)hm_tok_vocab(tf), (long long)c->vocab_size);
+    hm_tok_close(tf);
+    const struct hm_plan_in pin = {
+        .ck = ck, .teacher = tk, .align = align_path != NULL, .B = r->batch, .T = r->seq_len,
+        .accum = r->accum, .freeze_embeddings = freeze || c->mixer == HM_MIXER_HEDGEMAMBA,
+        .adamw = r->optim.kind == HM_OPTIM_ADAMW, .procs = hm_run_size(&t->comm),
+        .zero1 = r->zero1, .be = t->backend, .device = t->plan_device};
+    const struct hm_plan_env env = {.memory = t->memory, .gpu_memory = t->gpu_memory,
+                                    .local_procs = hm_dist_local_size(), .note = t->plan_note};
+    struct hm_mem_plan p;
+    if (hm_plan_train(&pin, &p, &err) != HM_OK)
+        hm_die_err("cannot plan", in, &err);
+    const int64_t per = r->batch * r->seq_len * hm_train_cli_micro_batches(t);
+    /* one report per run: the other processes checked the same */
+    if (t->comm.rank != 0) {
+        hm_ckpt_close(ck);
+        hm_ckpt_close(tk);
+        return hm_cli_finish(HM_EXIT_OK);
     }
-    printf("plan:       %lld steps x %lld tokens (batch %lld x seq %lld x accum %lld) = %lld "
-           "tokens\n", (long long)r->steps, (long long)per, (long long)r->batch,
-           (long long)r->seq_len, (long long)r->accum, (long long)(per * r->steps));
-    printf("model:      %s, %lld parameters, %lld trainable\n", hm_arch_name(&m->cfg),
-           (long long)m->n_params, (long long)trainable);
-    printf("optimizer:  %s, peak lr %g, warm-up %lld, cosine to %g, clip %g, decay %g\n",
-           r->optim.kind == HM_OPTIM_ADAMW ? "adamw" : "sgd", r->lr, (long long)r->warmup,
-           0.1 * r->lr, r->optim.clip, r->optim.weight_decay);
-    printf("memory:     %.1f MB weights + %.1f MB grads + %.1f MB optimizer + %.1f MB "
-           "activations%s = %.1f MB\n", weights / 1e6, grads / 1e6, adam / 1e6, acts / 1e6,
-           tm ? " + teacher" : "",
-           (weights + grads + adam + acts + teacher) / 1e6);
+    if (json) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "version", 1);
+        cJSON_AddNumberToObject(o, "steps", (double)r->steps);
+        cJSON_AddNumberToObject(o, "tokens_per_step", (double)per);
+        cJSON_AddNumberToObject(o, "tokens", (double)(per * r->steps));
+        cJSON_AddNumberToObject(o, "params", (double)p.params);
+        cJSON_AddNumberToObject(o, "trainable", (double)p.trainable);
+        cJSON_AddNumberToObject(o, "warmup", (double)r->warmup);
+        cJSON_AddNumberToObject(o, "lr", r->lr);
+        cJSON_AddNumberToObject(o, "processes", hm_run_size(&t->comm));
+        hm_plan_report(&pin, &env, o);
+        hm_json_put(o);
+    } else {
+        printf("plan:       %lld steps x %lld tokens (batch %lld x seq %lld x accum %lld) = "
+               "%lld tokens\n", (long long)r->steps, (long long)per, (long long)r->batch,
+               (long long)r->seq_len, (long long)hm_train_cli_micro_batches(t),
+               (long long)(per * r->steps));
+        printf("model:      %s, %lld parameters, %lld trainable\n", hm_arch_name(c),
+               (long long)p.params, (long long)p.trainable);
+        printf("optimizer:  %s, peak lr %g, warm-up %lld, cosine to %g, clip %g, decay %g\n",
+               r->optim.kind == HM_OPTIM_ADAMW ? "adamw" : "sgd", r->lr, (long long)r->warmup,
+               0.1 * r->lr, r->optim.clip, r->optim.weight_decay);
+        if (hm_run_size(&t->comm) > 1)
+            printf("processes:  %d%s\n", hm_run_size(&t->comm),
+                   r->zero1 ? ", ZeRO-1 (each holds its share of the moments)" : "");
+        hm_plan_report(&pin, &env, NULL);
+    }
+    hm_ckpt_close(ck);
+    hm_ckpt_close(tk);
+    return hm_cli_finish(HM_EXIT_OK);
 }
 
 int main(int argc, char **argv)
@@ -248,7 +301,9 @@ int main(int argc, char **argv)
         hm_die("--log '%s' is the --kd-teacher: refusing to overwrite it", t.run.log_path);
 
     if (align_path)
-        check_align_teacher(in, align_path);
+        check_align_teacher(in, align_path, !t.dry_run);
+    if (t.dry_run)
+        return dry_run(&t, in, kd_path, align_path, freeze, common.json);
     char *prov = NULL;
     struct hm_model *m = load_model(in, NULL, &prov), *teacher = NULL;
     /* a teacher is only run: straight onto the backend, bf16 layers kept narrow */
@@ -278,29 +333,6 @@ int main(int argc, char **argv)
                                .kd_temperature = kd_temp, .ce_weight = ce_weight,
                                .align_teacher = align_path ? teacher : NULL,
                                .align_mse = align_loss && strcmp(align_loss, "mse") == 0};
-    if (t.dry_run) {
-        struct hm_error err;
-        struct hm_tok_file *tf;
-        if (hm_tok_open(t.run.data_path, &tf, &err) != HM_OK)
-            hm_die_err("cannot read", t.run.data_path, &err);
-        if (hm_tok_vocab(tf) > (uint64_t)m->cfg.vocab_size)
-            hm_die("token file '%s' has vocabulary %llu, larger than the model's %lld",
-                   t.run.data_path, (unsigned long long)hm_tok_vocab(tf),
-                   (long long)m->cfg.vocab_size);
-        hm_tok_close(tf);
-        int64_t trainable = 0;
-        struct hm_tensor_view *v;
-        int64_t nv = hm_model_views(m, &v);
-        for (int64_t i = 0; i < nv; i++)
-            if (!hm_train_frozen(&to, m->cfg.components, &v[i].spec))
-                trainable += v[i].numel;
-        free(v);
-        print_plan(&t, m, &to, trainable, common.json);
-        hm_model_free(m);
-        hm_model_free(teacher);
-        free(prov);
-        return hm_cli_finish(HM_EXIT_OK);
-    }
     struct hm_error err;
     hm_error_clear(&err);
     struct hm_trainer *tr;

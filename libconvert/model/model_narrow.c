@@ -167,6 +167,42 @@ enum hm_status hm_model_load_narrow(const struct hm_ckpt *ck, const struct hm_co
     return HM_OK;
 }
 
+int hm_model_narrow_plan(const struct hm_ckpt *ck, const struct hm_config *cfg, double *f32,
+                         double *narrow, double *wide, enum hm_dtype *kind)
+{
+    struct hm_param_spec *specs = NULL;
+    const int64_t n = hm_param_specs(cfg, &specs);
+    unsigned char *mask = n >= 0 ? calloc((size_t)n + 1, 1) : NULL;
+    *f32 = *narrow = *wide = 0;
+    *kind = HM_DTYPE_F32;
+    if (!mask) {
+        free(specs);
+        return -1;
+    }
+    const int k = narrow_kind(ck, specs, n, mask);
+    int64_t cur = -1, in_layer = 0, most = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t e = 1;
+        for (int d = 0; d < specs[i].ndim; d++)
+            e *= specs[i].shape[d];
+        if (k < 0 || !mask[i]) {
+            *f32 += 4.0 * (double)e;
+            continue;
+        }
+        if (specs[i].layer != cur)
+            cur = specs[i].layer, in_layer = 0;
+        in_layer += e;
+        most = in_layer > most ? in_layer : most;
+        *narrow += 2.0 * (double)e;
+    }
+    *wide = 4.0 * (double)most;
+    if (k >= 0)
+        *kind = k == HM_NARROW_F16 ? HM_DTYPE_F16 : HM_DTYPE_BF16;
+    free(mask);
+    free(specs);
+    return 0;
+}
+
 /* The view of base named like v with v's size, or NULL. */
 static const struct hm_tensor_view *base_view(const struct hm_model *base,
                                               const struct hm_tensor_view *v)

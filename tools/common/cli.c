@@ -78,7 +78,7 @@ void hm_cli_init(const char *prog, const char *usage, char **argv)
     }
 }
 
-const struct hm_backend *hm_cli_backend(const char *device, const char *backend)
+const char *hm_cli_backend_name(const char *device, const char *backend)
 {
     const char *name = backend ? backend : "fast";
     if (device && strcmp(device, "cuda") == 0) {
@@ -91,14 +91,27 @@ const struct hm_backend *hm_cli_backend(const char *device, const char *backend)
     } else if (device) {
         hm_usage_error("--device must be cpu or cuda, got '%s'", device);
     }
+    return name;
+}
+
+const struct hm_backend *hm_cli_backend_try(const char *device, const char *backend,
+                                            struct hm_error *err)
+{
+    const char *name = hm_cli_backend_name(device, backend);
     const struct hm_backend *be;
+    enum hm_status st = hm_backend_acquire(name, &be, err);
+    if (st == HM_ERR_INVALID)
+        hm_usage_error("%s", err->msg);
+    return st == HM_OK ? be : NULL;
+}
+
+const struct hm_backend *hm_cli_backend(const char *device, const char *backend)
+{
     struct hm_error err;
     hm_error_clear(&err);
-    enum hm_status st = hm_backend_acquire(name, &be, &err);
-    if (st == HM_ERR_INVALID)
-        hm_usage_error("%s", err.msg);
-    if (st != HM_OK)
-        hm_die("cannot use backend '%s': %s", name, err.msg);
+    const struct hm_backend *be = hm_cli_backend_try(device, backend, &err);
+    if (!be)
+        hm_die("cannot use backend '%s': %s", hm_cli_backend_name(device, backend), err.msg);
     return be;
 }
 

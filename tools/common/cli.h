@@ -110,6 +110,11 @@ void hm_cli_check_stdin(const char *const *path, const char *const *what, int n,
  * without CUDA) exits 1 saying why. Borrowed (the shared instance). */
 struct hm_backend;
 const struct hm_backend *hm_cli_backend(const char *device, const char *backend);
+/* The backend name those flags ask for (usage errors as above). */
+const char *hm_cli_backend_name(const char *device, const char *backend);
+/* hm_cli_backend, but NULL with *err set when the backend cannot open. */
+const struct hm_backend *hm_cli_backend_try(const char *device, const char *backend,
+                                            struct hm_error *err);
 
 /* CPU threads when --threads is not given: the cores, shared among the
  * processes of a run on this machine (OMPI_COMM_WORLD_LOCAL_SIZE,

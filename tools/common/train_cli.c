@@ -89,6 +89,8 @@ int hm_train_cli_opt(int c, const char *arg, struct hm_train_cli *t)
     case HM_TOPT_DEVICE: t->device = arg; return 1;
     case HM_TOPT_BACKEND: t->backend_name = arg; return 1;
     case HM_TOPT_ZERO1: t->run.zero1 = 1; return 1;
+    case HM_TOPT_MEMORY: t->memory = (double)hm_parse_bytes(arg, "--memory"); return 1;
+    case HM_TOPT_GPU_MEMORY: t->gpu_memory = (double)hm_parse_bytes(arg, "--gpu-memory"); return 1;
     case HM_TOPT_DTYPE:
         if (strcmp(arg, "f32") == 0 || strcmp(arg, "F32") == 0)
             t->out_dtype = HM_DTYPE_F32;
@@ -145,7 +147,25 @@ void hm_train_cli_finish(struct hm_train_cli *t, int argc, char **argv, const ch
         hm_usage_error("-o - cannot be combined with --save-every, --stop-after or --resume");
     if (r->optim.kind == HM_OPTIM_SGD && !t->clip_set)
         r->optim.clip = 0; /* contract §4: plain SGD, no clipping unless --clip asks */
-    t->backend = hm_cli_backend(t->device, t->backend_name);
+    if (t->gpu_memory > 0 && strcmp(hm_cli_backend_name(t->device, t->backend_name), "cuda"))
+        hm_usage_error("--gpu-memory plans a --device cuda run");
+    if ((t->gpu_memory > 0 || t->memory > 0) && !t->dry_run)
+        hm_usage_error("--memory and --gpu-memory are for plans (-n/--dry-run)");
+    t->plan_device = strcmp(hm_cli_backend_name(t->device, t->backend_name), "cuda") == 0;
+    if (t->dry_run && t->plan_device) {
+        /* a plan for a GPU needs none: without one, the CPU backend's
+         * workspace sizes stand in for the device's */
+        struct hm_error err;
+        hm_error_clear(&err);
+        t->backend = hm_cli_backend_try(t->device, t->backend_name, &err);
+        if (!t->backend) {
+            snprintf(t->plan_note, sizeof t->plan_note, "no GPU here (%s): workspaces as on "
+                     "the CPU", err.msg);
+            t->backend = hm_cli_backend(NULL, NULL);
+        }
+    } else {
+        t->backend = hm_cli_backend(t->device, t->backend_name);
+    }
     if (json && r->out_path && strcmp(r->out_path, "-") == 0)
         hm_usage_error("--json and -o - both want stdout");
     if (primary && r->out_path && strcmp(r->out_path, "-") != 0) {

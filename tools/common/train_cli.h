@@ -24,7 +24,8 @@ enum {
     HM_TOPT_SEQ_LEN, HM_TOPT_ACCUM, HM_TOPT_LR, HM_TOPT_WARMUP, HM_TOPT_OPTIMIZER,
     HM_TOPT_WD, HM_TOPT_CLIP, HM_TOPT_ORDER, HM_TOPT_SEED, HM_TOPT_THREADS, HM_TOPT_LOG,
     HM_TOPT_SAVE_EVERY, HM_TOPT_VAL_EVERY, HM_TOPT_VAL_TOKENS, HM_TOPT_RESUME, HM_TOPT_DEVICE,
-    HM_TOPT_BACKEND, HM_TOPT_DTYPE, HM_TOPT_STOP_AFTER, HM_TOPT_ZERO1,
+    HM_TOPT_BACKEND, HM_TOPT_DTYPE, HM_TOPT_STOP_AFTER, HM_TOPT_ZERO1, HM_TOPT_MEMORY,
+    HM_TOPT_GPU_MEMORY,
 };
 
 #define HM_TRAIN_LONGOPTS                                                  \
@@ -55,7 +56,9 @@ enum {
     {"backend", required_argument, NULL, HM_TOPT_BACKEND},                 \
     {"dtype", required_argument, NULL, HM_TOPT_DTYPE},                     \
     {"stop-after", required_argument, NULL, HM_TOPT_STOP_AFTER},           \
-    {"zero1", no_argument, NULL, HM_TOPT_ZERO1}
+    {"zero1", no_argument, NULL, HM_TOPT_ZERO1},                           \
+    {"memory", required_argument, NULL, HM_TOPT_MEMORY},                   \
+    {"gpu-memory", required_argument, NULL, HM_TOPT_GPU_MEMORY}
 
 #define HM_TRAIN_SHORTOPTS "o:fn"
 
@@ -89,7 +92,13 @@ enum {
     "      --resume             continue from FILE.state exactly\n"                        \
     "      --stop-after N       stop after N steps of this invocation, saving FILE and\n"  \
     "                           FILE.state (train in chunks; continue with --resume)\n"   \
-    "  -n, --dry-run            check inputs, print the plan and memory, train nothing\n"  \
+    "  -n, --dry-run            check inputs and print the plan, train nothing: the\n"   \
+    "                           peak memory per process, read from headers alone, and\n" \
+    "                           whether it fits (exit 0 either way)\n"                   \
+    "      --memory SIZE        plan for SIZE of host memory (e.g. 64G) instead of\n"    \
+    "                           this machine's available memory\n"                     \
+    "      --gpu-memory SIZE    with --device cuda: the GPU's memory to plan for\n"      \
+    "                           (e.g. 80G)\n"                                           \
     "      --threads N          CPU threads (default: all cores)\n"                        \
     "      --device cpu|cuda    (default cpu; cuda = --backend cuda)\n"                   \
     "      --backend NAME       ref|fast|checked on the CPU (default fast), or cuda\n"                          \
@@ -112,6 +121,10 @@ struct hm_train_cli {
     const struct hm_backend *backend; /* from both, set by hm_train_cli_finish */
     struct hm_run_comm comm;   /* the run's processes (hm_cli_dist_open); size 1 alone */
     int dry_run;
+    double memory;             /* --memory bytes, or 0: this machine's available */
+    double gpu_memory;         /* --gpu-memory bytes, or 0 */
+    int plan_device;           /* the run is for a device (CUDA): plans give its memory */
+    char plan_note[256];       /* what a plan could not know here, or "" */
     enum hm_dtype out_dtype;
 };
 
