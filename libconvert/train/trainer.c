@@ -148,12 +148,14 @@ static int64_t carve(struct hm_trainer *tr, const struct hm_config *c,
             total += (n);                                                                     \
         }                                                                                     \
     } while (0)
+    /* stage 1b runs the mixers alone: no residual stream, MLP or logits */
+    const int full = o->align_teacher == NULL;
     struct hm_layer_acts dummy = {0};
     for (int64_t l = 0; l < L; l++) {
         struct hm_layer_acts *a = tr ? &tr->la[l] : &dummy;
-        TAKE(a->h, N * d, 1);
-        TAKE(a->mean1, N, 1);
-        TAKE(a->rstd1, N, 1);
+        TAKE(a->h, N * d, full);
+        TAKE(a->mean1, N, full);
+        TAKE(a->rstd1, N, full);
         TAKE(a->a, N * d, 1);
         TAKE(a->qkv, N * H3, 1);
         TAKE(a->proj, N * Q, 0); /* per-layer: no; the shared tr->proj below */
@@ -167,33 +169,33 @@ static int64_t carve(struct hm_trainer *tr, const struct hm_config *c,
         TAKE(a->dt, N * nh, ssm);
         TAKE(a->z, N * Da, ssm);
         TAKE(a->y, N * Da, ssm);
-        TAKE(a->t, N * d, seq);
-        TAKE(a->mean2, N, 1);
-        TAKE(a->rstd2, N, 1);
-        TAKE(a->a2, N * d, 1);
-        TAKE(a->mh, N * I, 1);
-        TAKE(a->mg, N * I, llama);
+        TAKE(a->t, N * d, full && seq);
+        TAKE(a->mean2, N, full);
+        TAKE(a->rstd2, N, full);
+        TAKE(a->a2, N * d, full);
+        TAKE(a->mh, N * I, full);
+        TAKE(a->mg, N * I, full && llama);
     }
     struct hm_trainer dt = {0};
     struct hm_trainer *t = tr ? tr : &dt;
-    TAKE(t->hL, N * d, 1);
-    TAKE(t->meanf, N, 1);
-    TAKE(t->rstdf, N, 1);
-    TAKE(t->hf, N * d, 1);
+    TAKE(t->hL, N * d, full);
+    TAKE(t->meanf, N, full);
+    TAKE(t->rstdf, N, full);
+    TAKE(t->hf, N * d, full);
     TAKE(t->o, N * d, 1);
-    TAKE(t->mo, N * d, 1);
-    TAKE(t->gbuf, N * I, 1);
-    TAKE(t->dmh, N * I, 1);
-    TAKE(t->dmg, N * I, llama);
+    TAKE(t->mo, N * d, full);
+    TAKE(t->gbuf, N * I, full);
+    TAKE(t->dmh, N * I, full);
+    TAKE(t->dmg, N * I, full && llama);
     TAKE(t->dh, N * d, 1);
-    TAKE(t->dt1, N * d, 1);
-    TAKE(t->dt2, N * d, 1);
+    TAKE(t->dt1, N * d, full);
+    TAKE(t->dt2, N * d, full);
     TAKE(t->dt3, N * d, 1);
     TAKE(t->datt, N * Da, 1);
     TAKE(t->dqkv, N * H3, 1);
     TAKE(t->proj, N * Q, llama);
     TAKE(t->dproj, N * Q, llama);
-    TAKE(t->dhf, N * d, 1);
+    TAKE(t->dhf, N * d, full);
     TAKE(t->dphiq, T * nh * F2, F2);
     TAKE(t->dphik, T * nh * F2, F2);
     TAKE(t->dys, N * Da, ssm);
@@ -201,8 +203,8 @@ static int64_t carve(struct hm_trainer *tr, const struct hm_config *c,
     TAKE(t->dxraw, N * Q, ssm);
     TAKE(t->ddt, N * nh, ssm);
     TAKE(t->ddtz, N * nh, ssm);
-    TAKE(t->logits, R * V, 1);
-    TAKE(t->dlogits, R * V, 1);
+    TAKE(t->logits, R * V, full);
+    TAKE(t->dlogits, R * V, full);
     TAKE(t->tlogits, R * V, o->kd_teacher != NULL);
     TAKE(t->thf, N * d, o->kd_teacher != NULL);
     TAKE(t->ot, L * N * d, o->align_teacher != NULL);

@@ -110,13 +110,15 @@ static void make_advice(const struct hm_plan_in *in, double host, double gpu, in
         x = *in;
         x.freeze_embeddings = 1;
         plan_or_die(&x, &p);
-        advise(a, "%s: %s", *tot, "--freeze embeddings (the moments of embed_in/embed_out go)");
+        if (fits(&p, host, gpu, local))
+            advise(a, "%s: %s", *tot, "--freeze embeddings (the moments of embed_in/embed_out go)");
     }
     if (in->adamw && !in->zero1 && in->procs > 1) {
         x = *in;
         x.zero1 = 1;
         plan_or_die(&x, &p);
-        advise(a, "%s: %s per process", *tot, "--zero1");
+        if (fits(&p, host, gpu, local))
+            advise(a, "%s: %s per process", *tot, "--zero1");
     }
     if (in->adamw) {
         for (int P = in->procs < 2 ? 2 : 2 * in->procs; P <= 64; P *= 2) {
@@ -124,13 +126,23 @@ static void make_advice(const struct hm_plan_in *in, double host, double gpu, in
             x.procs = P;
             x.zero1 = 1;
             plan_or_die(&x, &p);
-            if (fits(&p, host, gpu, 1) || P == 64) {
+            if (fits(&p, host, gpu, 1)) {
                 snprintf(what, sizeof what, "mpirun -np %d ... --zero1, one process per machine "
                          "or GPU", P);
                 advise(a, "%s: %s per process", *tot, what);
                 break;
             }
         }
+    }
+    if (a->n == 0) { /* nothing above fits: say what the smallest run needs */
+        x = *in;
+        x.B = 1;
+        x.T = in->T < 16 ? in->T : 16;
+        x.freeze_embeddings = !in->align;
+        plan_or_die(&x, &p);
+        snprintf(what, sizeof what, "no change fits; the smallest run (--batch 1 --seq-len "
+                 "%lld%s) needs", (long long)x.T, x.freeze_embeddings ? " --freeze embeddings" : "");
+        advise(a, "%s %s: more memory, or more processes with --zero1", *tot, what);
     }
 }
 

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Plans from headers alone (SPEC §11, libconvert/train/plan.h): the peak a
+# `--dry-run` predicts must be within 10 % of the peak RSS the same run
+# really reaches (CE, frozen embeddings, accumulation, a bf16 KD teacher,
+# stage 2 of a HedgeMamba student, stage 1b); a plan that does not fit the
+# memory given says so, with advice that fits; and the dry-run reads only
+# headers (its own peak is far below the weights it plans for).
+set -euo pipefail
+B="$HM_BIN"
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fail=0
+peak() { # peak RSS (KB) of a command, its output discarded
+    python3 -c 'import resource, subprocess, sys
+r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+if r.returncode: sys.exit(r.returncode)
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)' "$@"
+}
+planned() { # the plan's total (KB) for a command line, from its --json
+    "$@" --dry-run --json | python3 -c 'import json, sys
+print(json.load(sys.stdin)["memory_bytes"]["total"] // 1024)'
+}
+head -c 40000 /dev/urandom | base64 > "$T/text.txt"
+"$B/hm-tokenize" --bytes "$T/text.txt" -o "$T/text.tok" -q
+cat > "$T/neox.json" <<'J'
+{"model_type": "gpt_neox", "hidden_size": 512, "num_hidden_layers": 6, "num_attention_heads": 8,
+ "intermediate_size": 2048, "vocab_size": 512, "max_position_embeddings": 512,
+ "rotary_pct": 0.25, "use_parallel_residual": true, "layer_norm_eps": 1e-5}
+J
+m="$T/m.safetensors"
+"$B/hm-init" --config "$T/neox.json" --seed 3 -o "$m" -q
+"$B/hm-init" --config "$T/neox.json" --dtype bf16 --seed 4 -o "$T/t16.safetensors" -q
+"$B/hm-linearize" "$m" --data "$T/text.tok" --steps 1 --batch 1 --seq-len 64 -o "$T/lin.st" -q
+"$B/hm-map-ssm" "$T/lin.st" -o "$T/hm.st" -q
+i=0
+check() { # name, then a hm-finetune command line without -o
+    local name=$1; shift
+    i=$((i + 1))
+    local p r
+    p=$(planned "$@" -o "$T/out$i.st")
+    r=$(peak "$@" -o "$T/out$i.st" -q)
+    # |plan - measured| <= 10 % of measured
+    local d=$((p > r ? p - r : r - p))
+    if [ $((d * 10)) -le "$r" ]; then echo "ok $name: plan ${p} KB, peak RSS ${r} KB"
+    else echo "FAIL $name: plan ${p} KB vs peak RSS ${r} KB (more than 10 % apart)"; fail=1; fi
+}
+F="$B/hm-finetune"
+check "ce 2x128" "$F" "$m" --data "$T/text.tok" --steps 2 --batch 2 --seq-len 128
+check "ce 8x256" "$F" "$m" --data "$T/text.tok" --steps 1 --batch 8 --seq-len 256
+check "freeze" "$F" "$m" --data "$T/text.tok" --steps 2 --batch 2 --seq-len 128 \
+    --freeze embeddings
+check "accum 2" "$F" "$m" --data "$T/text.tok" --steps 2 --batch 2 --seq-len 128 --grad-accum 2
+check "kd bf16 teacher" "$F" "$m" --data "$T/text.tok" --steps 2 --batch 2 --seq-len 128 \
+    --kd-teacher "$T/t16.safetensors" --kd-weight 0.5
+check "stage 2" "$F" "$T/hm.st" --data "$T/text.tok" --steps 2 --batch 2 --seq-len 128
+check "stage 1b" "$F" "$T/hm.st" --data "$T/text.tok" --steps 2 --batch 2 --seq-len 128 \
+    --align "$m"
+
+# the dry-run reads headers only: far below the ~78 MB of weights it plans for
+d=$(peak "$F" "$m" --data "$T/text.tok" --steps 2 --batch 2 --seq-len 128 -o "$T/d.st" --dry-run)
+if [ "$d" -lt 40000 ]; then echo "ok dry-run peak ${d} KB (headers only)"
+else echo "FAIL dry-run peak ${d} KB: it reads the weights"; fail=1; fi
+[ ! -e "$T/d.st" ] || { echo "FAIL dry-run wrote its output"; fail=1; }
+
+# a run that cannot fit: a verdict, advice, exit 0 (a dry-run is a question)
+"$F" "$m" --data "$T/text.tok" --steps 2 --batch 8 --seq-len 256 -o "$T/d.st" --dry-run \
+    --memory 450MB > "$T/small.txt"
+if grep -q "^verdict: *does NOT fit" "$T/small.txt" && grep -q "^advice:" "$T/small.txt" &&
+   grep -q "450.0 MB" "$T/small.txt"; then echo "ok does not fit, with advice"
+else echo "FAIL no verdict or advice:"; cat "$T/small.txt"; fail=1; fi
+# every piece of advice is itself a plan that fits 450 MB
+"$F" "$m" --data "$T/text.tok" --steps 2 --batch 8 --seq-len 256 -o "$T/d.st" --dry-run \
+    --memory 450MB --json > "$T/small.json"
+if python3 - "$T/small.json" <<'P'
+import json, re, sys
+j = json.load(open(sys.argv[1]))
+assert j["fits"] is False and j["available_bytes"] == 450 * 10**6, j
+assert j["advice"], "no advice"
+for a in j["advice"]:
+    mb = re.search(r"([0-9.]+) MB", a)
+    assert mb and float(mb.group(1)) <= 450.0, a
+parts = j["memory_bytes"]
+assert sum(v for k, v in parts.items() if k != "total") == parts["total"], parts
+P
+then echo "ok advice fits, parts sum to the total"; else echo "FAIL advice or parts"; fail=1; fi
+# the same run with the memory it needs: fits
+"$F" "$m" --data "$T/text.tok" --steps 2 --batch 8 --seq-len 256 -o "$T/d.st" --dry-run \
+    --memory 4GB | grep -q "^verdict: *fits" && echo "ok fits 4 GB" ||
+    { echo "FAIL 4 GB does not fit"; fail=1; }
+exit $fail
