@@ -145,6 +145,13 @@ void hm_st_writer_free(struct hm_st_writer *w);
 enum hm_status hm_st_writer_add(struct hm_st_writer *w, const char *name,
                                 enum hm_dtype dtype, int ndim, const int64_t *shape,
                                 const void *data, struct hm_error *err);
+/* Same, and done(ctx, tag) is called once data's bytes are written (a
+ * mapped source releases its pages: hm_ckpt_writer_add_tensor). */
+typedef void (*hm_st_done_fn)(const void *ctx, int64_t tag);
+enum hm_status hm_st_writer_add_done(struct hm_st_writer *w, const char *name,
+                                     enum hm_dtype dtype, int ndim, const int64_t *shape,
+                                     const void *data, hm_st_done_fn done, const void *ctx,
+                                     int64_t tag, struct hm_error *err);
 /* Same, bytes produced by fill(ctx, index, ...) at write time, one tensor
  * at a time; index is the 0-based order in which the tensor was added. */
 enum hm_status hm_st_writer_add_fill(struct hm_st_writer *w, const char *name,

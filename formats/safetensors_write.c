@@ -22,6 +22,9 @@ struct w_entry {
     hm_st_fill_fn fill;
     void *ctx;
     int64_t index;
+    hm_st_done_fn done;   /* after data is written, or NULL */
+    const void *done_ctx;
+    int64_t tag;
 };
 
 struct hm_st_writer {
@@ -116,6 +119,20 @@ enum hm_status hm_st_writer_add(struct hm_st_writer *w, const char *name,
                                 const void *data, struct hm_error *err)
 {
     return add_entry(w, name, dtype, ndim, shape, data, NULL, NULL, err);
+}
+
+enum hm_status hm_st_writer_add_done(struct hm_st_writer *w, const char *name,
+                                     enum hm_dtype dtype, int ndim, const int64_t *shape,
+                                     const void *data, hm_st_done_fn done, const void *ctx,
+                                     int64_t tag, struct hm_error *err)
+{
+    enum hm_status st = add_entry(w, name, dtype, ndim, shape, data, NULL, NULL, err);
+    if (st == HM_OK) {
+        w->e[w->n - 1].done = done;
+        w->e[w->n - 1].done_ctx = ctx;
+        w->e[w->n - 1].tag = tag;
+    }
+    return st;
 }
 
 enum hm_status hm_st_writer_add_fill(struct hm_st_writer *w, const char *name,
@@ -290,6 +307,8 @@ enum hm_status hm_st_writer_write_stream(struct hm_st_writer *w, FILE *fp,
             if (fwrite(e->data, 1, e->nbytes, fp) != e->nbytes)
                 return hm_error_set_errno(err, HM_ERR_IO, errno ? errno : EIO,
                                           "cannot write tensor '%s'", e->name);
+            if (e->done)
+                e->done(e->done_ctx, e->tag);
             continue;
         }
         void *buf = malloc(e->nbytes);

@@ -19,6 +19,8 @@
 #include "fileio.h"
 #include "hash.h"
 #include "params.h"
+#include "plan.h"
+#include "plan_report.h"
 #include "tokenizer.h"
 
 #define INSPECT_JSON_VERSION 1
@@ -286,6 +288,42 @@ static void bundle_human(const struct hm_ckpt *ck, int hash)
     }
 }
 
+/* The run a user would start on this checkpoint, hm-finetune at its
+ * defaults (batch 8 x seq 256 or the position limit, AdamW, one process, the
+ * default backend; a HedgeMamba student with its embeddings frozen, as stage
+ * 2 does), planned from the header as hm-finetune --dry-run plans it: into
+ * json's "training" member, or as text. 0 when the checkpoint has no plan. */
+static int training_plan(const struct hm_ckpt *ck, cJSON *json)
+{
+    const struct hm_config *c = hm_ckpt_config(ck);
+    const int64_t T = c->max_position_embeddings > 0 && c->max_position_embeddings < 256
+                          ? c->max_position_embeddings : 256;
+    const struct hm_plan_in in = {.ck = ck, .B = 8, .T = T, .accum = 1,
+                                  .freeze_embeddings = c->mixer == HM_MIXER_HEDGEMAMBA,
+                                  .adamw = 1, .procs = 1, .be = hm_cli_backend(NULL, NULL)};
+    struct hm_mem_plan p;
+    struct hm_error err;
+    hm_error_clear(&err);
+    if (hm_plan_train(&in, &p, &err) != HM_OK)
+        return 0;
+    const struct hm_plan_env env = {.local_procs = 1, .indent = "  "};
+    if (json) {
+        cJSON *t = cJSON_AddObjectToObject(json, "training");
+        cJSON_AddNumberToObject(t, "batch", 8);
+        cJSON_AddNumberToObject(t, "seq_len", (double)T);
+        cJSON_AddNumberToObject(t, "trainable", (double)p.trainable);
+        hm_plan_report(&in, &env, t);
+    } else {
+        char n[32];
+        group_commas(p.trainable, n, sizeof n);
+        printf("training:    hm-finetune at its defaults (batch 8 x seq %lld, AdamW, one process"
+               "%s), %s trainable:\n", (long long)T,
+               in.freeze_embeddings ? ", embeddings frozen" : "", n);
+        hm_plan_report(&in, &env, NULL);
+    }
+    return 1;
+}
+
 static void print_json(const struct hm_ckpt *ck, const struct report *r, int list, int hash)
 {
     const struct hm_config *cfg = hm_ckpt_config(ck);
@@ -327,6 +365,7 @@ static void print_json(const struct hm_ckpt *ck, const struct report *r, int lis
     cJSON *mem = cJSON_AddObjectToObject(o, "memory");
     cJSON_AddNumberToObject(mem, "fp32_weights_bytes", (double)r->n_params * 4);
     cJSON_AddNumberToObject(mem, "fp32_train_bytes", (double)r->n_params * 16);
+    training_plan(ck, o);
     const char *prov = hm_ckpt_provenance(ck);
     cJSON *pj = prov ? cJSON_Parse(prov) : NULL;
     cJSON_AddItemToObject(o, "provenance", pj ? pj : cJSON_CreateArray());
@@ -393,7 +432,7 @@ static void print_provenance_human(const struct hm_ckpt *ck)
 static void print_human(const struct hm_ckpt *ck, const struct report *r, int list, int hash)
 {
     const struct hm_config *c = hm_ckpt_config(ck);
-    char a[64], b[64], cbuf[32];
+    char a[64], cbuf[32];
     printf("path:        %s\n", hm_ckpt_path(ck));
     printf("arch:        %s (config from %s)\n", hm_arch_name(c), hm_ckpt_config_source(ck));
     human_size((double)r->disk_bytes, a, sizeof a);
@@ -452,9 +491,8 @@ static void print_human(const struct hm_ckpt *ck, const struct report *r, int li
     }
     printf("\n");
     human_size((double)r->n_params * 4, a, sizeof a);
-    human_size((double)r->n_params * 16, b, sizeof b);
-    printf("memory:      fp32 weights %s; fp32 training (weights, grads, AdamW) %s "
-           "+ activations\n", a, b);
+    printf("memory:      fp32 weights %s\n", a);
+    training_plan(ck, NULL);
     print_provenance_human(ck);
     int nw = cJSON_GetArraySize(r->warnings);
     if (nw) {

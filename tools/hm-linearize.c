@@ -3,6 +3,7 @@
  * own attention (layer-wise; --objective cos, mse or attn-ce); writes a `hedgehog`
  * checkpoint holding the teacher's tensors byte for byte plus the maps.
  * The run machinery is libconvert/train/run.c (shared with hm-finetune). */
+#include <cjson/cJSON.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,10 @@
 #include "fileio.h"
 #include "linearize.h"
 #include "params.h"
+#include "plan.h"
+#include "plan_report.h"
+#include "json_out.h"
+#include "dist.h"
 #include "train_cli.h"
 
 static const char usage[] =
@@ -49,6 +54,55 @@ static const char usage[] =
     "Exit status: 0 success, 1 failure, 2 bad usage.\n";
 
 enum { OPT_FEATURE_DIM = HM_OPT_FIRST_TOOL, OPT_OBJECTIVE };
+
+/* --dry-run: the plan from the teacher's header (plan.h, stage 1), once
+ * per run. */
+static int dry_run(const struct hm_train_cli *t, struct hm_ckpt *ck, int64_t feature_dim,
+                   enum hm_lin_objective objective, int json)
+{
+    const struct hm_config *tc = hm_ckpt_config(ck);
+    const struct hm_run_opts *r = &t->run;
+    const int64_t F = feature_dim ? feature_dim : tc->head_dim;
+    const int64_t per = r->batch * r->seq_len * hm_train_cli_micro_batches(t);
+    const struct hm_plan_in pin = {
+        .ck = ck, .B = r->batch, .T = r->seq_len, .accum = r->accum,
+        .adamw = r->optim.kind == HM_OPTIM_ADAMW, .procs = hm_run_size(&t->comm),
+        .zero1 = r->zero1, .be = t->backend, .device = t->plan_device, .stage1 = 1,
+        .feature_dim = feature_dim};
+    const struct hm_plan_env env = {.memory = t->memory, .gpu_memory = t->gpu_memory,
+                                    .local_procs = hm_dist_local_size(), .note = t->plan_note};
+    struct hm_mem_plan p;
+    struct hm_error err;
+    hm_error_clear(&err);
+    if (hm_plan_train(&pin, &p, &err) != HM_OK)
+        hm_die_err("cannot plan", hm_ckpt_path(ck), &err);
+    if (t->comm.rank == 0 && json) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "version", 1);
+        cJSON_AddNumberToObject(o, "steps", (double)r->steps);
+        cJSON_AddNumberToObject(o, "tokens_per_step", (double)per);
+        cJSON_AddNumberToObject(o, "tokens", (double)(per * r->steps));
+        cJSON_AddNumberToObject(o, "feature_dim", (double)F);
+        cJSON_AddStringToObject(o, "objective", hm_lin_objective_name(objective));
+        cJSON_AddNumberToObject(o, "params", (double)p.params);
+        cJSON_AddNumberToObject(o, "trainable", (double)p.trainable);
+        cJSON_AddNumberToObject(o, "processes", hm_run_size(&t->comm));
+        hm_plan_report(&pin, &env, o);
+        hm_json_put(o);
+    } else if (t->comm.rank == 0) {
+        printf("plan:       %lld steps x %lld tokens = %lld tokens, feature dim %lld, "
+               "objective %s\n", (long long)r->steps, (long long)per,
+               (long long)(per * r->steps), (long long)F, hm_lin_objective_name(objective));
+        printf("trainable:  %lld feature-map parameters (everything else frozen)\n",
+               (long long)p.trainable);
+        printf("optimizer:  %s, peak lr %g, warm-up %lld, cosine to %g, clip %g\n",
+               r->optim.kind == HM_OPTIM_ADAMW ? "adamw" : "sgd", r->lr, (long long)r->warmup,
+               0.1 * r->lr, r->optim.clip);
+        hm_plan_report(&pin, &env, NULL);
+    }
+    hm_ckpt_close(ck);
+    return hm_cli_finish(HM_EXIT_OK);
+}
 
 int main(int argc, char **argv)
 {
@@ -109,31 +163,8 @@ int main(int argc, char **argv)
     hm_tok_close(tf);
     const char *prev = hm_cli_prev_provenance(ck, in);
     t.run.prev_provenance = prev;
-    if (t.dry_run) {
-        int64_t F = feature_dim ? feature_dim : tc->head_dim;
-        int64_t fm = tc->num_hidden_layers * 2 * tc->num_attention_heads * (tc->head_dim + 1) * F;
-        int64_t per = t.run.batch * t.run.seq_len * hm_train_cli_micro_batches(&t);
-        double weights = 4.0 * (double)hm_param_count(tc);
-        double state = 4.0 * 4 * (double)fm; /* weights, grads, AdamW m and v */
-        double scratch = 4.0 * (double)(4 * t.run.seq_len * tc->num_attention_heads * 2 * F +
-                                        4 * t.run.seq_len * tc->hidden_size +
-                                        t.run.seq_len * tc->num_attention_heads);
-        printf("plan:       %lld steps x %lld tokens = %lld tokens, feature dim %lld, "
-               "objective %s\n",
-               (long long)t.run.steps, (long long)per, (long long)(per * t.run.steps),
-               (long long)F, hm_lin_objective_name(objective));
-        printf("trainable:  %lld feature-map parameters (everything else frozen)\n",
-               (long long)fm);
-        printf("optimizer:  %s, peak lr %g, warm-up %lld, cosine to %g, clip %g\n",
-               t.run.optim.kind == HM_OPTIM_ADAMW ? "adamw" : "sgd", t.run.lr,
-               (long long)t.run.warmup, 0.1 * t.run.lr, t.run.optim.clip);
-        printf("memory:     %.1f MB weights as fp32 (the teacher's, shared by the student; bf16 layers half) + %.1f MB feature-map "
-               "state + %.1f MB scratch for one layer of one sequence (independent of "
-               "depth) + the teacher's one-sequence activations\n",
-               weights / 1e6, state / 1e6, scratch / 1e6);
-        hm_ckpt_close(ck);
-        return hm_cli_finish(HM_EXIT_OK);
-    }
+    if (t.dry_run)
+        return dry_run(&t, ck, feature_dim, objective, common.json);
     struct hm_linearizer *lz;
     if (hm_linearizer_new(ck, feature_dim, t.backend, t.run.batch, t.run.seq_len,
                           hm_train_cli_micro_batches(&t),

@@ -569,6 +569,20 @@ const void *hm_ckpt_data_view(const struct hm_ckpt *ck, int64_t i)
     return hm_st_data_view(ck->files[ck->t[i].file], ck->st_index[i]);
 }
 
+static void release_written(const void *ck, int64_t i)
+{
+    hm_ckpt_data_release(ck, i);
+}
+
+enum hm_status hm_ckpt_writer_add_tensor(struct hm_st_writer *w, const char *name,
+                                         const struct hm_ckpt *ck, int64_t i,
+                                         struct hm_error *err)
+{
+    const struct hm_ckpt_tensor *t = hm_ckpt_tensor_at(ck, i);
+    return hm_st_writer_add_done(w, name, t->dtype, t->ndim, t->shape, hm_ckpt_data_view(ck, i),
+                                 release_written, ck, i, err);
+}
+
 void hm_ckpt_data_release(const struct hm_ckpt *ck, int64_t i)
 {
     if (i >= 0 && i < ck->n)

@@ -58,6 +58,12 @@ const void *hm_ckpt_data_view(const struct hm_ckpt *ck, int64_t i);
  * after converting a tensor, so a mapped checkpoint does not stay resident
  * beside the model made from it. */
 void hm_ckpt_data_release(const struct hm_ckpt *ck, int64_t i);
+/* Adds tensor i of ck to w as `name`, byte for byte in its dtype, written
+ * from ck's bytes, whose pages are released once written (a save of a
+ * model's frozen tensors does not make the file resident). */
+enum hm_status hm_ckpt_writer_add_tensor(struct hm_st_writer *w, const char *name,
+                                         const struct hm_ckpt *ck, int64_t i,
+                                         struct hm_error *err);
 
 /* Load tensor `name` converted to F32 into dst[numel]. The stored shape must
  * equal shape[ndim] exactly; errors name the tensor and both shapes. */

@@ -111,6 +111,28 @@ enum hm_status hm_linearizer_set_objective(struct hm_linearizer *lz, enum hm_lin
     return HM_OK;
 }
 
+int hm_linearizer_sizes(const struct hm_config *tc, int64_t feature_dim,
+                        const struct hm_backend *be, int64_t T, struct hm_lin_sizes *out)
+{
+    struct hm_config sc = *tc;
+    struct hm_error err;
+    sc.mixer = HM_MIXER_HEDGEHOG;
+    sc.feature_dim = feature_dim;
+    if (hm_config_finish(&sc, &err) != HM_OK)
+        return -1;
+    const int64_t d = sc.hidden_size, nh = sc.num_attention_heads, p = sc.head_dim;
+    const int64_t F = sc.feature_dim, F2 = 2 * F, Da = sc.attn_dim;
+    const int64_t floats = 4 * T * nh * F2 + 2 * T * d + 2 * T * Da + nh * T +
+                           hm_mixer_lsave_floats(&sc, T);
+    const size_t wf = hm_backend_linattn_ws_size(be, T, nh, F2, p, HM_LINATTN_CHUNK);
+    const size_t wb = hm_backend_linattn_backward_ws_size(be, T, nh, F2, p, HM_LINATTN_CHUNK);
+    *out = (struct hm_lin_sizes){.layers = sc.num_hidden_layers,
+                                 .fm_floats = 2 * nh * p * F + 2 * nh * F,
+                                 .scratch_bytes = sizeof(float) * (size_t)floats,
+                                 .ws_bytes = wf > wb ? wf : wb};
+    return 0;
+}
+
 enum hm_status hm_linearizer_new(const struct hm_ckpt *ck, int64_t feature_dim,
                                  const struct hm_backend *be, int64_t B, int64_t T,
                                  int64_t accum, struct hm_linearizer **out,
@@ -147,18 +169,16 @@ enum hm_status hm_linearizer_new(const struct hm_ckpt *ck, int64_t feature_dim,
     const int64_t p = sc.head_dim, F = sc.feature_dim, F2 = 2 * F;
     lz->L = L;
     const int64_t Da = sc.attn_dim;
-    const int64_t LS = hm_mixer_lsave_floats(&sc, T);
-    int64_t floats = 4 * T * nh * F2 + 2 * T * d + 2 * T * Da + nh * T + LS;
-    int64_t fm = 2 * nh * p * F + 2 * nh * F;
-    lz->arena = hm_backend_alloc(be, sizeof(float) * (size_t)floats);
+    struct hm_lin_sizes z;
+    hm_linearizer_sizes(tc, feature_dim, be, T, &z);
+    const int64_t fm = z.fm_floats;
+    lz->arena = hm_backend_alloc(be, z.scratch_bytes);
     lz->gstore = hm_backend_alloc(be, sizeof(float) * (size_t)(L * fm + 1));
     lz->g = calloc((size_t)L, sizeof *lz->g);
     lz->params = calloc((size_t)(4 * L), sizeof *lz->params);
     lz->names = calloc((size_t)(4 * L), HM_PARAM_NAME_MAX);
     lz->sums = hm_backend_alloc(be, sizeof(double) * (size_t)L);
-    size_t wf = hm_backend_linattn_ws_size(be, T, nh, F2, p, HM_LINATTN_CHUNK);
-    size_t wb = hm_backend_linattn_backward_ws_size(be, T, nh, F2, p, HM_LINATTN_CHUNK);
-    lz->ws_size = wf > wb ? wf : wb;
+    lz->ws_size = z.ws_bytes;
     lz->ws = hm_backend_alloc(be, lz->ws_size ? lz->ws_size : 1);
     if (!lz->arena || !lz->gstore || !lz->g || !lz->params || !lz->names || !lz->sums ||
         !lz->ws) {
@@ -371,8 +391,7 @@ enum hm_status hm_linearizer_save(const struct hm_linearizer *lz, const char *pa
         const struct hm_ckpt_tensor *t = hm_ckpt_tensor_at(lz->ck, i);
         if (hm_param_group_of(t->name) == HM_PG_BUFFER)
             continue;
-        st = hm_st_writer_add(w, t->name, t->dtype, t->ndim, t->shape,
-                              hm_ckpt_data_view(lz->ck, i), err);
+        st = hm_ckpt_writer_add_tensor(w, t->name, lz->ck, i, err);
     }
     const struct hm_config *c = &lz->student->cfg;
     const int64_t nh = c->num_attention_heads, p = c->head_dim, F = c->feature_dim;

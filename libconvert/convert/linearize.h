@@ -47,6 +47,19 @@ const char *hm_lin_objective_name(enum hm_lin_objective o);
 /* The objective named s (hm_lin_objective_name's spelling): 0, or -1 if none. */
 int hm_lin_objective_parse(const char *s, enum hm_lin_objective *out);
 
+/* What hm_linearizer_new allocates for a teacher of config tc (besides the
+ * teacher itself, hm_model_narrow_plan, and its forward workspace,
+ * hm_model_ws_bytes at B = 1): the feature maps' values per layer (weights,
+ * gradients and moments are that many floats each), the per-sequence
+ * scratch and the linear-attention workspace (the cos and mse objectives'),
+ * in bytes. -1 when the student config cannot be made. */
+struct hm_lin_sizes {
+    int64_t layers, fm_floats;   /* fm_floats per layer: fq_w, fq_b, fk_w, fk_b */
+    size_t scratch_bytes, ws_bytes;
+};
+int hm_linearizer_sizes(const struct hm_config *tc, int64_t feature_dim,
+                        const struct hm_backend *be, int64_t T, struct hm_lin_sizes *out);
+
 /* teacher_ck: the teacher checkpoint (borrowed, must stay open: its bytes
  * are copied into the output). feature_dim: F (0 = head dim). init: a
  * hedgehog checkpoint whose feature maps to start from, or NULL for the

@@ -101,8 +101,7 @@ enum hm_status hm_map_ssm_write(const struct hm_ckpt *ck, const struct hm_map_op
                                   s->name);
                 break;
             }
-            st = hm_st_writer_add(w, s->name, t->dtype, t->ndim, t->shape,
-                                  hm_ckpt_data_view(ck, j), err);
+            st = hm_ckpt_writer_add_tensor(w, s->name, ck, j, err);
             continue;
         }
         if (j < 0 && !is_mixer(s->group)) {

@@ -17,6 +17,10 @@
  * Load and save add nothing beyond one tensor at a time: the weights load
  * into their final buffers (host memory adopted) and saves stream.
  *
+ * Stage 1 (hm-linearize) holds the teacher once, at its width, as the
+ * student's frozen tensors (teacher parts), and trains the feature maps
+ * alone (weights, gradients, moments); its scratch is one sequence's.
+ *
  * On a device backend (CUDA) the weights, gradients, moments, activations,
  * workspaces and teacher live in device memory; host memory holds the
  * trainee's fp32 load copy until it is placed, and the buffers. */
@@ -57,6 +61,9 @@ struct hm_plan_in {
     int zero1;                       /* --zero1 */
     const struct hm_backend *be;     /* borrowed: the workspace sizes are its own */
     int device;                      /* plan for device memory (a CUDA run) */
+    int stage1;                      /* hm-linearize: ck is the teacher, the feature maps
+                                        train (one sequence at a time: B does not count) */
+    int64_t feature_dim;             /* stage 1's F (0: the head dim) */
 };
 
 struct hm_mem_plan {
@@ -74,6 +81,6 @@ enum hm_status hm_plan_train(const struct hm_plan_in *in, struct hm_mem_plan *ou
 
 /* Host bytes of one hm process before any model (libraries, stacks, token
  * buffers): measured, and part of HM_PLAN_BUFFERS. */
-#define HM_PLAN_PROCESS_BYTES (24.0 * 1024 * 1024)
+#define HM_PLAN_PROCESS_BYTES (18.0 * 1024 * 1024)
 
 #endif

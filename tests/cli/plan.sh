@@ -55,6 +55,11 @@ check "kd bf16 teacher" "$F" "$m" --data "$T/text.tok" --steps 2 --batch 2 --seq
 check "stage 2" "$F" "$T/hm.st" --data "$T/text.tok" --steps 2 --batch 2 --seq-len 128
 check "stage 1b" "$F" "$T/hm.st" --data "$T/text.tok" --steps 2 --batch 2 --seq-len 128 \
     --align "$m"
+# stage 1: the teacher once (fp32, and bf16 kept narrow), the feature maps
+L="$B/hm-linearize"
+check "stage 1" "$L" "$m" --data "$T/text.tok" --steps 2 --seq-len 128
+check "stage 1 T512" "$L" "$m" --data "$T/text.tok" --steps 1 --seq-len 512
+check "stage 1 bf16" "$L" "$T/t16.safetensors" --data "$T/text.tok" --steps 2 --seq-len 128
 
 # the dry-run reads headers only: far below the ~78 MB of weights it plans for
 d=$(peak "$F" "$m" --data "$T/text.tok" --steps 2 --batch 2 --seq-len 128 -o "$T/d.st" --dry-run)
@@ -87,4 +92,53 @@ then echo "ok advice fits, parts sum to the total"; else echo "FAIL advice or pa
 "$F" "$m" --data "$T/text.tok" --steps 2 --batch 8 --seq-len 256 -o "$T/d.st" --dry-run \
     --memory 4GB | grep -q "^verdict: *fits" && echo "ok fits 4 GB" ||
     { echo "FAIL 4 GB does not fit"; fail=1; }
+# Llama-3.1-8B's shape as HF ships it (bf16, 16 GB), a sparse file: only a
+# plan that reads nothing but the header can answer for it, here, at once
+mkdir "$T/l8"
+python3 - "$T/l8" <<'PY'
+import json, struct, sys
+d = sys.argv[1]
+H, I, L, V, KV = 4096, 14336, 32, 128256, 1024
+json.dump({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": H,
+           "intermediate_size": I, "num_hidden_layers": L, "num_attention_heads": 32,
+           "num_key_value_heads": 8, "vocab_size": V, "max_position_embeddings": 131072,
+           "rms_norm_eps": 1e-5, "rope_theta": 500000.0, "tie_word_embeddings": False,
+           "torch_dtype": "bfloat16"}, open(d + "/config.json", "w"))
+t = [("model.embed_tokens.weight", [V, H])]
+for l in range(L):
+    p = "model.layers.%d." % l
+    t += [(p + "input_layernorm.weight", [H]), (p + "self_attn.q_proj.weight", [H, H]),
+          (p + "self_attn.k_proj.weight", [KV, H]), (p + "self_attn.v_proj.weight", [KV, H]),
+          (p + "self_attn.o_proj.weight", [H, H]), (p + "post_attention_layernorm.weight", [H]),
+          (p + "mlp.gate_proj.weight", [I, H]), (p + "mlp.up_proj.weight", [I, H]),
+          (p + "mlp.down_proj.weight", [H, I])]
+t += [("model.norm.weight", [H]), ("lm_head.weight", [V, H])]
+hdr, off = {}, 0
+for n, s in t:
+    b = 2
+    for x in s:
+        b *= x
+    hdr[n] = {"dtype": "BF16", "shape": s, "data_offsets": [off, off + b]}
+    off += b
+h = json.dumps(hdr).encode()
+h += b" " * (-len(h) % 8)
+with open(d + "/model.safetensors", "wb") as f:
+    f.write(struct.pack("<Q", len(h)))
+    f.write(h)
+    f.truncate(8 + len(h) + off)
+PY
+for cmd in "$F $T/l8 --data $T/text.tok --steps 10 -o $T/l8.st --dry-run --json" \
+           "$F $T/l8 --data $T/text.tok --steps 10 --freeze embeddings -o $T/l8.st --dry-run --json" \
+           "$L $T/l8 --data $T/text.tok --steps 10 -o $T/l8.st --dry-run --json" \
+           "$B/hm-inspect $T/l8 --json"; do
+    # shellcheck disable=SC2086
+    if k=$(peak $cmd) && [ "$k" -lt 40000 ] && $cmd 2>/dev/null | python3 -c 'import json, sys
+j = json.load(sys.stdin)
+j = j.get("training", j)
+t = j["memory_bytes"]["total"]
+assert 16e9 < t < 200e9, t             # at least the bf16 weights, at most fp32 AdamW
+print("%.2f GB" % (t / 1e9), "fits" if j["fits"] else "does not fit")' > "$T/l8.txt"
+    then echo "ok 8B plan ($(cat "$T/l8.txt"), ${k} KB): ${cmd##*/hm-}"
+    else echo "FAIL 8B plan: $cmd"; fail=1; fi
+done
 exit $fail

@@ -85,7 +85,7 @@ static void make_advice(const struct hm_plan_in *in, double host, double gpu, in
     char what[96];
     const double *tot = device ? &p.dev_total : &p.host_total;
     /* activations: the largest batch, then the longest window, that fits */
-    for (x = *in; x.B > 1;) {
+    for (x = *in; x.B > 1 && !in->stage1;) {
         x.B--;
         plan_or_die(&x, &p);
         if (fits(&p, host, gpu, local)) {
@@ -95,7 +95,7 @@ static void make_advice(const struct hm_plan_in *in, double host, double gpu, in
             break;
         }
     }
-    if (x.B == 1 && in->B >= 1) {
+    if (x.B == 1 || in->stage1) {
         for (x = *in, x.B = 1; x.T > 16;) {
             x.T /= 2;
             plan_or_die(&x, &p);
@@ -106,7 +106,7 @@ static void make_advice(const struct hm_plan_in *in, double host, double gpu, in
             }
         }
     }
-    if (!in->freeze_embeddings && !in->align) {
+    if (!in->freeze_embeddings && !in->align && !in->stage1) {
         x = *in;
         x.freeze_embeddings = 1;
         plan_or_die(&x, &p);
@@ -138,12 +138,23 @@ static void make_advice(const struct hm_plan_in *in, double host, double gpu, in
         x = *in;
         x.B = 1;
         x.T = in->T < 16 ? in->T : 16;
-        x.freeze_embeddings = !in->align;
+        x.freeze_embeddings = !in->align && !in->stage1;
         plan_or_die(&x, &p);
         snprintf(what, sizeof what, "no change fits; the smallest run (--batch 1 --seq-len "
                  "%lld%s) needs", (long long)x.T, x.freeze_embeddings ? " --freeze embeddings" : "");
         advise(a, "%s %s: more memory, or more processes with --zero1", *tot, what);
     }
+}
+
+/* The teacher's parts of a memory line: its fp32 tensors, and its narrow
+ * ones when it keeps any. */
+static void teacher_text(const struct hm_mem_plan *p, const char *f32, const char *narrow,
+                         const char *dtype)
+{
+    if (p->teacher_dtype == HM_DTYPE_F32)
+        printf(" + teacher %s fp32", f32);
+    else
+        printf(" + teacher %s fp32 + %s %s", f32, narrow, dtype);
 }
 
 int hm_plan_report(const struct hm_plan_in *in, const struct hm_plan_env *env, cJSON *json)
@@ -182,45 +193,45 @@ int hm_plan_report(const struct hm_plan_in *in, const struct hm_plan_env *env, c
             cJSON_AddStringToObject(json, "note", env->note);
         return ok;
     }
+    const char *ind = env->indent ? env->indent : "";
     char b[HM_PLAN_N_PARTS + 2][32];
     for (int i = 0; i < HM_PLAN_N_PARTS; i++)
         hm_plan_bytes_text(p.host[i], b[i], sizeof b[i]);
     hm_plan_bytes_text(p.host_total, b[HM_PLAN_N_PARTS], sizeof b[0]);
-    printf("memory:     %s peak per process = %s weights fp32 + %s gradients + %s moments + "
-           "%s activations + %s workspaces", b[HM_PLAN_N_PARTS], b[HM_PLAN_WEIGHTS],
+    const char *wname = in->stage1 ? "feature maps" : "weights fp32";
+    printf("%smemory:     %s peak per process = %s %s + %s gradients + %s moments + "
+           "%s activations + %s workspaces", ind, b[HM_PLAN_N_PARTS], b[HM_PLAN_WEIGHTS], wname,
            b[HM_PLAN_GRADS], b[HM_PLAN_MOMENTS], b[HM_PLAN_ACTIVATIONS], b[HM_PLAN_WORKSPACES]);
-    if (in->teacher)
-        printf(" + teacher %s fp32 + %s %s", b[HM_PLAN_TEACHER_F32], b[HM_PLAN_TEACHER_NARROW],
-               narrow);
+    if (in->teacher || in->stage1)
+        teacher_text(&p, b[HM_PLAN_TEACHER_F32], b[HM_PLAN_TEACHER_NARROW], narrow);
     printf(" + %s buffers%s\n", b[HM_PLAN_BUFFERS], in->device ? " (host memory)" : "");
     if (in->device) {
         for (int i = 0; i < HM_PLAN_N_PARTS; i++)
             hm_plan_bytes_text(p.dev[i], b[i], sizeof b[i]);
         hm_plan_bytes_text(p.dev_total, b[HM_PLAN_N_PARTS], sizeof b[0]);
-        printf("device:     %s of GPU memory = %s weights fp32 + %s gradients + %s moments + "
-               "%s activations + %s workspaces", b[HM_PLAN_N_PARTS], b[HM_PLAN_WEIGHTS],
+        printf("%sdevice:     %s of GPU memory = %s %s + %s gradients + %s moments + "
+               "%s activations + %s workspaces", ind, b[HM_PLAN_N_PARTS], b[HM_PLAN_WEIGHTS], wname,
                b[HM_PLAN_GRADS], b[HM_PLAN_MOMENTS], b[HM_PLAN_ACTIVATIONS],
                b[HM_PLAN_WORKSPACES]);
-        if (in->teacher)
-            printf(" + teacher %s fp32 + %s %s", b[HM_PLAN_TEACHER_F32],
-                   b[HM_PLAN_TEACHER_NARROW], narrow);
+        if (in->teacher || in->stage1)
+            teacher_text(&p, b[HM_PLAN_TEACHER_F32], b[HM_PLAN_TEACHER_NARROW], narrow);
         printf(" + %s buffers\n", b[HM_PLAN_BUFFERS]);
     }
     hm_plan_bytes_text(host, b[0], sizeof b[0]);
     hm_plan_bytes_text(p.host_total * local, b[1], sizeof b[1]);
     if (host > 0)
-        printf("available:  %s of host memory%s; %s needed%s\n", b[0],
+        printf("%savailable:  %s of host memory%s; %s needed%s\n", ind, b[0],
                env->memory > 0 ? " (--memory)" : " here", b[1],
                local > 1 ? " by this machine's processes" : "");
     if (gpu > 0) {
         hm_plan_bytes_text(gpu, b[0], sizeof b[0]);
-        printf("gpu:        %s (--gpu-memory)\n", b[0]);
+        printf("%sgpu:        %s (--gpu-memory)\n", ind, b[0]);
     }
     if (env->note && *env->note)
-        printf("note:       %s\n", env->note);
-    printf("verdict:    %s\n", ok ? (host > 0 || gpu > 0 ? "fits" : "no limit known")
+        printf("%snote:       %s\n", ind, env->note);
+    printf("%sverdict:    %s\n", ind, ok ? (host > 0 || gpu > 0 ? "fits" : "no limit known")
                                   : "does NOT fit");
     for (int i = 0; i < a.n; i++)
-        printf("advice:     %s\n", a.line[i]);
+        printf("%sadvice:     %s\n", ind, a.line[i]);
     return ok;
 }

@@ -14,6 +14,7 @@ struct hm_plan_env {
     double gpu_memory;    /* device bytes to plan for (a device plan); 0: unknown */
     int local_procs;      /* processes of the run on this machine (≥ 1) */
     const char *note;     /* what the plan could not know here, or NULL */
+    const char *indent;   /* text before each line of the text report, or NULL */
 };
 
 /* Host memory this process could still use: MemAvailable (/proc/meminfo),
