@@ -33,6 +33,10 @@ m="$T/m.safetensors"
 "$B/hm-linearize" "$m" --data "$T/text.tok" --steps 1 --batch 1 --seq-len 64 -o "$T/lin.st" -q
 "$B/hm-map-ssm" "$T/lin.st" -o "$T/hm.st" -q
 i=0
+# Under ASan the RSS holds the sanitizer's shadow memory and quarantine, not
+# the program's: those runs still plan and train, the 10 % holds without it.
+asan=0
+if ldd "$B/hm-finetune" 2>/dev/null | grep -q libasan; then asan=1; fi
 check() { # name, then a hm-finetune command line without -o
     local name=$1; shift
     i=$((i + 1))
@@ -41,7 +45,8 @@ check() { # name, then a hm-finetune command line without -o
     r=$(peak "$@" -o "$T/out$i.st" -q)
     # |plan - measured| <= 10 % of measured
     local d=$((p > r ? p - r : r - p))
-    if [ $((d * 10)) -le "$r" ]; then echo "ok $name: plan ${p} KB, peak RSS ${r} KB"
+    if [ "$asan" = 1 ]; then echo "skip $name: plan ${p} KB, peak RSS ${r} KB under ASan"
+    elif [ $((d * 10)) -le "$r" ]; then echo "ok $name: plan ${p} KB, peak RSS ${r} KB"
     else echo "FAIL $name: plan ${p} KB vs peak RSS ${r} KB (more than 10 % apart)"; fail=1; fi
 }
 F="$B/hm-finetune"
