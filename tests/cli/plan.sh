@@ -97,6 +97,44 @@ then echo "ok advice fits, parts sum to the total"; else echo "FAIL advice or pa
 "$F" "$m" --data "$T/text.tok" --steps 2 --batch 8 --seq-len 256 -o "$T/d.st" --dry-run \
     --memory 4GB | grep -q "^verdict: *fits" && echo "ok fits 4 GB" ||
     { echo "FAIL 4 GB does not fit"; fail=1; }
+# batch advice keeps the tokens per step; its flags, re-planned, fit, and
+# the run they describe really stays within the memory given (+10 %)
+"$F" "$m" --data "$T/text.tok" --steps 2 --batch 8 --seq-len 256 -o "$T/d.st" --dry-run \
+    --memory 600MB --json > "$T/b600.json"
+adv=$(python3 -c 'import json, re, sys
+for a in json.load(open(sys.argv[1]))["advice"]:
+    m = re.match(r"--batch ([0-9]+) --grad-accum ([0-9]+)", a)
+    if m: print(m.group(1), m.group(2)); break' "$T/b600.json")
+if [ -n "$adv" ] && "$F" "$m" --data "$T/text.tok" --steps 2 --batch ${adv% *} --grad-accum ${adv#* } \
+       --seq-len 256 -o "$T/d.st" --dry-run --memory 600MB --json | python3 -c 'import json, sys
+j = json.load(sys.stdin); assert j["fits"] and j["tokens_per_step"] == 8 * 256, j'
+then
+    r=$(peak "$F" "$m" --data "$T/text.tok" --steps 2 --batch ${adv% *} --grad-accum ${adv#* } \
+        --seq-len 256 -o "$T/adv.st" -q)
+    if [ "$asan" = 1 ] || [ "$r" -le 644531 ]; then
+        echo "ok batch advice (--batch ${adv% *} --grad-accum ${adv#* }): same tokens per step, peak RSS ${r} KB for 600 MB"
+    else echo "FAIL batch advice --batch ${adv% *} --grad-accum ${adv#* }: peak RSS ${r} KB over 600 MB"; fail=1; fi
+else echo "FAIL batch advice '$adv'"; fail=1; fi
+# a CUDA plan: the device's own parts against --gpu-memory (80G = 80 GiB)
+"$F" "$m" --data "$T/text.tok" --steps 2 --batch 8 --seq-len 256 -o "$T/d.st" --dry-run \
+    --device cuda --gpu-memory 80G --json > "$T/gpu.json" 2>/dev/null
+"$F" "$m" --data "$T/text.tok" --steps 2 --batch 8 --seq-len 256 -o "$T/d.st" --dry-run \
+    --device cuda --gpu-memory 500MB --json > "$T/gpu500.json" 2>/dev/null
+if python3 - "$T/gpu.json" "$T/gpu500.json" "$T/small.json" <<'P'
+import json, re, sys
+g, s, h = (json.load(open(f)) for f in sys.argv[1:])
+assert g["gpu_memory_bytes"] == 80 * 2**30 and g["fits"], g
+d = g["device_memory_bytes"]
+assert sum(v for k, v in d.items() if k != "total") == d["total"], d
+# the device holds what the host run held: weights, gradients, moments, activations
+for k in ("weights", "gradients", "moments", "activations"):
+    assert d[k] == h["memory_bytes"][k], k
+assert d["total"] > 500 * 10**6 and not s["fits"] and s["advice"], s
+for a in s["advice"]:
+    mb = re.search(r"([0-9.]+) MB", a)
+    assert mb and float(mb.group(1)) <= 500.0, a
+P
+then echo "ok GPU plan (80G fits, 500MB does not, with advice)"; else echo "FAIL GPU plan"; fail=1; fi
 # Llama-3.1-8B's shape as HF ships it (bf16, 16 GB), a sparse file: only a
 # plan that reads nothing but the header can answer for it, here, at once
 mkdir "$T/l8"

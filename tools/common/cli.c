@@ -324,7 +324,9 @@ uint64_t hm_parse_bytes(const char *s, const char *opt)
         uint64_t mul;
     } units[] = {{"", 1},          {"B", 1},          {"kB", 1000},       {"KB", 1000},
                  {"MB", 1000000},  {"GB", 1000000000}, {"TB", 1000000000000},
-                 {"KiB", 1 << 10}, {"MiB", 1 << 20},   {"GiB", 1 << 30},   {"TiB", 1ull << 40}};
+                 {"KiB", 1 << 10}, {"MiB", 1 << 20},   {"GiB", 1 << 30},   {"TiB", 1ull << 40},
+                 /* one letter, as dd(1) and sort -S: 2^10.. */
+                 {"K", 1 << 10},   {"M", 1 << 20},     {"G", 1 << 30},     {"T", 1ull << 40}};
     char *end = NULL;
     errno = 0;
     unsigned long long v = s[0] >= '0' && s[0] <= '9' ? strtoull(s, &end, 10) : 0;
@@ -339,7 +341,7 @@ uint64_t hm_parse_bytes(const char *s, const char *opt)
             return out;
         }
     hm_usage_error("option '%s' needs a size in bytes (a number, or one with B, KB, MB, GB, "
-                   "TB = 10^3.., KiB, MiB, GiB, TiB = 2^10..), got '%s'", opt, s);
+                   "TB = 10^3.., K, M, G, T or KiB, MiB, GiB, TiB = 2^10..), got '%s'", opt, s);
 }
 
 int64_t hm_parse_i64(const char *s, const char *opt, int64_t min, int64_t max)

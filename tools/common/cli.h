@@ -160,7 +160,8 @@ void hm_cli_hold_output(const char *path);
 int64_t hm_parse_i64(const char *s, const char *opt, int64_t min, int64_t max);
 double hm_parse_f64(const char *s, const char *opt, double min, double max);
 /* A size in bytes >= 1: digits, then nothing or B; kB/KB, MB, GB, TB (powers
- * of 10, as HuggingFace's "5GB"); KiB, MiB, GiB, TiB (powers of 2). */
+ * of 10, as HuggingFace's "5GB"); KiB, MiB, GiB, TiB and K, M, G, T (powers of
+ * 2, the one-letter forms as dd(1) and sort -S). */
 uint64_t hm_parse_bytes(const char *s, const char *opt);
 
 /* Flush and check stdout (git run_builtin); returns code, or 1 if stdout

@@ -84,13 +84,17 @@ static void make_advice(const struct hm_plan_in *in, double host, double gpu, in
     struct hm_mem_plan p;
     char what[96];
     const double *tot = device ? &p.dev_total : &p.host_total;
-    /* activations: the largest batch, then the longest window, that fits */
+    /* activations: the largest batch that divides this one (so that
+     * --grad-accum keeps the tokens per step), then the longest window */
     for (x = *in; x.B > 1 && !in->stage1;) {
-        x.B--;
+        do
+            x.B--;
+        while (in->B % x.B);
+        x.accum = in->accum * (in->B / x.B);
         plan_or_die(&x, &p);
         if (fits(&p, host, gpu, local)) {
-            snprintf(what, sizeof what, "--batch %lld (and --grad-accum for the same tokens "
-                     "per step)", (long long)x.B);
+            snprintf(what, sizeof what, "--batch %lld --grad-accum %lld (the same tokens per "
+                     "step)", (long long)x.B, (long long)x.accum);
             advise(a, "%s: %s", *tot, what);
             break;
         }
