@@ -15,6 +15,9 @@
 #include "checkpoint.h"
 #include "config.h"
 #include "fixture.h"
+#include "model.h"
+#include "model_views.h"
+#include "presets.h"
 #include "safetensors.h"
 #include "testutil.h"
 
@@ -578,4 +581,60 @@ Test(checkpoint_config, config_parse_errors)
         cr_expect(strstr(err.msg, cases[i].frag), "case %zu: '%s' lacks '%s'", i, err.msg,
                   cases[i].frag);
     }
+}
+
+/* hm_init_write (hm-init's path: each tensor made when the writer reaches it,
+ * from the generator state it has in table order, in pieces of 64Ki values)
+ * writes the bytes that a model made by hm_model_init_random and saved with
+ * hm_model_save has, for both families, every dtype, and tensors larger than
+ * a piece (embeddings of 600 × 128 > 65536 values). */
+Test(checkpoint, init_write_equals_the_model_saved)
+{
+    char *dir = tu_mkdtemp("initw");
+    struct hm_config cfgs[2];
+    cr_assert_eq(hm_config_preset("tiny", &cfgs[0]), 0);
+    cr_assert_eq(hm_config_preset("llama-tiny", &cfgs[1]), 0);
+    struct hm_error err;
+    for (int f = 0; f < 2; f++) {
+        cfgs[f].vocab_size = 600;
+        cfgs[f].hidden_size = 128;
+        cr_assert_eq(hm_config_finish(&cfgs[f], &err), HM_OK, "%s", err.msg);
+    }
+    const enum hm_dtype dts[3] = {HM_DTYPE_F32, HM_DTYPE_BF16, HM_DTYPE_F16};
+    for (int f = 0; f < 2; f++)
+        for (int k = 0; k < 3; k++) {
+            char *a = tu_path(dir, "a.st"), *b = tu_path(dir, "b.st");
+            struct hm_model *m;
+            cr_assert_eq(hm_model_new(&cfgs[f], &m, &err), HM_OK, "%s", err.msg);
+            hm_model_init_random(m, 7 + (uint64_t)k, 0.02);
+            cr_assert_eq(hm_model_save(m, a, HM_AFILE_FORCE, "[]", dts[k], NULL, &err), HM_OK,
+                         "%s", err.msg);
+            cr_assert_eq(hm_init_write(&cfgs[f], 7 + (uint64_t)k, 0.02, dts[k], "[]", b,
+                                       HM_AFILE_FORCE, &err),
+                         HM_OK, "%s", err.msg);
+            size_t la, lb;
+            char *da = tu_read_file(a, &la), *db = tu_read_file(b, &lb);
+            cr_assert(la == lb && memcmp(da, db, la) == 0,
+                      "family %d dtype %d: %zu vs %zu bytes, or other bytes", f, k, la, lb);
+            /* and the weights are random: a different seed differs */
+            cr_assert_eq(hm_init_write(&cfgs[f], 8 + (uint64_t)k, 0.02, dts[k], "[]", b,
+                                       HM_AFILE_FORCE, &err),
+                         HM_OK, "%s", err.msg);
+            free(db);
+            db = tu_read_file(b, &lb);
+            cr_assert(la == lb && memcmp(da, db, la) != 0);
+            free(da);
+            free(db);
+            hm_model_free(m);
+            free(a);
+            free(b);
+        }
+    struct hm_config st;
+    cr_assert_eq(hm_config_preset("tiny", &st), 0);
+    st.mixer = HM_MIXER_HEDGEHOG;
+    char *c = tu_path(dir, "c.st");
+    cr_assert_neq(hm_init_write(&st, 1, 0.02, HM_DTYPE_F32, "[]", c, 0, &err), HM_OK);
+    cr_assert(access(c, F_OK) != 0, "a refused write leaves no file");
+    free(c);
+    free(dir);
 }

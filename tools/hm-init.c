@@ -119,7 +119,6 @@ int main(int argc, char **argv)
         if (hm_config_finish(&cfg, &err) != HM_OK)
             hm_die("bad config: %s", err.msg);
     }
-    struct hm_model *m;
     if (dry) {
         char *j = hm_config_to_json(&cfg);
         if (common.json)
@@ -132,18 +131,16 @@ int main(int argc, char **argv)
     if (strcmp(out, "-") != 0 && !force && hm_is_file(out))
         hm_die("output '%s' exists (use -f/--force to replace it)", out);
     time_t t0 = time(NULL);
-    if (hm_model_new(&cfg, &m, &err) != HM_OK)
-        hm_die("cannot make the model: %s", err.msg);
-    hm_model_init_random(m, seed, std);
     struct hm_prov_entry e = {"hm-init", argc, argv, NULL, 0, t0, time(NULL), -1, NAN};
     char *prov = NULL;
+    /* tensor by tensor, in the stored dtype: no model in memory */
     if (hm_provenance_append(NULL, &e, &prov, &err) != HM_OK ||
-        hm_model_save(m, out, force ? HM_AFILE_FORCE : 0, prov, dtype, NULL, &err) != HM_OK)
+        hm_init_write(&cfg, seed, std, dtype, prov, out, force ? HM_AFILE_FORCE : 0, &err) !=
+            HM_OK)
         hm_die_err("cannot write", out, &err);
     if (strcmp(out, "-") != 0)
         hm_info(&common, "wrote '%s': %lld parameters (seed %llu)", out,
-                (long long)m->n_params, (unsigned long long)seed);
+                (long long)hm_param_count(&cfg), (unsigned long long)seed);
     free(prov);
-    hm_model_free(m);
     return hm_cli_finish(HM_EXIT_OK);
 }
