@@ -113,7 +113,7 @@ static void decay_from(const char *in, const struct hm_ckpt *ck, struct decay *d
                    "of '%s' (%lld)", dc->path, tok[i], (long long)i, in, (long long)V);
     struct hm_model *m;
     const struct hm_backend *be = hm_cli_backend(NULL, NULL);
-    if (hm_decay_teacher_load(ck, &m, &err) != HM_OK || hm_model_place(m, be, &err) != HM_OK)
+    if (hm_decay_teacher_load(ck, be, &m, &err) != HM_OK)
         hm_die_err("cannot read the teacher of", in, &err);
     const int64_t n = m->cfg.num_hidden_layers * m->cfg.num_attention_heads;
     dc->md = malloc(sizeof(double) * (size_t)n);

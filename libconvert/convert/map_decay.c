@@ -8,8 +8,8 @@
 #include "model_forward.h"
 #include "params.h"
 
-enum hm_status hm_decay_teacher_load(const struct hm_ckpt *ck, struct hm_model **out,
-                                     struct hm_error *err)
+enum hm_status hm_decay_teacher_load(const struct hm_ckpt *ck, const struct hm_backend *be,
+                                     struct hm_model **out, struct hm_error *err)
 {
     *out = NULL;
     struct hm_config sc = *hm_ckpt_config(ck);
@@ -21,7 +21,8 @@ enum hm_status hm_decay_teacher_load(const struct hm_ckpt *ck, struct hm_model *
     sc.mixer = HM_MIXER_SOFTMAX;
     sc.feature_dim = 0;
     enum hm_status st = hm_config_finish(&sc, err);
-    return st == HM_OK ? hm_model_load_as(ck, &sc, out, err) : st;
+    /* it is only run: its bf16/f16 layer weights stay narrow */
+    return st == HM_OK ? hm_model_load_narrow(ck, &sc, be, out, err) : st;
 }
 
 /* ---- the statistic ------------------------------------------------------------ */
@@ -30,12 +31,13 @@ struct dist_ctx {
     const struct hm_backend *be;
     int64_t nh, p;
     float *qkv;    /* [T, n_h, 3, p] host copy of the layer's rotated q, k, v */
-    double *sc;    /* [T] one query row's scores */
+    double *sc;    /* [n_h, T] one query row's scores, per head */
     double *sum;   /* [L, n_h] Σ over windows and t of the row's mean distance */
 };
 
 /* The teacher's hook: the causal softmax of layer l's q, k (plain double
- * loops) and its mean distance per head, added to c->sum. */
+ * loops) and its mean distance per head, added to c->sum. Heads run in
+ * parallel, each summed in one order: the same bits for any thread count. */
 static enum hm_status on_layer(void *ctx, int64_t l, const float *a_in, const float *qkv,
                                const float *attn_out, int64_t T, int64_t d,
                                struct hm_error *err)
@@ -48,7 +50,9 @@ static enum hm_status on_layer(void *ctx, int64_t l, const float *a_in, const fl
     if (st != HM_OK)
         return st;
     const double scale = 1.0 / sqrt((double)p);
+#pragma omp parallel for schedule(dynamic, 1)
     for (int64_t h = 0; h < nh; h++) {
+        double *sc = c->sc + h * T;
         double total = 0;
         for (int64_t t = 0; t < T; t++) {
             const float *q = c->qkv + t * row + h * 3 * p;
@@ -58,12 +62,12 @@ static enum hm_status on_layer(void *ctx, int64_t l, const float *a_in, const fl
                 double dot = 0;
                 for (int64_t i = 0; i < p; i++)
                     dot += (double)q[i] * (double)k[i];
-                c->sc[s] = dot * scale;
-                mx = c->sc[s] > mx ? c->sc[s] : mx;
+                sc[s] = dot * scale;
+                mx = sc[s] > mx ? sc[s] : mx;
             }
             double z = 0, zd = 0;
             for (int64_t s = 0; s <= t; s++) {
-                double e = exp(c->sc[s] - mx);
+                double e = exp(sc[s] - mx);
                 z += e;
                 zd += e * (double)(t - s);
             }
@@ -87,7 +91,7 @@ enum hm_status hm_decay_attn_distance(const struct hm_model *m, const struct hm_
         return hm_error_set(err, HM_ERR_INVALID, "no windows to measure");
     const int64_t L = c->num_hidden_layers, nh = c->num_attention_heads, p = c->head_dim;
     struct dist_ctx x = {be, nh, p, malloc(sizeof(float) * (size_t)(T * 3 * nh * p)),
-                         malloc(sizeof(double) * (size_t)T), md};
+                         malloc(sizeof(double) * (size_t)(nh * T)), md};
     struct hm_model_hooks hooks = {.on_layer = on_layer, .ctx = &x, .stop_after_last_hook = 1};
     struct hm_model_ws ws;
     hm_model_ws_init(&ws);

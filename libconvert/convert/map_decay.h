@@ -41,10 +41,11 @@
 /* The softmax teacher inside ck: a teacher (gpt_neox, llama) as it is, or a
  * hedgehog checkpoint read with its mixer set back to softmax (stage 1
  * trains only the feature maps; every other tensor is the teacher's). A
- * hedgemamba input is refused. out: owned, free with hm_model_free(); in
- * host memory (hm_model_place before running it). */
-enum hm_status hm_decay_teacher_load(const struct hm_ckpt *ck, struct hm_model **out,
-                                     struct hm_error *err);
+ * hedgemamba input is refused. out: owned, free with hm_model_free(); loaded
+ * straight into be's memory, bf16/f16 layer weights kept narrow
+ * (hm_model_load_narrow: one copy at the checkpoint's width). */
+enum hm_status hm_decay_teacher_load(const struct hm_ckpt *ck, const struct hm_backend *be,
+                                     struct hm_model **out, struct hm_error *err);
 
 /* md: [L, n_h] (caller-owned) the mean attention distance above of the
  * softmax model m (placed on be) over W windows tokens: [W, T] (each < V;

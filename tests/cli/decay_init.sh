@@ -76,6 +76,19 @@ grep -q '"decay_init"' "$T/out" && fail "the exact mapping records a decay_init"
 ok "$B/hm-verify" mapping "$T/hh.st" "$T/plain.st" --data "$T/data.tok" --seq-len 64
 grep -q "teacher statistics" "$T/out" && fail "hm-verify mentions a decay the mapping lacks"
 
+# a bf16 teacher is measured narrow (widened per layer, exactly): the same
+# statistics as its fp32 copy, and the same bits for 1 and 2 threads
+ok "$B/hm-init" --preset tiny --dtype bf16 --seed 5 -o "$T/t16.st"
+ok "$B/hm-pack" "$T/t16.st" -o "$T/t32" --dtype f32 --bytes
+for x in t16.st:1 t16.st:2 t32:2; do
+    ok "$B/hm-map-ssm" "$T/${x%%:*}" -o "$T/d.st" -f --decay-from "$T/data.tok" --decay-windows 2 \
+        --seq-len 64 --threads "${x##*:}" --json
+    sed 's/.*"decay": {"from": "[^"]*"//' "$T/out" > "$T/decay.${x%%:*}.${x##*:}"
+done
+grep -q '"md": \[\[' "$T/decay.t16.st.1" || fail "no md table: $(cat "$T/decay.t16.st.1")"
+cmp -s "$T/decay.t16.st.1" "$T/decay.t16.st.2" || fail "the decay statistics depend on --threads"
+cmp -s "$T/decay.t16.st.2" "$T/decay.t32.2" || fail "a bf16 teacher's statistics differ from its fp32 copy's"
+
 MODEL="$HM_SHARED_DATA/llama2c_stories260K.bin"
 TOK="$HM_SHARED_DATA/llama2c_tok512.bin"
 STORIES="$HM_SHARED_DATA/cs336_tinystories_sample.txt"
