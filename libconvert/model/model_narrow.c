@@ -15,14 +15,19 @@
 #include "mixer.h"
 #include "narrow.h"
 
-/* The narrow kind every 2-D layer tensor of ck shares, or −1 (none, mixed,
- * fp32, absent: the plain loader reports what is wrong). mask [n] marks them. */
+/* The narrow kind every teacher matrix of a layer (mixer and MLP groups)
+ * in ck shares, or −1 (none, mixed, fp32, absent: the plain loader reports
+ * what is wrong). mask [n] marks them. A student's own layer tensors
+ * (feature maps, SSM, conv, gate: trained, fp32 as hm writes them) stay
+ * fp32 whatever their dtype, so a bf16 teacher's hedgehog keeps its
+ * teacher matrices narrow. */
 static int narrow_kind(const struct hm_ckpt *ck, const struct hm_param_spec *specs, int64_t n,
                        unsigned char *mask)
 {
     int kind = -1;
     for (int64_t i = 0; i < n; i++) {
-        mask[i] = specs[i].ndim == 2 && specs[i].layer >= 0;
+        mask[i] = specs[i].ndim == 2 && specs[i].layer >= 0 &&
+                  (specs[i].group == HM_PG_MIXER || specs[i].group == HM_PG_MLP);
         if (!mask[i])
             continue;
         const int64_t j = hm_ckpt_find(ck, specs[i].name);

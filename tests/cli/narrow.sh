@@ -89,4 +89,16 @@ pe=$(peak "$B/hm-eval" "$n.b32/model.safetensors" --data "$T/text.tok" --seq-len
 # hm-eval + the save's mapped pages (~78 MB); a second fp32 copy adds 78 MB more
 if [ $((pl - pe)) -lt 110000 ]; then echo "ok linearize holds one copy: ${pl} KB vs eval ${pe} KB"
 else echo "FAIL linearize peak ${pl} KB vs eval ${pe} KB (a second copy?)"; fail=1; fi
+# a student of a bf16 teacher (its hedgehog: bf16 teacher matrices, fp32
+# feature maps) runs narrow too: the logits of its fp32 copy, in less memory
+"$B/hm-pack" --bytes --dtype f32 "$T/lin16.st" -o "$T/lin16.b32" -q
+"$B/hm-eval" "$T/lin16.st" --data "$T/text.tok" --seq-len 64 --max-tokens 1024 \
+    --dump-logits "$T/hh.narrow.st" -q
+"$B/hm-eval" "$T/lin16.b32/model.safetensors" --data "$T/text.tok" --seq-len 64 \
+    --max-tokens 1024 --dump-logits "$T/hh.f32.st" -q
+ph16=$(peak "$B/hm-eval" "$T/lin16.st" --data "$T/text.tok" --seq-len 64 -q)
+ph32=$(peak "$B/hm-eval" "$T/lin16.b32/model.safetensors" --data "$T/text.tok" --seq-len 64 -q)
+if cmp -s "$T/hh.narrow.st" "$T/hh.f32.st" && [ $((ph32 - ph16)) -gt 20000 ]; then
+    echo "ok hedgehog of a bf16 teacher: narrow, the fp32 copy's logits, peak ${ph16} KB < ${ph32} KB"
+else echo "FAIL hedgehog of a bf16 teacher: logits differ or peak ${ph16} KB vs ${ph32} KB"; fail=1; fi
 exit $fail
