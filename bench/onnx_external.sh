@@ -32,24 +32,20 @@ KEEP=${KEEP:-0}
 log() { echo "onnx_external: $*" >&2; }
 die() { log "error: $*"; exit 1; }
 [ -x "$BIN/hm-pack" ] || die "no $BIN/hm-pack (build first)"
-[ -x /usr/bin/time ] || die "no /usr/bin/time (apt-get install time)"
 command -v node >/dev/null || die "node is not installed"
 [ -d "$SRC/tests/onnx/node_modules/onnxruntime-node" ] ||
     die "no onnxruntime-node: npm install --prefix $SRC/tests/onnx --ignore-scripts --no-package-lock"
 mkdir -p "$WORK"
 rows=()
+. "$SRC/bench/common/measure.sh"
 # step NAME CMD...: runs CMD under /usr/bin/time -v, records wall s and peak RSS
 step() {
     local name=$1
     shift
     log "$name: $*"
-    /usr/bin/time -v -o "$WORK/$name.time" "$@" >"$WORK/$name.out" 2>"$WORK/$name.err" ||
-        { cat "$WORK/$name.out" "$WORK/$name.err" >&2; die "$name failed"; }
-    local wall rss
-    wall=$(awk -F': ' '/Elapsed \(wall clock\)/ {n = split($2, t, ":"); s = 0;
-        for (i = 1; i <= n; i++) s = s * 60 + t[i]; printf "%.1f", s}' "$WORK/$name.time")
-    rss=$(awk -F': ' '/Maximum resident set size/ {printf "%.2f", $2 / 1048576}' "$WORK/$name.time")
-    rows+=("| $name | $wall | $rss |")
+    measure "$WORK" "${name// /_}" "$@" ||
+        { cat "$WORK/${name// /_}.out" "$WORK/${name// /_}.err" >&2; die "$name failed"; }
+    rows+=("| $name | $WALL | $RSS_GB |")
 }
 
 T=$WORK/teacher.st H=$WORK/hedgehog.st M=$WORK/hedgemamba.st BUNDLE=$WORK/bundle
@@ -81,7 +77,7 @@ data=$(stat -c %s "$BUNDLE/onnx/model.onnx.data")
 echo "Student: Pythia-410m shape, $LAYERS layers, hedgemamba, $params parameters;"
 echo "onnx/model.onnx $graph bytes, onnx/model.onnx.data $data bytes."
 echo
-echo "| step | wall s | peak RSS GiB |"
+echo "| step | wall s | peak RSS GB |"
 echo "|---|---|---|"
 printf '%s\n' "${rows[@]}"
 echo
