@@ -290,8 +290,7 @@ static enum hm_status run_seq(const struct hm_model *m, const int32_t *tok, int6
     enum hm_status st = hm_model_hidden(m, be, tok, T, ws, &hooks, err);
     if (st != HM_OK)
         return st;
-    hm_backend_matmul_forward(be, dl, ws->hf, m->embed_out, NULL, T, m->cfg.hidden_size,
-                              m->cfg.vocab_size);
+    hm_model_head(m, dl, ws->hf, T);
     hm_backend_download(be, logits, dl, sizeof(float) * (size_t)(T * m->cfg.vocab_size));
     return hm_backend_sync(be, err);
 }

@@ -191,7 +191,7 @@ enum hm_status hm_model_step_batch(const struct hm_model *m, const struct hm_bac
                                    const int32_t *tokens, float *logits, struct hm_error *err)
 {
     const struct hm_config *c = &m->cfg;
-    const int64_t d = c->hidden_size, V = c->vocab_size;
+    const int64_t V = c->vocab_size;
     if (B < 1)
         return hm_error_set(err, HM_ERR_INVALID, "a step needs at least one sequence");
     for (int64_t b = 0; b < B; b++) {
@@ -241,7 +241,7 @@ enum hm_status hm_model_step_batch(const struct hm_model *m, const struct hm_bac
     if (!logits)
         return hm_backend_sync(be, err);
     hm_model_norm_forward(m, be, w->hf, NULL, NULL, w->h, m->lnf_w, m->lnf_b, B);
-    hm_backend_matmul_forward(be, w->out, w->hf, m->embed_out, NULL, B, d, V);
+    hm_model_head(m, w->out, w->hf, B);
     /* one read of every sequence's row */
     hm_backend_download(be, logits, w->out, sizeof(float) * (size_t)(B * V));
     return hm_backend_sync(be, err);
@@ -318,13 +318,12 @@ enum hm_status hm_model_prefill(const struct hm_model *m, const struct hm_backen
         /* ws->logits holds HM_MODEL_NLL_ROWS rows: computed there, then read */
         for (int64_t r = 0; logits && r < T; r += HM_MODEL_NLL_ROWS) {
             const int64_t k = T - r < HM_MODEL_NLL_ROWS ? T - r : HM_MODEL_NLL_ROWS;
-            hm_backend_matmul_forward(be, w->logits, w->hf + r * d, m->embed_out, NULL, k, d, V);
+            hm_model_head(m, w->logits, w->hf + r * d, k);
             hm_backend_download(be, logits + (t0 + r) * V, w->logits,
                                 sizeof(float) * (size_t)(k * V));
         }
         if (last && t0 + T == n) {
-            hm_backend_matmul_forward(be, w->logits, w->hf + (T - 1 - r0) * d, m->embed_out,
-                                      NULL, 1, d, V);
+            hm_model_head(m, w->logits, w->hf + (T - 1 - r0) * d, 1);
             hm_backend_download(be, last, w->logits, sizeof(float) * (size_t)V);
         }
     }

@@ -76,7 +76,7 @@ enum hm_status hm_model_layers_forward(const struct hm_model *m, const struct hm
     const struct hm_model_hooks *hooks = f->hooks;
     enum hm_status st = HM_OK;
 
-    hm_backend_embedding_forward(be, f->la[0].h, tokens, m->embed_in, N, d);
+    hm_model_embed(m, f->la[0].h, tokens, N);
     for (int64_t l = 0; l < L; l++) {
         hm_model_widen_layer(m, l); /* a narrow model's layer, widened once here */
         const struct hm_layer *ly = &m->layers[l];

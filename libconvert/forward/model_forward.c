@@ -83,8 +83,7 @@ enum hm_status hm_model_forward_batch(const struct hm_model *m, const struct hm_
             return hm_error_set(err, HM_ERR_NOMEM, "out of memory for %lld logits", (long long)n);
         ws->out_cap = n;
     }
-    hm_backend_matmul_forward(be, ws->out, ws->hf, m->embed_out, NULL, N,
-                              m->cfg.hidden_size, m->cfg.vocab_size);
+    hm_model_head(m, ws->out, ws->hf, N);
     hm_backend_download(be, logits, ws->out, sizeof(float) * (size_t)n);
     if (targets) { /* the NLLs of these logits, on the backend (ws->tg, ws->nll: [B·T]) */
         hm_backend_upload(be, ws->tg, targets, sizeof(int32_t) * (size_t)N);
@@ -117,7 +116,7 @@ enum hm_status hm_model_nll_batch(const struct hm_model *m, const struct hm_back
     hm_backend_upload(be, ws->tg, targets, sizeof(int32_t) * (size_t)N);
     for (int64_t r0 = 0; r0 < N; r0 += R) {
         const int64_t n = N - r0 < R ? N - r0 : R;
-        hm_backend_matmul_forward(be, ws->logits, ws->hf + r0 * d, m->embed_out, NULL, n, d, V);
+        hm_model_head(m, ws->logits, ws->hf + r0 * d, n);
         hm_backend_nll_forward(be, ws->nll + r0, NULL, ws->logits, ws->tg + r0, n, V);
     }
     hm_backend_download(be, nll, ws->nll, sizeof(float) * (size_t)N);

@@ -192,6 +192,7 @@ void hm_model_free(struct hm_model *m)
     if (m->narrow && !m->base) {
         hm_backend_free(m->be, (void **)&m->narrow->bits);
         hm_backend_free(m->be, (void **)&m->narrow->wide);
+        hm_backend_free(m->be, (void **)&m->narrow->tmp);
         free(m->narrow);
     }
     free(m->storage);

@@ -90,7 +90,17 @@ struct hm_model_narrow {
     int64_t n_wide;
     int64_t layer;       /* the layer now in wide, −1 none (the forward's state: a
                           * narrow model runs one forward at a time) */
+    const uint16_t *embed; /* [V, d] in bits when the embeddings are narrow, else NULL
+                            * (m->embed_in is then NULL: hm_model_embed reads them) */
+    const uint16_t *head;  /* [V, d] the same for the output head (= embed when tied) */
+    float *tmp;          /* [n_tmp] one tile of the head's logits (hm_model_head) */
+    int64_t n_tmp;
 };
+
+/* The narrow head is widened HM_HEAD_MIN_ROWS rows or more at a time (as
+ * many as wide holds), its logits made HM_HEAD_TMP_FLOATS at a time. */
+#define HM_HEAD_MIN_ROWS 1024
+#define HM_HEAD_TMP_FLOATS (4 << 20)
 
 /* One layer's activations for N = B·T rows. Training keeps one per layer
  * (what backward reads); inference points every layer at the same one and
@@ -197,6 +207,18 @@ enum hm_status hm_model_extend(const struct hm_model *base, const struct hm_conf
  * each layer (forward/forward.c); so must any code that reads a layer's
  * weights outside the skeleton. */
 void hm_model_widen_layer(const struct hm_model *m, int64_t l);
+
+/* y[N, d] = the embedding rows of tokens[N] (backend memory, each < V),
+ * widened exactly when m keeps its embeddings narrow. The skeleton's one
+ * embedding lookup (forward/forward.c). */
+void hm_model_embed(const struct hm_model *m, float *y, const int32_t *tokens, int64_t N);
+
+/* y[N, V] = h[N, d] · W_outᵀ, the output head (no bias), every caller's
+ * logits. A narrow head is widened a tile of rows at a time into
+ * m->narrow->wide (so the layer there is gone: the next forward widens its
+ * layer again) and multiplied tile by tile; each logit is the same dot
+ * product over d as the fp32 head's. */
+void hm_model_head(const struct hm_model *m, float *y, const float *h, int64_t N);
 
 /* Bytes of m's weights in memory: fp32 storage plus narrow bits plus the
  * widened-layer buffer (what a plan counts). */

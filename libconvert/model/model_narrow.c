@@ -15,12 +15,20 @@
 #include "mixer.h"
 #include "narrow.h"
 
+/* The narrow kind of ck's tensor name, or −1 (fp32, absent). */
+static int stored_kind(const struct hm_ckpt *ck, const char *name)
+{
+    const int64_t j = hm_ckpt_find(ck, name);
+    const enum hm_dtype dt = j >= 0 ? hm_ckpt_tensor_at(ck, j)->dtype : HM_DTYPE_F32;
+    return dt == HM_DTYPE_BF16 ? HM_NARROW_BF16 : dt == HM_DTYPE_F16 ? HM_NARROW_F16 : -1;
+}
+
 /* The narrow kind every teacher matrix of a layer (mixer and MLP groups)
  * in ck shares, or −1 (none, mixed, fp32, absent: the plain loader reports
  * what is wrong). mask [n] marks them. A student's own layer tensors
  * (feature maps, SSM, conv, gate: trained, fp32 as hm writes them) stay
  * fp32 whatever their dtype, so a bf16 teacher's hedgehog keeps its
- * teacher matrices narrow. */
+ * teacher matrices narrow. Embeddings stored in that kind join them. */
 static int narrow_kind(const struct hm_ckpt *ck, const struct hm_param_spec *specs, int64_t n,
                        unsigned char *mask)
 {
@@ -30,13 +38,17 @@ static int narrow_kind(const struct hm_ckpt *ck, const struct hm_param_spec *spe
                   (specs[i].group == HM_PG_MIXER || specs[i].group == HM_PG_MLP);
         if (!mask[i])
             continue;
-        const int64_t j = hm_ckpt_find(ck, specs[i].name);
-        const enum hm_dtype dt = j >= 0 ? hm_ckpt_tensor_at(ck, j)->dtype : HM_DTYPE_F32;
-        const int k = dt == HM_DTYPE_BF16 ? HM_NARROW_BF16 : dt == HM_DTYPE_F16 ? HM_NARROW_F16 : -1;
+        const int k = stored_kind(ck, specs[i].name);
         if (k < 0 || (kind >= 0 && k != kind))
             return -1;
         kind = k;
     }
+    /* the embeddings (and an untied head) join when stored in that kind:
+     * mask 2, read by hm_model_embed / hm_model_head, never widened whole */
+    for (int64_t i = 0; kind >= 0 && i < n; i++)
+        if (specs[i].group == HM_PG_EMBED && specs[i].ndim == 2 &&
+            stored_kind(ck, specs[i].name) == kind)
+            mask[i] = 2;
     return kind;
 }
 
@@ -75,39 +87,60 @@ static enum hm_status carve_narrow(struct hm_model *m, const unsigned char *mask
         return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
     m->narrow = nw;
     *nw = (struct hm_model_narrow){.kind = (enum hm_narrow)kind, .layer = -1};
-    int64_t cur = -1, in_layer = 0;
+    const int64_t d = m->cfg.hidden_size;
+    int64_t cur = -1, in_layer = 0, head = 0;
     for (int64_t i = 0; i < m->n_views; i++) {
         if (!mask[i])
             continue;
+        nw->n_bits += m->views[i].numel;
+        if (mask[i] == 2) {
+            head = 1;
+            continue;
+        }
         if (m->views[i].spec.layer != cur)
             cur = m->views[i].spec.layer, in_layer = 0;
-        nw->n_bits += m->views[i].numel;
         in_layer += m->views[i].numel;
         nw->n_wide = in_layer > nw->n_wide ? in_layer : nw->n_wide;
     }
+    if (head) { /* the head is widened a tile of rows at a time, into wide */
+        const int64_t V = m->cfg.vocab_size, rows = V < HM_HEAD_MIN_ROWS ? V : HM_HEAD_MIN_ROWS;
+        nw->n_wide = rows * d > nw->n_wide ? rows * d : nw->n_wide;
+        nw->n_tmp = V > HM_HEAD_TMP_FLOATS ? V : HM_HEAD_TMP_FLOATS; /* one row of logits at least */
+    }
     nw->bits = hm_backend_alloc(m->be, sizeof(uint16_t) * (size_t)nw->n_bits);
     nw->wide = hm_backend_alloc(m->be, sizeof(float) * (size_t)nw->n_wide);
-    if (!nw->bits || !nw->wide)
+    nw->tmp = nw->n_tmp ? hm_backend_alloc(m->be, sizeof(float) * (size_t)nw->n_tmp) : NULL;
+    if (!nw->bits || !nw->wide || (nw->n_tmp && !nw->tmp))
         return hm_error_set(err, HM_ERR_NOMEM,
                             "out of memory for %.2f GB of narrow weights and %.2f GB for a "
                             "widened layer on backend '%s'", 2e-9 * (double)nw->n_bits,
-                            4e-9 * (double)nw->n_wide, hm_backend_name(m->be));
+                            4e-9 * (double)(nw->n_wide + nw->n_tmp), hm_backend_name(m->be));
     int64_t boff = 0, woff = 0;
     cur = -1;
     for (int64_t i = 0; i < m->n_views; i++) {
         struct hm_tensor_view *v = &m->views[i];
         if (!mask[i])
             continue;
+        v->narrow = nw->bits + boff;
+        boff += v->numel;
+        if (mask[i] == 2) { /* no fp32 copy anywhere: the slot stays NULL */
+            v->data = NULL;
+            if (v->spec.slot == HM_SLOT_EMBED)
+                nw->embed = v->narrow;
+            else
+                nw->head = v->narrow;
+            continue;
+        }
         if (v->spec.layer != cur)
             cur = v->spec.layer, woff = 0;
-        v->narrow = nw->bits + boff;
         v->data = nw->wide + woff;
-        boff += v->numel;
         woff += v->numel;
         float **slot = hm_model_slot(m, &v->spec);
         if (!*slot)
             *slot = v->data;
     }
+    if (m->cfg.tie_word_embeddings)
+        nw->head = nw->embed;
     return HM_OK;
 }
 
@@ -291,9 +324,51 @@ void hm_model_widen_layer(const struct hm_model *m, int64_t l)
     nw->layer = l;
 }
 
+void hm_model_embed(const struct hm_model *m, float *y, const int32_t *tokens, int64_t N)
+{
+    const int64_t d = m->cfg.hidden_size;
+    if (m->narrow && m->narrow->embed)
+        hm_backend_widen_rows(m->be, y, tokens, m->narrow->embed, N, d, m->narrow->kind);
+    else
+        hm_backend_embedding_forward(m->be, y, tokens, m->embed_in, N, d);
+}
+
+/* Parts of n of at most most each, as even as can be (sizes differ by one
+ * at most): a product never shrinks to a single row or column (BLAS may
+ * route those to another kernel) unless n itself is 1. */
+static int64_t even_part(int64_t n, int64_t most)
+{
+    const int64_t k = (n + most - 1) / most;
+    return (n + k - 1) / k;
+}
+
+void hm_model_head(const struct hm_model *m, float *y, const float *h, int64_t N)
+{
+    const int64_t d = m->cfg.hidden_size, V = m->cfg.vocab_size;
+    struct hm_model_narrow *nw = m->narrow;
+    if (!nw || !nw->head) {
+        hm_backend_matmul_forward(m->be, y, h, m->embed_out, NULL, N, d, V);
+        return;
+    }
+    /* wide holds >= min(V, HM_HEAD_MIN_ROWS) rows; tmp >= HM_HEAD_TMP_FLOATS */
+    const int64_t tile = even_part(V, nw->n_wide / d < V ? nw->n_wide / d : V);
+    const int64_t most = nw->n_tmp / tile > 1 ? nw->n_tmp / tile : 1;
+    const int64_t chunk = even_part(N, most);
+    nw->layer = -1; /* wide now holds the head's tile */
+    for (int64_t v0 = 0; v0 < V; v0 += tile) {
+        const int64_t nv = V - v0 < tile ? V - v0 : tile;
+        hm_backend_widen_rows(m->be, nw->wide, NULL, nw->head + v0 * d, nv, d, nw->kind);
+        for (int64_t r0 = 0; r0 < N; r0 += chunk) {
+            const int64_t nr = N - r0 < chunk ? N - r0 : chunk;
+            hm_backend_matmul_forward(m->be, nw->tmp, h + r0 * d, nw->wide, NULL, nr, d, nv);
+            hm_backend_copy2d(m->be, y + r0 * V + v0, V, nw->tmp, nv, nr, nv);
+        }
+    }
+}
+
 double hm_model_weight_bytes(const struct hm_model *m)
 {
     const struct hm_model_narrow *nw = m->narrow;
     return 4.0 * (double)m->n_params +
-           (nw ? 2.0 * (double)nw->n_bits + 4.0 * (double)nw->n_wide : 0.0);
+           (nw ? 2.0 * (double)nw->n_bits + 4.0 * (double)(nw->n_wide + nw->n_tmp) : 0.0);
 }

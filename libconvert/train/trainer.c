@@ -352,13 +352,11 @@ static void loss_and_head(struct hm_trainer *tr, double *sums)
     const int64_t R = ce_rows(&tr->opt, V);
     for (int64_t r0 = 0; r0 < N; r0 += R) {
         int64_t rows = N - r0 < R ? N - r0 : R;
-        hm_backend_matmul_forward(be, tr->logits, tr->hf + r0 * d, m->embed_out, NULL, rows, d,
-                                  V);
+        hm_model_head(m, tr->logits, tr->hf + r0 * d, rows);
         hm_backend_cross_entropy_backward(be, sums, tr->dlogits, tr->logits, tr->tg + r0, rows, V,
                                           (float)(scale * tr->opt.ce_weight));
         if (tm && tr->opt.kd_weight != 0) {
-            hm_backend_matmul_forward(be, tr->tlogits, tr->thf + r0 * d, tm->embed_out, NULL,
-                                      rows, d, V);
+            hm_model_head(tm, tr->tlogits, tr->thf + r0 * d, rows);
             hm_backend_kl_backward(be, sums + 1, tr->dlogits, tr->logits, tr->tlogits, rows, V,
                                    tr->opt.kd_weight, scale, tr->opt.kd_temperature);
         }

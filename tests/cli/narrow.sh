@@ -11,22 +11,17 @@ B="$HM_BIN"
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 fail=0
-peak() { # peak RSS (KB) of a command, its output discarded
-    python3 -c 'import resource, subprocess, sys
-r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL)
-if r.returncode: sys.exit(r.returncode)
-print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)' "$@"
-}
+. "$(dirname "$0")/../support/peak_rss.sh"
 head -c 3000 /dev/urandom | base64 > "$T/text.txt"
 "$B/hm-tokenize" --bytes "$T/text.txt" -o "$T/text.tok" -q
 cat > "$T/neox.json" <<'J'
 {"model_type": "gpt_neox", "hidden_size": 512, "num_hidden_layers": 6, "num_attention_heads": 8,
- "intermediate_size": 2048, "vocab_size": 512, "max_position_embeddings": 512,
+ "intermediate_size": 2048, "vocab_size": 20000, "max_position_embeddings": 512,
  "rotary_pct": 0.25, "use_parallel_residual": true, "layer_norm_eps": 1e-5}
 J
 cat > "$T/llama.json" <<'J'
 {"model_type": "llama", "hidden_size": 512, "num_hidden_layers": 6, "num_attention_heads": 8,
- "num_key_value_heads": 2, "intermediate_size": 1536, "vocab_size": 512,
+ "num_key_value_heads": 2, "intermediate_size": 1536, "vocab_size": 20000,
  "max_position_embeddings": 512, "rms_norm_eps": 1e-5, "tie_word_embeddings": true}
 J
 for fam in neox llama; do
@@ -36,12 +31,14 @@ for fam in neox llama; do
         # the same values in fp32 (widening is exact)
         "$B/hm-pack" --bytes --dtype f32 "$n.safetensors" -o "$n.b32" -q
         for be in fast ref checked; do
-            # ref and checked are slow loops: a few windows are enough there
-            w=64 mt=2048; [ $be = fast ] || w=16 mt=64
+            # ref and checked are slow loops: a few windows are enough there.
+            # The head (vocabulary 20000) is widened in 4 tiles of rows, and
+            # the fast run's 1024 rows multiply in 2 chunks (model.h)
+            w=256 mt=2048 bt=4; [ $be = fast ] || w=16 mt=64 bt=1
             "$B/hm-eval" "$n.safetensors" --data "$T/text.tok" --seq-len $w --max-tokens $mt \
-                --backend $be --dump-logits "$n.narrow.$be.st" -q
+                --batch $bt --backend $be --dump-logits "$n.narrow.$be.st" -q
             "$B/hm-eval" "$n.b32/model.safetensors" --data "$T/text.tok" --seq-len $w \
-                --max-tokens $mt --backend $be --dump-logits "$n.f32.$be.st" -q
+                --max-tokens $mt --batch $bt --backend $be --dump-logits "$n.f32.$be.st" -q
             if cmp -s "$n.narrow.$be.st" "$n.f32.$be.st"; then echo "ok $fam $dt eval $be"
             else echo "FAIL $fam $dt eval $be: logits differ from the fp32 checkpoint's"; fail=1; fi
         done

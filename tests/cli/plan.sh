@@ -10,12 +10,7 @@ B="$HM_BIN"
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 fail=0
-peak() { # peak RSS (KB) of a command, its output discarded
-    python3 -c 'import resource, subprocess, sys
-r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-if r.returncode: sys.exit(r.returncode)
-print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)' "$@"
-}
+. "$(dirname "$0")/../support/peak_rss.sh"
 planned() { # the plan's total (KB) for a command line, from its --json
     "$@" --dry-run --json | python3 -c 'import json, sys
 print(json.load(sys.stdin)["memory_bytes"]["total"] // 1024)'
