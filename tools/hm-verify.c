@@ -177,7 +177,10 @@ struct decay_check {
 #define DECAY_NOTE "A from teacher statistics; mapping checked with A = 0"
 
 /* dc (may be NULL): a model whose config records a decay from teacher
- * statistics gets its A checked and set to 0 before it is placed. */
+ * statistics gets its A checked and set to 0 before it is placed (an edit
+ * in host memory: that model loads in fp32). Every other model loads
+ * straight into be with its bf16/f16 weights kept narrow: the results are
+ * the fp32 load's (widening is exact) in half the memory. */
 static struct hm_model *load_model(const char *path, const struct hm_backend *be,
                                    struct decay_check *dc)
 {
@@ -185,12 +188,18 @@ static struct hm_model *load_model(const char *path, const struct hm_backend *be
     struct hm_model *m = NULL;
     struct hm_error err;
     hm_error_clear(&err);
-    int ok = hm_ckpt_open(path, &ck, &err) == HM_OK && hm_model_load(ck, &m, &err) == HM_OK;
-    if (ok && dc && m->cfg.decay_init == HM_DECAY_TEACHER) {
-        struct hm_error e2;
-        dc->teacher = 1;
-        if (hm_decay_reset(m, &dc->layer, &dc->head, &e2) != HM_OK)
-            snprintf(dc->msg, sizeof dc->msg, "%s", e2.msg);
+    int ok = hm_ckpt_open(path, &ck, &err) == HM_OK;
+    const int edit = ok && dc && hm_ckpt_config(ck)->decay_init == HM_DECAY_TEACHER;
+    if (ok && !edit) {
+        ok = hm_model_load_narrow(ck, hm_ckpt_config(ck), be, &m, &err) == HM_OK;
+    } else if (ok) {
+        ok = hm_model_load(ck, &m, &err) == HM_OK;
+        if (ok) {
+            struct hm_error e2;
+            dc->teacher = 1;
+            if (hm_decay_reset(m, &dc->layer, &dc->head, &e2) != HM_OK)
+                snprintf(dc->msg, sizeof dc->msg, "%s", e2.msg);
+        }
     }
     if (!ok || hm_model_place(m, be, &err) != HM_OK) {
         hm_error("cannot read '%s': %s", path, err.msg);

@@ -218,7 +218,7 @@ int hm_model_narrow_plan(const struct hm_ckpt *ck, const struct hm_config *cfg, 
         return -1;
     }
     const int k = narrow_kind(ck, specs, n, mask);
-    int64_t cur = -1, in_layer = 0, most = 0;
+    int64_t cur = -1, in_layer = 0, most = 0, head = 0;
     for (int64_t i = 0; i < n; i++) {
         int64_t e = 1;
         for (int d = 0; d < specs[i].ndim; d++)
@@ -227,11 +227,21 @@ int hm_model_narrow_plan(const struct hm_ckpt *ck, const struct hm_config *cfg, 
             *f32 += 4.0 * (double)e;
             continue;
         }
+        *narrow += 2.0 * (double)e;
+        if (mask[i] == 2) { /* as carve_narrow: no widened copy, the head by tiles */
+            head = 1;
+            continue;
+        }
         if (specs[i].layer != cur)
             cur = specs[i].layer, in_layer = 0;
         in_layer += e;
         most = in_layer > most ? in_layer : most;
-        *narrow += 2.0 * (double)e;
+    }
+    if (k >= 0 && head) {
+        const int64_t d = cfg->hidden_size, V = cfg->vocab_size;
+        const int64_t rows = V < HM_HEAD_MIN_ROWS ? V : HM_HEAD_MIN_ROWS;
+        most = rows * d > most ? rows * d : most;
+        most += V > HM_HEAD_TMP_FLOATS ? V : HM_HEAD_TMP_FLOATS;
     }
     *wide = 4.0 * (double)most;
     if (k >= 0)

@@ -98,4 +98,17 @@ ph32=$(peak "$B/hm-eval" "$T/lin16.b32/model.safetensors" --data "$T/text.tok" -
 if cmp -s "$T/hh.narrow.st" "$T/hh.f32.st" && [ $((ph32 - ph16)) -gt 20000 ]; then
     echo "ok hedgehog of a bf16 teacher: narrow, the fp32 copy's logits, peak ${ph16} KB < ${ph32} KB"
 else echo "FAIL hedgehog of a bf16 teacher: logits differ or peak ${ph16} KB vs ${ph32} KB"; fail=1; fi
+# hm-verify mapping of the bf16 pair runs narrow: the same report as the
+# fp32 copies', in less memory
+"$B/hm-map-ssm" "$T/lin16.st" -o "$T/map16.st" -q
+"$B/hm-map-ssm" "$T/lin16.b32/model.safetensors" -o "$T/map32.st" -q
+V=("$B/hm-verify" mapping --data "$T/text.tok" --seq-len 64 --json)
+"${V[@]}" "$T/lin16.st" "$T/map16.st" > "$T/v16.json"
+"${V[@]}" "$T/lin16.b32/model.safetensors" "$T/map32.st" > "$T/v32.json"
+pv16=$(peak "${V[@]}" "$T/lin16.st" "$T/map16.st")
+pv32=$(peak "${V[@]}" "$T/lin16.b32/model.safetensors" "$T/map32.st")
+if grep -q '"equivalent": true' "$T/v16.json" && cmp -s "$T/v16.json" "$T/v32.json" &&
+   [ $((pv32 - pv16)) -gt 20000 ]; then
+    echo "ok verify mapping narrow: the fp32 report, peak ${pv16} KB < ${pv32} KB"
+else echo "FAIL verify mapping narrow: reports differ or peak ${pv16} KB vs ${pv32} KB"; fail=1; fi
 exit $fail
