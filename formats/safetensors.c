@@ -603,12 +603,20 @@ const void *hm_st_data_view(const struct hm_st_file *f, int64_t i)
 
 void hm_st_data_release(const struct hm_st_file *f, int64_t i)
 {
-    if (!f->mapped || i < 0 || i >= f->n)
+    if (i >= 0 && i < f->n)
+        hm_st_data_release_range(f, i, 0, f->entries[i].t.nbytes);
+}
+
+void hm_st_data_release_range(const struct hm_st_file *f, int64_t i, size_t off, size_t len)
+{
+    if (!f->mapped || i < 0 || i >= f->n || off >= f->entries[i].t.nbytes)
         return;
+    if (len > f->entries[i].t.nbytes - off)
+        len = f->entries[i].t.nbytes - off;
     const long pg = sysconf(_SC_PAGESIZE);
     const uintptr_t page = pg > 0 ? (uintptr_t)pg : 4096u;
-    const uintptr_t lo = (uintptr_t)(f->data + f->entries[i].t.begin);
-    const uintptr_t hi = lo + (uintptr_t)f->entries[i].t.nbytes;
+    const uintptr_t lo = (uintptr_t)(f->data + f->entries[i].t.begin + off);
+    const uintptr_t hi = lo + (uintptr_t)len;
     const uintptr_t a = (lo + page - 1) / page * page, b = hi / page * page;
     if (b > a) /* a read-only private file mapping: the pages come back from the file */
         (void)madvise((void *)a, b - a, MADV_DONTNEED);

@@ -116,6 +116,8 @@ const void *hm_st_data_view(const struct hm_st_file *f, int64_t i);
  * if viewed later), so streaming a large file through views keeps the
  * resident size bounded. No-op for files held in memory. */
 void hm_st_data_release(const struct hm_st_file *f, int64_t i);
+/* The same for bytes [off, off + len) of tensor i (whole pages inside). */
+void hm_st_data_release_range(const struct hm_st_file *f, int64_t i, size_t off, size_t len);
 
 /* Metadata (`__metadata__`), in header order. Borrowed strings. */
 int64_t hm_st_n_metadata(const struct hm_st_file *f);
@@ -145,9 +147,12 @@ void hm_st_writer_free(struct hm_st_writer *w);
 enum hm_status hm_st_writer_add(struct hm_st_writer *w, const char *name,
                                 enum hm_dtype dtype, int ndim, const int64_t *shape,
                                 const void *data, struct hm_error *err);
-/* Same, and done(ctx, tag) is called once data's bytes are written (a
- * mapped source releases its pages: hm_ckpt_writer_add_tensor). */
-typedef void (*hm_st_done_fn)(const void *ctx, int64_t tag);
+/* Same, and done(ctx, tag, off, len) is called as each piece of data's
+ * bytes [off, off + len) is written (HM_ST_WRITE_PIECE bytes at a time: a
+ * mapped source releases their pages, so a save holds one piece of it
+ * resident: hm_ckpt_writer_add_tensor). */
+#define HM_ST_WRITE_PIECE (64u << 20)
+typedef void (*hm_st_done_fn)(const void *ctx, int64_t tag, size_t off, size_t len);
 enum hm_status hm_st_writer_add_done(struct hm_st_writer *w, const char *name,
                                      enum hm_dtype dtype, int ndim, const int64_t *shape,
                                      const void *data, hm_st_done_fn done, const void *ctx,

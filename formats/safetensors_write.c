@@ -304,11 +304,15 @@ enum hm_status hm_st_writer_write_stream(struct hm_st_writer *w, FILE *fp,
         if (e->nbytes == 0)
             continue;
         if (e->data) {
-            if (fwrite(e->data, 1, e->nbytes, fp) != e->nbytes)
-                return hm_error_set_errno(err, HM_ERR_IO, errno ? errno : EIO,
-                                          "cannot write tensor '%s'", e->name);
-            if (e->done)
-                e->done(e->done_ctx, e->tag);
+            for (size_t off = 0; off < e->nbytes; off += HM_ST_WRITE_PIECE) {
+                const size_t piece = e->nbytes - off < HM_ST_WRITE_PIECE ? e->nbytes - off
+                                                                          : HM_ST_WRITE_PIECE;
+                if (fwrite((const char *)e->data + off, 1, piece, fp) != piece)
+                    return hm_error_set_errno(err, HM_ERR_IO, errno ? errno : EIO,
+                                              "cannot write tensor '%s'", e->name);
+                if (e->done)
+                    e->done(e->done_ctx, e->tag, off, piece);
+            }
             continue;
         }
         void *buf = malloc(e->nbytes);

@@ -569,9 +569,11 @@ const void *hm_ckpt_data_view(const struct hm_ckpt *ck, int64_t i)
     return hm_st_data_view(ck->files[ck->t[i].file], ck->st_index[i]);
 }
 
-static void release_written(const void *ck, int64_t i)
+static void release_written(const void *ctx, int64_t i, size_t off, size_t len)
 {
-    hm_ckpt_data_release(ck, i);
+    const struct hm_ckpt *ck = ctx;
+    if (i >= 0 && i < ck->n)
+        hm_st_data_release_range(ck->files[ck->t[i].file], ck->st_index[i], off, len);
 }
 
 enum hm_status hm_ckpt_writer_add_tensor(struct hm_st_writer *w, const char *name,

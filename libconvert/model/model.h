@@ -227,10 +227,12 @@ double hm_model_weight_bytes(const struct hm_model *m);
 /* What hm_model_load_narrow(ck, cfg) will hold, from ck's header alone (no
  * weight is read): *f32 bytes of fp32 tensors, *narrow bytes of bf16/f16
  * layer matrices and embeddings kept narrow (0 for an fp32 checkpoint),
- * *wide bytes of the one widened layer (or head tile) and the head's scratch; *kind the narrow dtype (HM_DTYPE_F32 when none).
+ * *wide bytes of the one widened layer and, when head (the run computes
+ * logits: hm_model_head), the head's tile and scratch (memory never touched
+ * otherwise); *kind the narrow dtype (HM_DTYPE_F32 when none).
  * -1 when cfg's tensor table cannot be made. */
-int hm_model_narrow_plan(const struct hm_ckpt *ck, const struct hm_config *cfg, double *f32,
-                         double *narrow, double *wide, enum hm_dtype *kind);
+int hm_model_narrow_plan(const struct hm_ckpt *ck, const struct hm_config *cfg, int head,
+                         double *f32, double *narrow, double *wide, enum hm_dtype *kind);
 
 void hm_model_free(struct hm_model *m); /* accepts NULL */
 

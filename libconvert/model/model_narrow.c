@@ -205,8 +205,8 @@ enum hm_status hm_model_load_narrow(const struct hm_ckpt *ck, const struct hm_co
     return HM_OK;
 }
 
-int hm_model_narrow_plan(const struct hm_ckpt *ck, const struct hm_config *cfg, double *f32,
-                         double *narrow, double *wide, enum hm_dtype *kind)
+int hm_model_narrow_plan(const struct hm_ckpt *ck, const struct hm_config *cfg, int head,
+                         double *f32, double *narrow, double *wide, enum hm_dtype *kind)
 {
     struct hm_param_spec *specs = NULL;
     const int64_t n = hm_param_specs(cfg, &specs);
@@ -218,7 +218,7 @@ int hm_model_narrow_plan(const struct hm_ckpt *ck, const struct hm_config *cfg, 
         return -1;
     }
     const int k = narrow_kind(ck, specs, n, mask);
-    int64_t cur = -1, in_layer = 0, most = 0, head = 0;
+    int64_t cur = -1, in_layer = 0, most = 0, narrow_head = 0;
     for (int64_t i = 0; i < n; i++) {
         int64_t e = 1;
         for (int d = 0; d < specs[i].ndim; d++)
@@ -229,7 +229,7 @@ int hm_model_narrow_plan(const struct hm_ckpt *ck, const struct hm_config *cfg, 
         }
         *narrow += 2.0 * (double)e;
         if (mask[i] == 2) { /* as carve_narrow: no widened copy, the head by tiles */
-            head = 1;
+            narrow_head = head;
             continue;
         }
         if (specs[i].layer != cur)
@@ -237,7 +237,7 @@ int hm_model_narrow_plan(const struct hm_ckpt *ck, const struct hm_config *cfg, 
         in_layer += e;
         most = in_layer > most ? in_layer : most;
     }
-    if (k >= 0 && head) {
+    if (k >= 0 && narrow_head) {
         const int64_t d = cfg->hidden_size, V = cfg->vocab_size;
         const int64_t rows = V < HM_HEAD_MIN_ROWS ? V : HM_HEAD_MIN_ROWS;
         most = rows * d > most ? rows * d : most;

@@ -41,11 +41,11 @@ static int64_t zero1_share(const int64_t *off, int64_t n, int P)
 /* The teacher's parts (teacher_f32, teacher_narrow) of a plan, and its
  * forward workspace at one sequence of T (added to part's workspaces). */
 static int teacher_parts(const struct hm_ckpt *ck, const struct hm_backend *be, int64_t T,
-                         double *part, enum hm_dtype *kind)
+                         int head, double *part, enum hm_dtype *kind)
 {
     const struct hm_config *tc = hm_ckpt_config(ck);
     double f32, narrow, wide;
-    if (hm_model_narrow_plan(ck, tc, &f32, &narrow, &wide, kind))
+    if (hm_model_narrow_plan(ck, tc, head, &f32, &narrow, &wide, kind))
         return -1;
     part[HM_PLAN_TEACHER_F32] = f32 + wide;
     part[HM_PLAN_TEACHER_NARROW] = narrow;
@@ -62,7 +62,7 @@ static enum hm_status stage1_parts(const struct hm_plan_in *in, struct hm_mem_pl
     const struct hm_config *tc = hm_ckpt_config(in->ck);
     struct hm_lin_sizes z;
     if (hm_linearizer_sizes(tc, in->feature_dim, in->be, in->T, &z) ||
-        teacher_parts(in->ck, in->be, in->T, part, &out->teacher_dtype))
+        teacher_parts(in->ck, in->be, in->T, 0, part, &out->teacher_dtype))
         return hm_error_set(err, HM_ERR_INVALID, "cannot make the stage-1 student of %s",
                             hm_arch_name(tc));
     *nt = 4 * z.layers;
@@ -124,7 +124,8 @@ static enum hm_status trainee_parts(const struct hm_plan_in *in, struct hm_mem_p
     const struct hm_mixer_unit *u = hm_mixer_unit(c->mixer);
     const size_t fws = u->ws_size(c, in->be, in->T), bws = u->backward_ws_size(c, in->be, in->T);
     part[HM_PLAN_WORKSPACES] = (double)(fws > bws ? fws : bws);
-    if (in->teacher && teacher_parts(in->teacher, in->be, in->T, part, &out->teacher_dtype))
+    if (in->teacher && teacher_parts(in->teacher, in->be, in->T, !in->align, part,
+                                      &out->teacher_dtype))
         return hm_error_set(err, HM_ERR_INVALID, "cannot make the tensor table of %s",
                             hm_arch_name(hm_ckpt_config(in->teacher)));
     return HM_OK;
