@@ -159,6 +159,12 @@ enum hm_status hm_model_build(const struct hm_config *cfg, const unsigned char *
     return HM_OK;
 }
 
+enum hm_status hm_model_new_without(const struct hm_config *cfg, const unsigned char *skip,
+                                    struct hm_model **out, struct hm_error *err)
+{
+    return hm_model_build(cfg, skip, out, err);
+}
+
 enum hm_status hm_model_new(const struct hm_config *cfg, struct hm_model **out,
                             struct hm_error *err)
 {

@@ -159,6 +159,11 @@ struct hm_model {
  * cfg must be finished. out: owned, free with hm_model_free(). */
 enum hm_status hm_model_new(const struct hm_config *cfg, struct hm_model **out,
                            struct hm_error *err);
+/* As hm_model_new, but every tensor marked in skip[i] (hm_param_specs order)
+ * gets no storage: its view's data and its slot are NULL (a trainer's
+ * gradients leave out the frozen embeddings: no op writes them). */
+enum hm_status hm_model_new_without(const struct hm_config *cfg, const unsigned char *skip,
+                                    struct hm_model **out, struct hm_error *err);
 
 /* HM_OK when every tensor of ck belongs to the model its config describes
  * (legacy buffers aside); else an error counting the others and naming the

@@ -105,11 +105,14 @@ static enum hm_status trainee_parts(const struct hm_plan_in *in, struct hm_mem_p
         return hm_error_set(err, HM_ERR_INVALID, "cannot make the tensor table of %s",
                             hm_arch_name(c));
     }
+    int64_t frozen_embed = 0;
     for (int64_t i = 0; i < n; i++) {
         int64_t e = 1;
         for (int d = 0; d < specs[i].ndim; d++)
             e *= specs[i].shape[d];
         out->params += e;
+        if (in->freeze_embeddings && specs[i].group == HM_PG_EMBED)
+            frozen_embed += e; /* no gradient slot (hm_trainer_new) */
         *largest = e > *largest ? e : *largest;
         if (hm_train_frozen(&to, c->components, &specs[i]))
             continue;
@@ -119,7 +122,7 @@ static enum hm_status trainee_parts(const struct hm_plan_in *in, struct hm_mem_p
     free(specs);
     out->trainable = (*off)[*nt];
     part[HM_PLAN_WEIGHTS] = 4.0 * (double)out->params;
-    part[HM_PLAN_GRADS] = 4.0 * (double)out->params;
+    part[HM_PLAN_GRADS] = 4.0 * (double)(out->params - frozen_embed);
     part[HM_PLAN_ACTIVATIONS] = (double)hm_trainer_activation_bytes(c, &to);
     const struct hm_mixer_unit *u = hm_mixer_unit(c->mixer);
     const size_t fws = u->ws_size(c, in->be, in->T), bws = u->backward_ws_size(c, in->be, in->T);

@@ -5,7 +5,8 @@
  * the allocations (hm_param_specs, hm_trainer_activation_bytes, the
  * mixers' workspace sizes, hm_model_narrow_plan), per process:
  *   - the trainee's weights, fp32 (it is loaded fp32: everything may train);
- *   - its gradients (the full tensor table: frozen tensors have a slot too);
+ *   - its gradients (the full tensor table but frozen embeddings, which have
+ *     no slot);
  *   - AdamW's m and v over the trainable values (ZeRO-1 with P processes:
  *     this process's share, by the same partition hm_run_partition makes);
  *   - the training activations (one arena) and the mixer workspaces;

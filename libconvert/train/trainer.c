@@ -270,8 +270,14 @@ enum hm_status hm_trainer_new(struct hm_model *model, const struct hm_backend *b
     const int64_t B = opts->B, T = opts->T, N = B * T, L = c->num_hidden_layers;
     tr->N = N;
     enum hm_status st = hm_model_check_placed(model, be, err);
-    if (st == HM_OK)
-        st = hm_model_new(c, &tr->g, err);
+    if (st == HM_OK) { /* gradients for all but the frozen embeddings, which no op writes */
+        unsigned char *skip = calloc((size_t)model->n_views + 1, 1);
+        for (int64_t i = 0; skip && i < model->n_views; i++)
+            skip[i] = opts->freeze_embeddings && model->views[i].spec.group == HM_PG_EMBED;
+        st = skip ? hm_model_new_without(c, skip, &tr->g, err)
+                  : hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+        free(skip);
+    }
     if (st == HM_OK)
         st = hm_model_place(tr->g, be, err); /* gradients: one flat allocation */
     if (st != HM_OK)
