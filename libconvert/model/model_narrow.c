@@ -77,6 +77,16 @@ static enum hm_status upload_narrow(struct hm_model *m, int64_t i, const struct 
     return HM_OK;
 }
 
+/* A narrow head's buffers: *wide grows to hold min(V, HM_HEAD_MIN_ROWS)
+ * rows of d; *tmp, its logits' scratch, holds one row of logits at least. */
+static void head_sizes(const struct hm_config *c, int64_t *wide, int64_t *tmp)
+{
+    const int64_t d = c->hidden_size, V = c->vocab_size;
+    const int64_t rows = V < HM_HEAD_MIN_ROWS ? V : HM_HEAD_MIN_ROWS;
+    *wide = rows * d > *wide ? rows * d : *wide;
+    *tmp = V > HM_HEAD_TMP_FLOATS ? V : HM_HEAD_TMP_FLOATS;
+}
+
 /* Carves m->narrow's bits and widened buffer over the masked views and
  * points the views and slots at them; allocates both on m->be. */
 static enum hm_status carve_narrow(struct hm_model *m, const unsigned char *mask, int kind,
@@ -87,7 +97,6 @@ static enum hm_status carve_narrow(struct hm_model *m, const unsigned char *mask
         return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
     m->narrow = nw;
     *nw = (struct hm_model_narrow){.kind = (enum hm_narrow)kind, .layer = -1};
-    const int64_t d = m->cfg.hidden_size;
     int64_t cur = -1, in_layer = 0, head = 0;
     for (int64_t i = 0; i < m->n_views; i++) {
         if (!mask[i])
@@ -102,11 +111,8 @@ static enum hm_status carve_narrow(struct hm_model *m, const unsigned char *mask
         in_layer += m->views[i].numel;
         nw->n_wide = in_layer > nw->n_wide ? in_layer : nw->n_wide;
     }
-    if (head) { /* the head is widened a tile of rows at a time, into wide */
-        const int64_t V = m->cfg.vocab_size, rows = V < HM_HEAD_MIN_ROWS ? V : HM_HEAD_MIN_ROWS;
-        nw->n_wide = rows * d > nw->n_wide ? rows * d : nw->n_wide;
-        nw->n_tmp = V > HM_HEAD_TMP_FLOATS ? V : HM_HEAD_TMP_FLOATS; /* one row of logits at least */
-    }
+    if (head) /* the head is widened a tile of rows at a time, into wide */
+        head_sizes(&m->cfg, &nw->n_wide, &nw->n_tmp);
     nw->bits = hm_backend_alloc(m->be, sizeof(uint16_t) * (size_t)nw->n_bits);
     nw->wide = hm_backend_alloc(m->be, sizeof(float) * (size_t)nw->n_wide);
     nw->tmp = nw->n_tmp ? hm_backend_alloc(m->be, sizeof(float) * (size_t)nw->n_tmp) : NULL;
@@ -238,10 +244,9 @@ int hm_model_narrow_plan(const struct hm_ckpt *ck, const struct hm_config *cfg, 
         most = in_layer > most ? in_layer : most;
     }
     if (k >= 0 && narrow_head) {
-        const int64_t d = cfg->hidden_size, V = cfg->vocab_size;
-        const int64_t rows = V < HM_HEAD_MIN_ROWS ? V : HM_HEAD_MIN_ROWS;
-        most = rows * d > most ? rows * d : most;
-        most += V > HM_HEAD_TMP_FLOATS ? V : HM_HEAD_TMP_FLOATS;
+        int64_t tmp;
+        head_sizes(cfg, &most, &tmp);
+        most += tmp;
     }
     *wide = 4.0 * (double)most;
     if (k >= 0)
