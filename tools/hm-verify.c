@@ -30,6 +30,7 @@
 #include "threads.h"
 #include "tokfile.h"
 #include "verify_bundle.h"
+#include "verify_report.h"
 
 static const char usage[] =
     "usage: hm-verify mapping HEDGEHOG HEDGEMAMBA [--data TOKENS | --random-tokens N]\n"
@@ -90,31 +91,6 @@ struct opts {
     const struct hm_backend *be; /* --backend: where the models compute */
 };
 
-/* The worst disagreement seen, and where. */
-struct worst {
-    double max_abs, max_ref, rel;
-    int64_t seq, pos, col;
-};
-
-static void worst_update(struct worst *w, const float *a, const float *b, int64_t T, int64_t n,
-                         int64_t seq)
-{
-    double mref = w->max_ref;
-    for (int64_t i = 0; i < T * n; i++)
-        mref = fabs(b[i]) > mref ? fabs(b[i]) : mref;
-    w->max_ref = mref;
-    for (int64_t i = 0; i < T * n; i++) {
-        double dlt = fabs((double)a[i] - (double)b[i]);
-        if (dlt > w->max_abs || isnan(dlt)) {
-            w->max_abs = isnan(dlt) ? INFINITY : dlt;
-            w->seq = seq;
-            w->pos = i / n;
-            w->col = i % n;
-        }
-    }
-    w->rel = w->max_ref > 0 ? w->max_abs / w->max_ref : w->max_abs;
-}
-
 /* ---- inputs ------------------------------------------------------------------- */
 
 struct seqs {
@@ -167,22 +143,13 @@ static int load_seqs(const struct opts *o, int64_t vocab, struct seqs *s)
     return 0;
 }
 
-/* A mapping whose A came from teacher statistics (hm-map-ssm --decay-from). */
-struct decay_check {
-    int teacher;          /* the config records decay_init teacher */
-    int64_t layer, head;  /* the first A that is not finite and <= 0, or -1 */
-    char msg[256];
-};
-
-#define DECAY_NOTE "A from teacher statistics; mapping checked with A = 0"
-
 /* dc (may be NULL): a model whose config records a decay from teacher
  * statistics gets its A checked and set to 0 before it is placed (an edit
  * in host memory: that model loads in fp32). Every other model loads
  * straight into be with its bf16/f16 weights kept narrow: the results are
  * the fp32 load's (widening is exact) in half the memory. */
 static struct hm_model *load_model(const char *path, const struct hm_backend *be,
-                                   struct decay_check *dc)
+                                   struct hm_verify_decay *dc)
 {
     struct hm_ckpt *ck;
     struct hm_model *m = NULL;
@@ -211,62 +178,13 @@ static struct hm_model *load_model(const char *path, const struct hm_backend *be
     return m;
 }
 
-/* ---- reports -------------------------------------------------------------------- */
-
-static int report(const struct opts *o, const struct worst *lg, const struct worst *layers,
-                  int64_t L, const char *what, const struct decay_check *dc)
+/* The report of one check, in the options' mode and format. */
+static int report(const struct opts *o, const struct hm_verify_worst *lg,
+                  const struct hm_verify_worst *layers, int64_t L, const char *what,
+                  const struct hm_verify_decay *dc)
 {
-    const char *note =
-        dc && dc->teacher ? ", \"decay_init\": \"teacher\", \"note\": \"" DECAY_NOTE "\"" : "";
-    if (dc && dc->teacher && dc->layer >= 0) {
-        if (o->common.json)
-            printf("{\"version\": 1, \"check\": \"%s\", \"equivalent\": false, \"tolerance\": %g, "
-                   "\"where\": {\"what\": \"A\", \"layer\": %lld, \"index\": %lld}%s}\n", o->mode,
-                   o->tol, (long long)dc->layer, (long long)dc->head, note);
-        else
-            printf("NOT equivalent: %s\n", dc->msg);
-        return 1;
-    }
-    if (dc && dc->teacher && !o->common.json)
-        printf("%s\n", DECAY_NOTE);
-    int ok = lg->rel <= o->tol;
-    for (int64_t l = 0; l < L; l++)
-        ok = ok && layers[l].rel <= o->tol;
-    /* the first failing place: layers in order, then the logits */
-    int64_t bad = -1;
-    for (int64_t l = 0; l < L && bad < 0; l++)
-        if (layers[l].rel > o->tol)
-            bad = l;
-    const struct worst *w = bad >= 0 ? &layers[bad] : lg;
-    if (o->common.json) {
-        printf("{\"version\": 1, \"check\": \"%s\", \"equivalent\": %s, \"tolerance\": %g, "
-               "\"max_abs\": %.9g, \"max_rel\": %.9g, \"where\": {\"what\": \"%s\", "
-               "\"layer\": %lld, \"sequence\": %lld, \"position\": %lld, \"index\": %lld}, "
-               "\"logits\": {\"max_abs\": %.9g, \"max_rel\": %.9g}%s, \"layers\": [",
-               o->mode, ok ? "true" : "false", o->tol, w->max_abs, w->rel,
-               bad >= 0 ? "mixer" : what, (long long)bad, (long long)w->seq, (long long)w->pos,
-               (long long)w->col, lg->max_abs, lg->rel, note);
-        for (int64_t l = 0; l < L; l++)
-            printf("%s{\"layer\": %lld, \"max_abs\": %.9g, \"max_rel\": %.9g}", l ? ", " : "",
-                   (long long)l, layers[l].max_abs, layers[l].rel);
-        printf("]}\n");
-    } else {
-        for (int64_t l = 0; l < L && o->common.verbose; l++)
-            printf("layer %lld mixer output: max abs %.3g, rel %.3g\n", (long long)l,
-                   layers[l].max_abs, layers[l].rel);
-        printf("%s: max abs %.3g, rel %.3g (tolerance %g)\n", what, lg->max_abs, lg->rel, o->tol);
-        if (ok)
-            printf("equivalent\n");
-        else if (bad >= 0)
-            printf("NOT equivalent: layer %lld mixer output, sequence %lld, position %lld, "
-                   "channel %lld: rel error %.3g\n", (long long)bad, (long long)w->seq,
-                   (long long)w->pos, (long long)w->col, w->rel);
-        else
-            printf("NOT equivalent: %s, sequence %lld, position %lld, index %lld: rel error "
-                   "%.3g\n", what, (long long)w->seq, (long long)w->pos, (long long)w->col,
-                   w->rel);
-    }
-    return ok ? 0 : 1;
+    const struct hm_verify_how how = {o->mode, o->tol, o->common.json, o->common.verbose};
+    return hm_verify_report(&how, lg, layers, L, what, dc);
 }
 
 /* ---- mapping -------------------------------------------------------------------- */
@@ -333,7 +251,7 @@ static int check_mapping(const struct opts *o)
                  "a mapping check compares a stage-1 checkpoint with its mapping", o->a, o->b);
         return 2;
     }
-    struct decay_check dc = {0, -1, -1, ""};
+    struct hm_verify_decay dc = {0, -1, -1, ""};
     struct hm_model *ref = load_model(o->a, o->be, NULL);
     struct hm_model *m = ref ? load_model(o->b, o->be, &dc) : NULL;
     struct seqs s = {0};
@@ -364,7 +282,7 @@ static int check_mapping(const struct opts *o)
     struct capture cb = {malloc(sizeof(float) * (size_t)(L * T * d)), T, o->be};
     float *la = malloc(sizeof(float) * (size_t)(T * V)), *lb = malloc(sizeof(float) * (size_t)(T * V));
     float *dl = hm_backend_alloc(o->be, sizeof(float) * (size_t)(T * V));
-    struct worst lg = {0}, *layers = calloc((size_t)L, sizeof *layers);
+    struct hm_verify_worst lg = {0}, *layers = calloc((size_t)L, sizeof *layers);
     struct hm_model_ws wa, wb;
     hm_model_ws_init(&wa);
     hm_model_ws_init(&wb);
@@ -384,8 +302,8 @@ static int check_mapping(const struct opts *o)
             break;
         }
         for (int64_t l = 0; l < L; l++)
-            worst_update(&layers[l], cb.o + l * T * d, ca.o + l * T * d, T, d, q);
-        worst_update(&lg, lb, la, T, V, q);
+            hm_verify_worst_update(&layers[l], cb.o + l * T * d, ca.o + l * T * d, T, d, q);
+        hm_verify_worst_update(&lg, lb, la, T, V, q);
     }
     if (rc == 0)
         rc = report(o, &lg, layers, L, "logits", &dc);
@@ -428,7 +346,7 @@ static int check_recurrent(const struct opts *o)
     float *rec = malloc(sizeof(float) * (size_t)(T * V));
     struct hm_model_ws ws;
     hm_model_ws_init(&ws);
-    struct worst lg = {0};
+    struct hm_verify_worst lg = {0};
     int rc = 0;
     for (int64_t q = 0; q < s.n && rc == 0; q++) {
         const int32_t *tok = s.tok + q * (T + 1);
@@ -444,7 +362,7 @@ static int check_recurrent(const struct opts *o)
                 rc = 2;
             }
         if (rc == 0)
-            worst_update(&lg, rec, chunked, T, V, q);
+            hm_verify_worst_update(&lg, rec, chunked, T, V, q);
     }
     if (rc == 0)
         rc = report(o, &lg, NULL, 0, "recurrent vs chunked logits", NULL);
@@ -502,7 +420,7 @@ static int check_logits(const struct opts *o)
     int32_t *in = malloc(sizeof(int32_t) * (size_t)(B * T));
     struct hm_model_ws ws;
     hm_model_ws_init(&ws);
-    struct worst w = {0};
+    struct hm_verify_worst w = {0};
     int rc = 0;
     if (!lg || !rw || !in) {
         hm_error("cannot compare: out of memory for %lld windows of %lld logits", (long long)B,
@@ -522,7 +440,7 @@ static int check_logits(const struct opts *o)
             /* the mapped reference may be unaligned: copy one window */
             memcpy(rw, (const char *)ref + sizeof(float) * (size_t)((q0 + b) * T * V),
                    sizeof(float) * (size_t)(T * V));
-            worst_update(&w, lg + b * T * V, rw, T, V, q0 + b);
+            hm_verify_worst_update(&w, lg + b * T * V, rw, T, V, q0 + b);
         }
     }
     free(rw), free(in);
