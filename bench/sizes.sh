@@ -14,7 +14,7 @@
 # Environment (defaults):
 #   BIN=build/bin SRC=. WORK=build/bench-sizes
 #   MODELS="pythia-410m pythia-1b llama-3.2-1b tinyllama-1.1b llama-3.1-8b"
-#   STEPS="inspect linearize map-ssm decay verify stage2 stage1b kd eval generate pack"
+#   STEPS="inspect linearize map-ssm decay verify stage2 resume stage1b kd eval generate pack"
 #   SEQ=512 (training window) TRAIN_STEPS=2 EVAL_SEQ=128 EVAL_WINDOWS=4
 #   DECAY_WINDOWS=16 DECAY_SEQ=256 GEN_TOKENS=8 KEEP=0 (1: keep each model's files)
 set -u
@@ -22,7 +22,7 @@ BIN=${BIN:-build/bin}
 SRC=${SRC:-.}
 WORK=${WORK:-build/bench-sizes}
 MODELS=${MODELS:-"pythia-410m pythia-1b llama-3.2-1b tinyllama-1.1b llama-3.1-8b"}
-STEPS=${STEPS:-"inspect linearize map-ssm decay verify stage2 stage1b kd eval generate pack"}
+STEPS=${STEPS:-"inspect linearize map-ssm decay verify stage2 resume stage1b kd eval generate pack"}
 SEQ=${SEQ:-512}
 TRAIN_STEPS=${TRAIN_STEPS:-2}
 EVAL_SEQ=${EVAL_SEQ:-128}
@@ -65,7 +65,7 @@ row() {
     shift 3
     local dir=$WORK/$model
     PLAN="" FITS=1
-    case "$name" in linearize|stage2|stage1b|kd) plan_of "$dir" "$name" "$@" ;; esac
+    case "$name" in linearize|stage2*|stage1b|kd) plan_of "$dir" "$name" "$@" ;; esac
     local plan=${PLAN:+$PLAN GB}
     if [ "$FITS" = 0 ]; then
         echo "| $model | $name | — | — | — | ${plan} (does not fit: not started) |"
@@ -119,6 +119,13 @@ for model in $MODELS; do
     if [ -s "$S" ]; then
         wants stage2 && row "$model" stage2 "$tr" "$BIN/hm-finetune" "$S" "${common[@]}" \
             --freeze embeddings -o "$dir/s2.st"
+        # stage 2 in two invocations: one step and a save of OUT and OUT.state,
+        # then --resume to the end (the resumed run's memory, save included)
+        wants resume && row "$model" "stage2 save" $SEQ "$BIN/hm-finetune" "$S" "${common[@]}" \
+            --freeze embeddings --save-every 1 --stop-after 1 -o "$dir/r.st" &&
+            row "$model" "stage2 resume" $((tr - SEQ)) "$BIN/hm-finetune" "$S" "${common[@]}" \
+                --freeze embeddings --resume -o "$dir/r.st"
+        rm -f "$dir"/r.st*
         wants stage1b && row "$model" stage1b "$tr" "$BIN/hm-finetune" "$S" "${common[@]}" \
             --align "$M" -o "$dir/s1b.st"
         wants kd && row "$model" kd "$tr" "$BIN/hm-finetune" "$S" "${common[@]}" \
