@@ -119,10 +119,10 @@ for model in $MODELS; do
     if [ -s "$S" ]; then
         wants stage2 && row "$model" stage2 "$tr" "$BIN/hm-finetune" "$S" "${common[@]}" \
             --freeze embeddings -o "$dir/s2.st"
-        # stage 2 in two invocations: one step and a save of OUT and OUT.state,
+        # stage 2 in two invocations: one step (--stop-after saves OUT and OUT.state),
         # then --resume to the end (the resumed run's memory, save included)
         wants resume && row "$model" "stage2 save" $SEQ "$BIN/hm-finetune" "$S" "${common[@]}" \
-            --freeze embeddings --save-every 1 --stop-after 1 -o "$dir/r.st" &&
+            --freeze embeddings --stop-after 1 -o "$dir/r.st" &&
             row "$model" "stage2 resume" $((tr - SEQ)) "$BIN/hm-finetune" "$S" "${common[@]}" \
                 --freeze embeddings --resume -o "$dir/r.st"
         rm -f "$dir"/r.st*
