@@ -436,7 +436,7 @@ def write_tables():
 
 def write_corpus():
     """Seeds for the fuzzers: small valid files plus the bad samples."""
-    for target in ("fuzz_safetensors", "fuzz_config", "fuzz_index"):
+    for target in ("fuzz_safetensors", "fuzz_config", "fuzz_index", "fuzz_checkpoint"):
         d = os.path.join(CORPUS, target)
         shutil.rmtree(d, ignore_errors=True)
         os.makedirs(d)
@@ -490,6 +490,27 @@ def write_corpus():
     for name, c in idx.items():
         with open(os.path.join(d, name), "w") as fp:
             json.dump(c, fp)
+    # fuzz_checkpoint: byte 0 even = a whole file (its hm.config and
+    # hm.provenance), odd = a config.json beside the target's fixed file
+    d = os.path.join(CORPUS, "fuzz_checkpoint")
+    chain = json.dumps([{"tool": "hm-init", "version": "0.1.0", "args": ["hm-init"],
+                         "inputs": [{"path": "x", "xxh3": "0123456789abcdef"}],
+                         "start": "2026-12-07T00:00:00Z", "end": "2026-12-07T00:00:01Z"}])
+    tiny = dict(CONFIG, hidden_size=8)  # the target's fixed hm.config (CONFIG's rotary dims are odd)
+    cks = {"file_no_provenance": b"\0" + shard(["a"], {"hm.config": json.dumps(tiny)}),
+           "file_provenance": b"\0" + shard(["a"], {"hm.config": json.dumps(tiny),
+                                                    "hm.provenance": chain}),
+           "file_foreign_object": b"\0" + shard(["a"], {"hm.config": json.dumps(tiny),
+                                                        "hm.provenance": '{"tool": "other"}'}),
+           "file_foreign_strings": b"\0" + shard(["a"], {"hm.config": json.dumps(tiny),
+                                                         "hm.provenance": '["a", 1]'}),
+           "json_same": b"\1" + json.dumps(tiny).encode(),
+           "json_other_eps": b"\1" + json.dumps(dict(tiny, layer_norm_eps=1e-3)).encode(),
+           "json_other_heads": b"\1" + json.dumps(dict(tiny, num_attention_heads=1)).encode(),
+           "json_not_json": b"\1" + b"{not json"}
+    for name, content in cks.items():
+        with open(os.path.join(d, name), "wb") as fp:
+            fp.write(content)
 
 
 def main():
