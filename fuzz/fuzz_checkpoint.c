@@ -152,7 +152,11 @@ static struct hm_ckpt *open_checked(const char *path)
     hm_error_clear(&err);
     if (hm_ckpt_open(path, &ck, &err) != HM_OK) {
         CHECK(ck == NULL && err.msg[0] != '\0');
-        CHECK(!strstr(err.msg, "provenance")); /* readers need none: never a reason to refuse */
+        /* readers need no provenance: its content is never a reason to refuse
+         * (a metadata key given twice is the file's shape, refused as such) */
+        if (strstr(err.msg, "provenance") && !strstr(err.msg, "twice"))
+            fprintf(stderr, "fuzz_checkpoint: refused for its provenance: %s\n", err.msg);
+        CHECK(!strstr(err.msg, "provenance") || strstr(err.msg, "twice"));
         return NULL;
     }
     CHECK(ck && hm_ckpt_config_source(ck));

@@ -504,6 +504,13 @@ def write_corpus():
                                                         "hm.provenance": '{"tool": "other"}'}),
            "file_foreign_strings": b"\0" + shard(["a"], {"hm.config": json.dumps(tiny),
                                                          "hm.provenance": '["a", 1]'}),
+           # found by fuzz_checkpoint: a key given twice is refused by the
+           # reader (the file's shape), naming the key: the target's oracle
+           # had taken that for a refusal because of the provenance
+           "regress_provenance_twice": b"\0" + st_bytes(
+               '{"__metadata__":{"hm.config":%s,"hm.provenance":"[]","hm.provenance":"[]"},'
+               '"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}' % json.dumps(json.dumps(tiny)),
+               f32(1, 2)),
            "json_same": b"\1" + json.dumps(tiny).encode(),
            "json_other_eps": b"\1" + json.dumps(dict(tiny, layer_norm_eps=1e-3)).encode(),
            "json_other_heads": b"\1" + json.dumps(dict(tiny, num_attention_heads=1)).encode(),
