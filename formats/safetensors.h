@@ -131,9 +131,11 @@ size_t hm_st_header_size(const struct hm_st_file *f); /* N, excluding the 8-byte
 
 /* ---- writing ------------------------------------------------------------ */
 
-/* Produces a tensor's bytes on demand (streaming writes). Write exactly
- * nbytes into dst. Return HM_OK or an error. */
-typedef enum hm_status (*hm_st_fill_fn)(void *ctx, int64_t index, void *dst,
+/* Produces a tensor's bytes on demand (streaming writes): exactly the bytes
+ * [off, off + nbytes) of the tensor into dst (a whole-tensor fill gets
+ * off 0 and all of them; a piecewise one, pieces in order). Return HM_OK or
+ * an error. */
+typedef enum hm_status (*hm_st_fill_fn)(void *ctx, int64_t index, size_t off, void *dst,
                                         size_t nbytes, struct hm_error *err);
 
 struct hm_st_writer;
@@ -163,6 +165,14 @@ enum hm_status hm_st_writer_add_fill(struct hm_st_writer *w, const char *name,
                                      enum hm_dtype dtype, int ndim,
                                      const int64_t *shape, hm_st_fill_fn fill,
                                      void *ctx, struct hm_error *err);
+/* Same, fill called for HM_ST_FILL_PIECE bytes at a time, in order (the
+ * last piece shorter): the write holds one piece, whatever the tensor's
+ * size (a narrow weight widened on the way out). */
+#define HM_ST_FILL_PIECE (4u << 20)
+enum hm_status hm_st_writer_add_pieces(struct hm_st_writer *w, const char *name,
+                                       enum hm_dtype dtype, int ndim,
+                                       const int64_t *shape, hm_st_fill_fn fill,
+                                       void *ctx, struct hm_error *err);
 /* Set (or replace) a metadata string. Both strings are copied. */
 enum hm_status hm_st_writer_set_metadata(struct hm_st_writer *w, const char *key,
                                          const char *value, struct hm_error *err);

@@ -20,6 +20,7 @@ struct w_entry {
     size_t nbytes;
     const void *data;     /* borrowed, or NULL when fill is set */
     hm_st_fill_fn fill;
+    int pieces;           /* fill is called a piece at a time */
     void *ctx;
     int64_t index;
     hm_st_done_fn done;   /* after data is written, or NULL */
@@ -141,6 +142,17 @@ enum hm_status hm_st_writer_add_fill(struct hm_st_writer *w, const char *name,
                                      void *ctx, struct hm_error *err)
 {
     return add_entry(w, name, dtype, ndim, shape, NULL, fill, ctx, err);
+}
+
+enum hm_status hm_st_writer_add_pieces(struct hm_st_writer *w, const char *name,
+                                       enum hm_dtype dtype, int ndim,
+                                       const int64_t *shape, hm_st_fill_fn fill,
+                                       void *ctx, struct hm_error *err)
+{
+    enum hm_status st = add_entry(w, name, dtype, ndim, shape, NULL, fill, ctx, err);
+    if (st == HM_OK)
+        w->e[w->n - 1].pieces = 1;
+    return st;
 }
 
 enum hm_status hm_st_writer_set_metadata(struct hm_st_writer *w, const char *key,
@@ -315,12 +327,17 @@ enum hm_status hm_st_writer_write_stream(struct hm_st_writer *w, FILE *fp,
             }
             continue;
         }
-        void *buf = malloc(e->nbytes);
+        const size_t step = e->pieces && e->nbytes > HM_ST_FILL_PIECE ? HM_ST_FILL_PIECE
+                                                                       : e->nbytes;
+        void *buf = malloc(step);
         if (!buf)
             return hm_error_set(err, HM_ERR_NOMEM, "out of memory for tensor '%s'", e->name);
-        st = e->fill(e->ctx, e->index, buf, e->nbytes, err);
-        if (st == HM_OK && fwrite(buf, 1, e->nbytes, fp) != e->nbytes)
-            st = hm_error_set_errno(err, HM_ERR_IO, errno ? errno : EIO, "cannot write");
+        for (size_t off = 0; st == HM_OK && off < e->nbytes; off += step) {
+            const size_t piece = e->nbytes - off < step ? e->nbytes - off : step;
+            st = e->fill(e->ctx, e->index, off, buf, piece, err);
+            if (st == HM_OK && fwrite(buf, 1, piece, fp) != piece)
+                st = hm_error_set_errno(err, HM_ERR_IO, errno ? errno : EIO, "cannot write");
+        }
         free(buf);
         if (st != HM_OK) {
             hm_error_prefix(err, "tensor '%s': ", e->name);

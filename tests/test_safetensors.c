@@ -646,9 +646,10 @@ struct fill_ctx {
     int fail_at; /* call number that fails */
 };
 
-static enum hm_status fill_cb(void *ctx, int64_t index, void *dst, size_t nbytes,
+static enum hm_status fill_cb(void *ctx, int64_t index, size_t off, void *dst, size_t nbytes,
                               struct hm_error *err)
 {
+    (void)off; /* added whole (hm_st_writer_add_fill): off is 0 */
     struct fill_ctx *c = ctx;
     if (++c->calls == c->fail_at)
         return hm_error_set(err, HM_ERR_NUMERIC, "made-up failure in fill %lld",

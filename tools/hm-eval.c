@@ -188,9 +188,10 @@ static void totals(struct ctx *c)
 }
 
 /* hm_st_fill_fn: runs every window, writing logits straight into dst. */
-static enum hm_status fill_logits(void *vctx, int64_t index, void *dst, size_t nbytes,
+static enum hm_status fill_logits(void *vctx, int64_t index, size_t off, void *dst, size_t nbytes,
                                   struct hm_error *err)
 {
+    (void)off; /* added whole (hm_st_writer_add_fill): off is 0 */
     struct ctx *c = vctx;
     int64_t L = c->o->seq_len, V = c->m->cfg.vocab_size;
     float *out = dst;

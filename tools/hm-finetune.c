@@ -61,10 +61,14 @@ static const char usage[] =
 enum { OPT_FREEZE = HM_OPT_FIRST_TOOL, OPT_KD_TEACHER, OPT_KD_WEIGHT, OPT_KD_TEMP, OPT_CE_WEIGHT,
        OPT_ALIGN, OPT_ALIGN_LOSS };
 
-/* The model at path: in fp32 host memory (be NULL: the trainee, placed by the
- * trainer), or straight into be with bf16/f16 layer matrices kept narrow (a
- * frozen teacher). *prov (if prov): its provenance, owned by the caller. */
-static struct hm_model *load_model(const char *path, const struct hm_backend *be, char **prov)
+/* The model at path. The trainee (freeze not NULL): fp32, its embeddings
+ * kept narrow on be when they do not train (*freeze, which a hedgemamba
+ * student sets: contract §3), else in host memory, placed by the caller.
+ * A frozen teacher (freeze NULL): straight into be, bf16/f16 layer
+ * matrices kept narrow. *prov (if prov): its provenance, owned by the
+ * caller. */
+static struct hm_model *load_model(const char *path, const struct hm_backend *be, int *freeze,
+                                   char **prov)
 {
     struct hm_ckpt *ck;
     struct hm_model *m;
@@ -73,8 +77,12 @@ static struct hm_model *load_model(const char *path, const struct hm_backend *be
     if (hm_ckpt_open(path, &ck, &err) != HM_OK)
         hm_die_err("cannot read", path, &err);
     hm_cli_ckpt_notes(ck, path);
-    if ((be ? hm_model_load_narrow(ck, hm_ckpt_config(ck), be, &m, &err)
-            : hm_model_load(ck, &m, &err)) != HM_OK)
+    if (freeze && hm_ckpt_config(ck)->mixer == HM_MIXER_HEDGEMAMBA)
+        *freeze = 1;
+    enum hm_status st = !freeze ? hm_model_load_narrow(ck, hm_ckpt_config(ck), be, &m, &err)
+                        : *freeze ? hm_model_load_trainee(ck, be, &m, &err)
+                                  : hm_model_load(ck, &m, &err);
+    if (st != HM_OK)
         hm_die_err("cannot load", path, &err);
     hm_warn_nonfinite(path, m);
     if (prov) {
@@ -305,16 +313,16 @@ int main(int argc, char **argv)
     if (t.dry_run)
         return dry_run(&t, in, kd_path, align_path, freeze, common.json);
     char *prov = NULL;
-    struct hm_model *m = load_model(in, NULL, &prov), *teacher = NULL;
+    struct hm_model *m = load_model(in, t.backend, &freeze, &prov), *teacher = NULL;
     /* a teacher is only run: straight onto the backend, bf16 layers kept narrow */
     if (kd_path) {
-        teacher = load_model(kd_path, t.backend, NULL);
+        teacher = load_model(kd_path, t.backend, NULL, NULL);
         if (teacher->cfg.vocab_size != m->cfg.vocab_size)
             hm_die("teacher '%s' has vocabulary %lld, the student %lld", kd_path,
                    (long long)teacher->cfg.vocab_size, (long long)m->cfg.vocab_size);
     }
     if (align_path) {
-        teacher = load_model(align_path, t.backend, NULL);
+        teacher = load_model(align_path, t.backend, NULL, NULL);
         if (teacher->cfg.mixer != HM_MIXER_SOFTMAX)
             hm_die("--align '%s' is a %s model; the teacher must have softmax attention",
                    align_path, hm_arch_name(&teacher->cfg));
@@ -324,8 +332,6 @@ int main(int argc, char **argv)
     if (teacher)
         hm_train_cli_check_positions(&t, &teacher->cfg, kd_path ? kd_path : align_path,
                                      kd_path ? "--kd-teacher" : "the --align teacher");
-    if (m->cfg.mixer == HM_MIXER_HEDGEMAMBA)
-        freeze = 1; /* contract §3 stage-2 objective: the embeddings do not train */
     struct hm_train_opts to = {.B = t.run.batch, .T = t.run.seq_len,
                                .accum = hm_train_cli_micro_batches(&t),
                                .freeze_embeddings = freeze,
@@ -336,7 +342,7 @@ int main(int argc, char **argv)
     struct hm_error err;
     hm_error_clear(&err);
     struct hm_trainer *tr;
-    /* the weights upload once; conversions above edited them in host memory */
+    /* the weights upload once (a trainee with frozen embeddings is there already) */
     if (hm_model_place(m, t.backend, &err) != HM_OK ||
         (teacher && hm_model_place(teacher, t.backend, &err) != HM_OK))
         hm_die_err("cannot place the model on the backend", in, &err);

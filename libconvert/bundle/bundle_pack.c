@@ -168,9 +168,10 @@ static enum hm_status check_overflow(const float *f, const uint16_t *h, int64_t 
     return HM_OK;
 }
 
-static enum hm_status fill(void *ctx, int64_t index, void *dst, size_t nbytes,
+static enum hm_status fill(void *ctx, int64_t index, size_t off, void *dst, size_t nbytes,
                            struct hm_error *err)
 {
+    (void)off; /* added whole (hm_st_writer_add_fill): off is 0 */
     const struct pshard *sh = ctx;
     struct pack *p = sh->p;
     struct ptensor *t = &p->t[sh->first + index];

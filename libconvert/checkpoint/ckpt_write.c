@@ -9,12 +9,26 @@ struct fill_ctx {
     enum hm_dtype dtype;
 };
 
-static enum hm_status fill(void *ctx, int64_t index, void *dst, size_t nbytes,
+/* Whole fp32 tensors converted to dtype, or narrow ones widened (and
+ * converted) a piece at a time. */
+static enum hm_status fill(void *ctx, int64_t index, size_t off, void *dst, size_t nbytes,
                            struct hm_error *err)
 {
     const struct fill_ctx *c = ctx;
-    int64_t numel = (int64_t)(nbytes / hm_dtype_size(c->dtype));
-    return hm_from_f32(c->t[index].data, numel, c->dtype, dst, err);
+    const struct hm_named_tensor *t = &c->t[index];
+    const size_t es = hm_dtype_size(c->dtype);
+    const int64_t numel = (int64_t)(nbytes / es), at = (int64_t)(off / es);
+    if (!t->narrow)
+        return hm_from_f32(t->data + at, numel, c->dtype, dst, err);
+    if (c->dtype == HM_DTYPE_F32)
+        return hm_to_f32(t->narrow + at, t->narrow_dtype, numel, dst, err);
+    float *tmp = malloc(sizeof(float) * (size_t)(numel ? numel : 1));
+    enum hm_status st = tmp ? hm_to_f32(t->narrow + at, t->narrow_dtype, numel, tmp, err)
+                            : hm_error_set(err, HM_ERR_NOMEM, "out of memory");
+    if (st == HM_OK)
+        st = hm_from_f32(tmp, numel, c->dtype, dst, err);
+    free(tmp);
+    return st;
 }
 
 enum hm_status hm_ckpt_write(const char *path, int flags, const struct hm_config *cfg,
@@ -32,8 +46,13 @@ enum hm_status hm_ckpt_write(const char *path, int flags, const struct hm_config
         goto out;
     }
     for (int64_t i = 0; i < n && st == HM_OK; i++) {
-        if (dtype == HM_DTYPE_F32)
-            st = hm_st_writer_add(w, t[i].name, dtype, t[i].ndim, t[i].shape, t[i].data, err);
+        const enum hm_dtype have = t[i].narrow ? t[i].narrow_dtype : HM_DTYPE_F32;
+        const void *bytes = t[i].narrow ? (const void *)t[i].narrow : (const void *)t[i].data;
+        if (dtype == have)
+            st = hm_st_writer_add(w, t[i].name, dtype, t[i].ndim, t[i].shape, bytes, err);
+        else if (t[i].narrow)
+            st = hm_st_writer_add_pieces(w, t[i].name, dtype, t[i].ndim, t[i].shape, fill, &ctx,
+                                         err);
         else
             st = hm_st_writer_add_fill(w, t[i].name, dtype, t[i].ndim, t[i].shape, fill, &ctx,
                                        err);

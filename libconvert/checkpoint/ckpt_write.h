@@ -13,7 +13,11 @@ struct hm_named_tensor {
     const char *name;
     int ndim;
     const int64_t *shape;  /* [ndim] */
-    const float *data;     /* [numel], borrowed until the write returns */
+    const float *data;     /* [numel], borrowed until the write returns; or NULL and: */
+    const uint16_t *narrow; /* [numel] bf16/f16 bits (narrow_dtype), borrowed, host memory:
+                             * written as they are when dtype is theirs, else widened a
+                             * piece at a time (HM_ST_FILL_PIECE) */
+    enum hm_dtype narrow_dtype;
 };
 
 /* Write tensors t[n] to path ("-" = stdout) in dtype (F32/F16/BF16).

@@ -450,9 +450,10 @@ enum hm_status hm_llama2c_check_finite(const struct hm_llama2c *m, struct hm_err
     return st;
 }
 
-static enum hm_status fill(void *ctx, int64_t index, void *dst, size_t nbytes,
+static enum hm_status fill(void *ctx, int64_t index, size_t off, void *dst, size_t nbytes,
                            struct hm_error *err)
 {
+    (void)off; /* added whole (hm_st_writer_add_fill): off is 0 */
     const struct hm_llama2c *m = ctx;
     if (index < 0 || index >= m->n || nbytes != (size_t)m->t[index].numel * sizeof(float))
         return hm_error_set(err, HM_ERR_INVALID, "internal error: tensor %lld size mismatch",

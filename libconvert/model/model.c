@@ -199,6 +199,7 @@ void hm_model_free(struct hm_model *m)
         hm_backend_free(m->be, (void **)&m->narrow->bits);
         hm_backend_free(m->be, (void **)&m->narrow->wide);
         hm_backend_free(m->be, (void **)&m->narrow->tmp);
+        hm_backend_free(m->be, (void **)&m->narrow->col_ids);
         free(m->narrow);
     }
     free(m->storage);

@@ -95,12 +95,19 @@ struct hm_model_narrow {
     const uint16_t *head;  /* [V, d] the same for the output head (= embed when tied) */
     float *tmp;          /* [n_tmp] one tile of the head's logits (hm_model_head) */
     int64_t n_tmp;
+    int32_t *col_ids;    /* [V] v·(d/col_w): a column block of the head as rows of the
+                          * bits viewed [V·d/col_w, col_w] (hm_model_head_backward);
+                          * NULL when the model is only run */
+    int64_t col_w;
 };
 
 /* The narrow head is widened HM_HEAD_MIN_ROWS rows or more at a time (as
  * many as wide holds), its logits made HM_HEAD_TMP_FLOATS at a time. */
 #define HM_HEAD_MIN_ROWS 1024
 #define HM_HEAD_TMP_FLOATS (4 << 20)
+/* A trainee's narrow head is widened for its backward HM_HEAD_BW_COLS
+ * columns at a time (the largest divisor of d up to it): [V, col_w]. */
+#define HM_HEAD_BW_COLS 128
 
 /* One layer's activations for N = B·T rows. Training keeps one per layer
  * (what backward reads); inference points every layer at the same one and
@@ -197,6 +204,16 @@ enum hm_status hm_model_load_narrow(const struct hm_ckpt *ck, const struct hm_co
                                     const struct hm_backend *be, struct hm_model **out,
                                     struct hm_error *err);
 
+/* A trainee whose embeddings are frozen, loaded into be: every tensor is
+ * fp32 and host-writable as hm_model_load's (it trains), but bf16/f16
+ * embeddings (and an untied head) stay narrow: hm_model_embed widens their
+ * rows, hm_model_head and hm_model_head_backward tiles of them, every
+ * result the fp32 copy's (bit for bit on ref). hm_model_save writes them
+ * from their bits. fp32 embeddings load as hm_model_load + place.
+ * out: owned, free with hm_model_free(). */
+enum hm_status hm_model_load_trainee(const struct hm_ckpt *ck, const struct hm_backend *be,
+                                     struct hm_model **out, struct hm_error *err);
+
 /* A model of cfg that shares every tensor base has (same name and size:
  * base's storage or narrow bits, borrowed) and owns only the rest, fp32 at
  * its identity values on base->be: stage 1's student is the teacher plus
@@ -225,19 +242,27 @@ void hm_model_embed(const struct hm_model *m, float *y, const int32_t *tokens, i
  * product over d as the fp32 head's. */
 void hm_model_head(const struct hm_model *m, float *y, const float *h, int64_t N);
 
+/* dx[N, d] = dy[N, V] · W_out (written), the head's input gradient when the
+ * head does not train. A narrow head (hm_model_load_trainee) is widened
+ * col_w columns at a time, [V, col_w], so each dx value is the same one sum
+ * over V as the fp32 head's (ref: bit for bit). */
+void hm_model_head_backward(const struct hm_model *m, float *dx, const float *dy, int64_t N);
+
 /* Bytes of m's weights in memory: fp32 storage plus narrow bits plus the
  * widened-layer buffer (what a plan counts). */
 double hm_model_weight_bytes(const struct hm_model *m);
 
-/* What hm_model_load_narrow(ck, cfg) will hold, from ck's header alone (no
+/* What hm_model_load_narrow(ck, cfg) (trainee 0) or hm_model_load_trainee
+ * (trainee 1) will hold, from ck's header alone (no
  * weight is read): *f32 bytes of fp32 tensors, *narrow bytes of bf16/f16
  * layer matrices and embeddings kept narrow (0 for an fp32 checkpoint),
  * *wide bytes of the one widened layer and, when head (the run computes
  * logits: hm_model_head), the head's tile and scratch (memory never touched
  * otherwise); *kind the narrow dtype (HM_DTYPE_F32 when none).
  * -1 when cfg's tensor table cannot be made. */
-int hm_model_narrow_plan(const struct hm_ckpt *ck, const struct hm_config *cfg, int head,
-                         double *f32, double *narrow, double *wide, enum hm_dtype *kind);
+int hm_model_narrow_plan(const struct hm_ckpt *ck, const struct hm_config *cfg, int trainee,
+                         int head, double *f32, double *narrow, double *wide,
+                         enum hm_dtype *kind);
 
 void hm_model_free(struct hm_model *m); /* accepts NULL */
 

@@ -28,12 +28,17 @@ static int stored_kind(const struct hm_ckpt *ck, const char *name)
  * what is wrong). mask [n] marks them. A student's own layer tensors
  * (feature maps, SSM, conv, gate: trained, fp32 as hm writes them) stay
  * fp32 whatever their dtype, so a bf16 teacher's hedgehog keeps its
- * teacher matrices narrow. Embeddings stored in that kind join them. */
+ * teacher matrices narrow. Embeddings stored in that kind join them.
+ * A trainee (hm_model_load_trainee): its embeddings alone, in their kind. */
 static int narrow_kind(const struct hm_ckpt *ck, const struct hm_param_spec *specs, int64_t n,
-                       unsigned char *mask)
+                       int trainee, unsigned char *mask)
 {
     int kind = -1;
-    for (int64_t i = 0; i < n; i++) {
+    /* a trainee keeps only its (frozen) embeddings narrow: the kind is theirs */
+    for (int64_t i = 0; trainee && kind < 0 && i < n; i++)
+        if (specs[i].group == HM_PG_EMBED && specs[i].ndim == 2)
+            kind = stored_kind(ck, specs[i].name);
+    for (int64_t i = 0; !trainee && i < n; i++) {
         mask[i] = specs[i].ndim == 2 && specs[i].layer >= 0 &&
                   (specs[i].group == HM_PG_MIXER || specs[i].group == HM_PG_MLP);
         if (!mask[i])
@@ -87,10 +92,23 @@ static void head_sizes(const struct hm_config *c, int64_t *wide, int64_t *tmp)
     *tmp = V > HM_HEAD_TMP_FLOATS ? V : HM_HEAD_TMP_FLOATS;
 }
 
+/* A trainee's head backward widens [V, col_w] columns at a time: col_w the
+ * largest divisor of d up to HM_HEAD_BW_COLS; *wide grows to hold them. */
+static int64_t head_bw_cols(const struct hm_config *c, int64_t *wide)
+{
+    const int64_t d = c->hidden_size, V = c->vocab_size;
+    int64_t w = d < HM_HEAD_BW_COLS ? d : HM_HEAD_BW_COLS;
+    while (d % w)
+        w--;
+    *wide = V * w > *wide ? V * w : *wide;
+    return w;
+}
+
 /* Carves m->narrow's bits and widened buffer over the masked views and
- * points the views and slots at them; allocates both on m->be. */
+ * points the views and slots at them; allocates both on m->be (a trainee's
+ * also the head backward's column ids). */
 static enum hm_status carve_narrow(struct hm_model *m, const unsigned char *mask, int kind,
-                                   struct hm_error *err)
+                                   int trainee, struct hm_error *err)
 {
     struct hm_model_narrow *nw = calloc(1, sizeof *nw);
     if (!nw)
@@ -113,10 +131,22 @@ static enum hm_status carve_narrow(struct hm_model *m, const unsigned char *mask
     }
     if (head) /* the head is widened a tile of rows at a time, into wide */
         head_sizes(&m->cfg, &nw->n_wide, &nw->n_tmp);
+    if (head && trainee)
+        nw->col_w = head_bw_cols(&m->cfg, &nw->n_wide);
     nw->bits = hm_backend_alloc(m->be, sizeof(uint16_t) * (size_t)nw->n_bits);
     nw->wide = hm_backend_alloc(m->be, sizeof(float) * (size_t)nw->n_wide);
     nw->tmp = nw->n_tmp ? hm_backend_alloc(m->be, sizeof(float) * (size_t)nw->n_tmp) : NULL;
-    if (!nw->bits || !nw->wide || (nw->n_tmp && !nw->tmp))
+    const int64_t V = m->cfg.vocab_size, per_row = nw->col_w ? m->cfg.hidden_size / nw->col_w : 0;
+    if (nw->col_w) {
+        int32_t *ids = malloc(sizeof(int32_t) * (size_t)V);
+        nw->col_ids = ids ? hm_backend_alloc(m->be, sizeof(int32_t) * (size_t)V) : NULL;
+        for (int64_t v = 0; nw->col_ids && v < V; v++)
+            ids[v] = (int32_t)(v * per_row);
+        if (nw->col_ids)
+            hm_backend_upload(m->be, nw->col_ids, ids, sizeof(int32_t) * (size_t)V);
+        free(ids);
+    }
+    if (!nw->bits || !nw->wide || (nw->n_tmp && !nw->tmp) || (nw->col_w && !nw->col_ids))
         return hm_error_set(err, HM_ERR_NOMEM,
                             "out of memory for %.2f GB of narrow weights and %.2f GB for a "
                             "widened layer on backend '%s'", 2e-9 * (double)nw->n_bits,
@@ -163,9 +193,10 @@ static void scan(struct hm_model *m)
     m->scanned = 1;
 }
 
-enum hm_status hm_model_load_narrow(const struct hm_ckpt *ck, const struct hm_config *cfg,
-                                    const struct hm_backend *be, struct hm_model **out,
-                                    struct hm_error *err)
+/* hm_model_load_narrow (trainee 0) and hm_model_load_trainee (1). */
+static enum hm_status load_narrow(const struct hm_ckpt *ck, const struct hm_config *cfg,
+                                  const struct hm_backend *be, int trainee,
+                                  struct hm_model **out, struct hm_error *err)
 {
     *out = NULL;
     struct hm_param_spec *specs = NULL;
@@ -174,7 +205,7 @@ enum hm_status hm_model_load_narrow(const struct hm_ckpt *ck, const struct hm_co
     unsigned char *mask = n >= 0 ? calloc((size_t)n + 1, 1) : NULL;
     enum hm_status st = mask ? hm_model_check_tensors(ck, err)
                              : hm_error_set(err, HM_ERR_NOMEM, "out of memory");
-    const int kind = st == HM_OK ? narrow_kind(ck, specs, n, mask) : -1;
+    const int kind = st == HM_OK ? narrow_kind(ck, specs, n, trainee, mask) : -1;
     free(specs);
     if (st == HM_OK && kind < 0) { /* nothing to keep narrow */
         free(mask);
@@ -198,7 +229,7 @@ enum hm_status hm_model_load_narrow(const struct hm_ckpt *ck, const struct hm_co
     if (st == HM_OK)
         st = hm_model_place(m, be, err); /* the fp32 part: adopted on host memory */
     if (st == HM_OK)
-        st = carve_narrow(m, mask, kind, err);
+        st = carve_narrow(m, mask, kind, trainee, err);
     for (int64_t i = 0; st == HM_OK && i < m->n_views; i++)
         if (mask[i])
             st = upload_narrow(m, i, ck, err);
@@ -211,8 +242,22 @@ enum hm_status hm_model_load_narrow(const struct hm_ckpt *ck, const struct hm_co
     return HM_OK;
 }
 
-int hm_model_narrow_plan(const struct hm_ckpt *ck, const struct hm_config *cfg, int head,
-                         double *f32, double *narrow, double *wide, enum hm_dtype *kind)
+enum hm_status hm_model_load_narrow(const struct hm_ckpt *ck, const struct hm_config *cfg,
+                                    const struct hm_backend *be, struct hm_model **out,
+                                    struct hm_error *err)
+{
+    return load_narrow(ck, cfg, be, 0, out, err);
+}
+
+enum hm_status hm_model_load_trainee(const struct hm_ckpt *ck, const struct hm_backend *be,
+                                     struct hm_model **out, struct hm_error *err)
+{
+    return load_narrow(ck, hm_ckpt_config(ck), be, 1, out, err);
+}
+
+int hm_model_narrow_plan(const struct hm_ckpt *ck, const struct hm_config *cfg, int trainee,
+                         int head, double *f32, double *narrow, double *wide,
+                         enum hm_dtype *kind)
 {
     struct hm_param_spec *specs = NULL;
     const int64_t n = hm_param_specs(cfg, &specs);
@@ -223,7 +268,7 @@ int hm_model_narrow_plan(const struct hm_ckpt *ck, const struct hm_config *cfg, 
         free(specs);
         return -1;
     }
-    const int k = narrow_kind(ck, specs, n, mask);
+    const int k = narrow_kind(ck, specs, n, trainee, mask);
     int64_t cur = -1, in_layer = 0, most = 0, narrow_head = 0;
     for (int64_t i = 0; i < n; i++) {
         int64_t e = 1;
@@ -246,6 +291,8 @@ int hm_model_narrow_plan(const struct hm_ckpt *ck, const struct hm_config *cfg, 
     if (k >= 0 && narrow_head) {
         int64_t tmp;
         head_sizes(cfg, &most, &tmp);
+        if (trainee) /* the backward's column blocks and their ids (as carve_narrow) */
+            head_bw_cols(cfg, &most), tmp += cfg->vocab_size;
         most += tmp;
     }
     *wide = 4.0 * (double)most;
@@ -381,9 +428,35 @@ void hm_model_head(const struct hm_model *m, float *y, const float *h, int64_t N
     }
 }
 
+void hm_model_head_backward(const struct hm_model *m, float *dx, const float *dy, int64_t N)
+{
+    const int64_t d = m->cfg.hidden_size, V = m->cfg.vocab_size;
+    struct hm_model_narrow *nw = m->narrow;
+    if (!nw || !nw->head) {
+        hm_backend_matmul_backward(m->be, dx, NULL, NULL, dy, NULL, m->embed_out, N, d, V);
+        return;
+    }
+    if (!nw->col_w)
+        abort(); /* a programmer error: only a trainee's narrow head runs backward */
+    const int64_t w = nw->col_w, chunk = even_part(N, nw->n_tmp / w);
+    nw->layer = -1; /* wide now holds the head's column block */
+    for (int64_t c0 = 0; c0 < d; c0 += w) {
+        /* columns [c0, c0 + w) of every row: rows v·(d/w) of the bits at c0, viewed [.., w] */
+        hm_backend_widen_rows(m->be, nw->wide, nw->col_ids, nw->head + c0, V, w, nw->kind);
+        for (int64_t r0 = 0; r0 < N; r0 += chunk) {
+            const int64_t nr = N - r0 < chunk ? N - r0 : chunk;
+            hm_backend_matmul_backward(m->be, nw->tmp, NULL, NULL, dy + r0 * V, NULL, nw->wide,
+                                       nr, w, V);
+            hm_backend_copy2d(m->be, dx + r0 * d + c0, d, nw->tmp, w, nr, w);
+        }
+    }
+}
+
 double hm_model_weight_bytes(const struct hm_model *m)
 {
     const struct hm_model_narrow *nw = m->narrow;
     return 4.0 * (double)m->n_params +
-           (nw ? 2.0 * (double)nw->n_bits + 4.0 * (double)(nw->n_wide + nw->n_tmp) : 0.0);
+           (nw ? 2.0 * (double)nw->n_bits + 4.0 * (double)(nw->n_wide + nw->n_tmp) +
+                     (nw->col_w ? 4.0 * (double)m->cfg.vocab_size : 0.0)
+               : 0.0);
 }

@@ -118,9 +118,10 @@ struct init_ctx {
     enum hm_dtype dtype;
 };
 
-static enum hm_status init_fill(void *ctx, int64_t index, void *dst, size_t nbytes,
+static enum hm_status init_fill(void *ctx, int64_t index, size_t off, void *dst, size_t nbytes,
                                 struct hm_error *err)
 {
+    (void)off; /* added whole (hm_st_writer_add_fill): off is 0 */
     const struct init_ctx *c = ctx;
     const struct hm_param_spec *sp = &c->specs[index];
     size_t es = hm_dtype_size(c->dtype);

@@ -194,9 +194,10 @@ struct save_ctx {
 };
 
 /* hm_st_fill_fn: the writer's one-tensor buffer filled from the backend. */
-static enum hm_status fill_state(void *ctx, int64_t index, void *dst, size_t nbytes,
+static enum hm_status fill_state(void *ctx, int64_t index, size_t off, void *dst, size_t nbytes,
                                  struct hm_error *err)
 {
+    (void)off; /* added whole (hm_st_writer_add_fill): off is 0 */
     const struct save_ctx *c = ctx;
     const float *x = NULL;
     enum hm_status st = state_tensor(c->r, c->e[index].i, c->e[index].k, dst, &x, err);

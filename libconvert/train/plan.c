@@ -45,7 +45,7 @@ static int teacher_parts(const struct hm_ckpt *ck, const struct hm_backend *be, 
 {
     const struct hm_config *tc = hm_ckpt_config(ck);
     double f32, narrow, wide;
-    if (hm_model_narrow_plan(ck, tc, head, &f32, &narrow, &wide, kind))
+    if (hm_model_narrow_plan(ck, tc, 0, head, &f32, &narrow, &wide, kind))
         return -1;
     part[HM_PLAN_TEACHER_F32] = f32 + wide;
     part[HM_PLAN_TEACHER_NARROW] = narrow;
@@ -123,6 +123,11 @@ static enum hm_status trainee_parts(const struct hm_plan_in *in, struct hm_mem_p
     out->trainable = (*off)[*nt];
     part[HM_PLAN_WEIGHTS] = 4.0 * (double)out->params;
     part[HM_PLAN_GRADS] = 4.0 * (double)(out->params - frozen_embed);
+    double f32, narrow, wide;
+    enum hm_dtype kind;
+    if (in->freeze_embeddings && !hm_model_narrow_plan(in->ck, c, 1, 1, &f32, &narrow, &wide,
+                                                       &kind))
+        part[HM_PLAN_WEIGHTS] = f32 + narrow + wide; /* hm_model_load_trainee */
     part[HM_PLAN_ACTIVATIONS] = (double)hm_trainer_activation_bytes(c, &to);
     const struct hm_mixer_unit *u = hm_mixer_unit(c->mixer);
     const size_t fws = u->ws_size(c, in->be, in->T), bws = u->backward_ws_size(c, in->be, in->T);

@@ -366,8 +366,11 @@ static void loss_and_head(struct hm_trainer *tr, double *sums)
             hm_backend_kl_backward(be, sums + 1, tr->dlogits, tr->logits, tr->tlogits, rows, V,
                                    tr->opt.kd_weight, scale, tr->opt.kd_temperature);
         }
-        hm_backend_matmul_backward(be, tr->dhf + r0 * d, dW, NULL, tr->dlogits, tr->hf + r0 * d,
-                                   m->embed_out, rows, d, V);
+        if (dW) /* the head trains: its gradient with the input's */
+            hm_backend_matmul_backward(be, tr->dhf + r0 * d, dW, NULL, tr->dlogits,
+                                       tr->hf + r0 * d, m->embed_out, rows, d, V);
+        else /* frozen, perhaps narrow: the input's gradient alone */
+            hm_model_head_backward(m, tr->dhf + r0 * d, tr->dlogits, rows);
     }
 }
 
