@@ -30,8 +30,8 @@ m="$T/m.safetensors"
 i=0
 # Under ASan the RSS holds the sanitizer's shadow memory and quarantine, not
 # the program's: those runs still plan and train, the 10 % holds without it.
-asan=0
-if ldd "$B/hm-finetune" 2>/dev/null | grep -q libasan; then asan=1; fi
+asan=0 # (no "ldd | grep -q" under pipefail: grep closing the pipe made ldd fail under load)
+if case "$(ldd "$B/hm-finetune" 2>/dev/null)" in *libasan*) true ;; *) false ;; esac; then asan=1; fi
 check() { # name, then a hm-finetune command line without -o
     local name=$1; shift
     i=$((i + 1))

@@ -38,7 +38,7 @@ before=$(snapshot)
 
 # 4 GB of address space per run; ASan builds reserve terabytes of it for
 # their shadow memory, so there the limit is left to ASan's own checks
-if ldd "$B/hm-init" 2>/dev/null | grep -q libasan; then VLIMIT=unlimited; else VLIMIT=4194304; fi
+if case "$(ldd "$B/hm-init" 2>/dev/null)" in *libasan*) true ;; *) false ;; esac; then VLIMIT=unlimited; else VLIMIT=4194304; fi
 
 # probe CMD...: one hostile situation
 probe() {
