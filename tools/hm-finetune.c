@@ -34,6 +34,10 @@ static const char usage[] =
     "\n"
     "Model:\n"
     "      --freeze embeddings  keep embed_in and embed_out fixed\n"
+    "      --recompute          keep only each layer's input; the backward reruns the\n"
+    "                           layer (activation checkpointing): one layer's\n"
+    "                           activations instead of all, ~1/3 more compute, the\n"
+    "                           same result bit for bit (not with --align)\n"
     "      --kd-teacher CKPT    add w·τ²·KL(teacher ‖ student) on the logits, both\n"
     "                           softmaxes at temperature τ\n"
     "      --kd-weight W        the weight w > 0 (required with --kd-teacher)\n"
@@ -59,7 +63,7 @@ static const char usage[] =
     "Exit status: 0 success, 1 failure, 2 bad usage.\n";
 
 enum { OPT_FREEZE = HM_OPT_FIRST_TOOL, OPT_KD_TEACHER, OPT_KD_WEIGHT, OPT_KD_TEMP, OPT_CE_WEIGHT,
-       OPT_ALIGN, OPT_ALIGN_LOSS };
+       OPT_ALIGN, OPT_ALIGN_LOSS, OPT_RECOMPUTE };
 
 /* The model at path. The trainee (freeze not NULL): fp32, its embeddings
  * kept narrow on be when they do not train (*freeze, which a hedgemamba
@@ -142,7 +146,7 @@ static void check_align_teacher(const char *student, const char *teacher, int by
 
 /* --dry-run: the plan from the headers alone (no weight is read). */
 static int dry_run(const struct hm_train_cli *t, const char *in, const char *kd_path,
-                   const char *align_path, int freeze, int json)
+                   const char *align_path, int freeze, int recompute, int json)
 {
     const struct hm_run_opts *r = &t->run;
     struct hm_error err;
@@ -175,7 +179,7 @@ static int dry_run(const struct hm_train_cli *t, const char *in, const char *kd_
     const struct hm_plan_in pin = {
         .ck = ck, .teacher = tk, .align = align_path != NULL, .B = r->batch, .T = r->seq_len,
         .accum = r->accum, .freeze_embeddings = freeze || c->mixer == HM_MIXER_HEDGEMAMBA,
-        .adamw = r->optim.kind == HM_OPTIM_ADAMW, .procs = hm_run_size(&t->comm),
+        .recompute = recompute, .adamw = r->optim.kind == HM_OPTIM_ADAMW, .procs = hm_run_size(&t->comm),
         .zero1 = r->zero1, .be = t->backend, .device = t->plan_device};
     const struct hm_plan_env env = {.memory = t->memory, .gpu_memory = t->gpu_memory,
                                     .local_procs = hm_dist_local_size(), .note = t->plan_note};
@@ -234,11 +238,12 @@ int main(int argc, char **argv)
         {"align-loss", required_argument, NULL, OPT_ALIGN_LOSS},
         {"kd-temperature", required_argument, NULL, OPT_KD_TEMP},
         {"ce-weight", required_argument, NULL, OPT_CE_WEIGHT},
+        {"recompute", no_argument, NULL, OPT_RECOMPUTE},
         {NULL, 0, NULL, 0},
     };
     struct hm_cli_common common = {.progress = -1};
     struct hm_train_cli t;
-    int freeze = 0, c;
+    int freeze = 0, recompute = 0, c;
     const char *kd_path = NULL;
     const char *align_path = NULL, *align_loss = NULL;
     double kd_weight = 0, kd_temp = 1, ce_weight = 1;
@@ -256,6 +261,7 @@ int main(int argc, char **argv)
                 hm_usage_error("--freeze takes 'embeddings', got '%s'", optarg);
             freeze = 1;
             break;
+        case OPT_RECOMPUTE: recompute = 1; break;
         case OPT_KD_TEACHER: kd_path = optarg; break;
         case OPT_KD_WEIGHT: kd_weight = hm_parse_f64(optarg, "--kd-weight", 0, 1e6); break;
         case OPT_ALIGN: align_path = optarg; break;
@@ -293,6 +299,8 @@ int main(int argc, char **argv)
                        "apply", kd_temp_set && ce_set ? "--kd-temperature and --ce-weight"
                        : kd_temp_set ? "--kd-temperature" : "--ce-weight",
                        kd_temp_set && ce_set ? "" : "es");
+    if (align_path && recompute)
+        hm_usage_error("--align (stage 1b) runs each mixer alone: --recompute does not apply");
     if (kd_temp_set && !kd_path)
         hm_usage_error("--kd-temperature needs --kd-teacher");
     if (ce_weight == 0 && !kd_path)
@@ -311,7 +319,7 @@ int main(int argc, char **argv)
     if (align_path)
         check_align_teacher(in, align_path, !t.dry_run);
     if (t.dry_run)
-        return dry_run(&t, in, kd_path, align_path, freeze, common.json);
+        return dry_run(&t, in, kd_path, align_path, freeze, recompute, common.json);
     char *prov = NULL;
     struct hm_model *m = load_model(in, t.backend, &freeze, &prov), *teacher = NULL;
     /* a teacher is only run: straight onto the backend, bf16 layers kept narrow */
@@ -338,7 +346,8 @@ int main(int argc, char **argv)
                                .kd_teacher = kd_path ? teacher : NULL, .kd_weight = kd_weight,
                                .kd_temperature = kd_temp, .ce_weight = ce_weight,
                                .align_teacher = align_path ? teacher : NULL,
-                               .align_mse = align_loss && strcmp(align_loss, "mse") == 0};
+                               .align_mse = align_loss && strcmp(align_loss, "mse") == 0,
+                               .recompute = recompute};
     struct hm_error err;
     hm_error_clear(&err);
     struct hm_trainer *tr;

@@ -66,52 +66,58 @@ enum hm_status hm_model_mixer_forward(const struct hm_mix *x, float *o, struct h
     return HM_OK;
 }
 
-enum hm_status hm_model_layers_forward(const struct hm_model *m, const struct hm_backend *be,
-                                       const int32_t *tokens, const struct hm_fwd *f,
-                                       struct hm_error *err)
+enum hm_status hm_model_layer_forward(const struct hm_model *m, const struct hm_backend *be,
+                                      int64_t l, const struct hm_fwd *f, struct hm_error *err)
 {
     const struct hm_config *c = &m->cfg;
     const int64_t L = c->num_hidden_layers, B = f->B, T = f->T, N = B * T;
     const int64_t d = c->hidden_size;
     const struct hm_model_hooks *hooks = f->hooks;
-    enum hm_status st = HM_OK;
-
-    hm_model_embed(m, f->la[0].h, tokens, N);
-    for (int64_t l = 0; l < L; l++) {
-        hm_model_widen_layer(m, l); /* a narrow model's layer, widened once here */
-        const struct hm_layer *ly = &m->layers[l];
-        struct hm_layer_acts *a = &f->la[f->shared ? 0 : l];
-        float *hn = l + 1 < L ? f->la[f->shared ? 0 : l + 1].h : f->h_out;
-        /* mixer */
-        hm_model_norm_forward(m, be, a->a, a->mean1, a->rstd1, a->h, ly->ln1_w, ly->ln1_b, N);
-        const struct hm_mix x = {.m = m, .be = be, .l = l, .B = B, .T = T, .pos0 = f->pos0,
-                                 .a = a, .ws = f->ws, .ws_size = f->ws_size, .st = f->st,
-                                 .pos = f->pos};
-        if ((st = hm_model_mixer_forward(&x, f->o, err)) != HM_OK)
+    enum hm_status st;
+    hm_model_widen_layer(m, l); /* a narrow model's layer, widened once here */
+    const struct hm_layer *ly = &m->layers[l];
+    struct hm_layer_acts *a = &f->la[f->shared ? 0 : l];
+    float *hn = l + 1 < L ? f->la[f->shared ? 0 : l + 1].h : f->h_out;
+    /* mixer */
+    hm_model_norm_forward(m, be, a->a, a->mean1, a->rstd1, a->h, ly->ln1_w, ly->ln1_b, N);
+    const struct hm_mix x = {.m = m, .be = be, .l = l, .B = B, .T = T, .pos0 = f->pos0,
+                             .a = a, .ws = f->ws, .ws_size = f->ws_size, .st = f->st,
+                             .pos = f->pos};
+    if ((st = hm_model_mixer_forward(&x, f->o, err)) != HM_OK)
+        return st;
+    if (hooks && hooks->on_layer) {
+        if ((st = hm_backend_sync(be, err)) != HM_OK)
             return st;
-        if (hooks && hooks->on_layer) {
-            if ((st = hm_backend_sync(be, err)) != HM_OK)
-                return st;
-            st = hooks->on_layer(hooks->ctx, l, a->a, a->qkv, f->o, T, d, err);
-            if (st != HM_OK)
-                return st;
-            if (hooks->stop_after_last_hook && l == L - 1)
-                return hm_backend_sync(be, err);
-        }
-        /* MLP and residuals */
-        const float *mlp_in = a->h;
-        if (!c->use_parallel_residual) {
-            hm_backend_add_forward(be, a->t, f->o, a->h, N * d); /* t = o + h */
-            mlp_in = a->t;
-        }
-        hm_model_norm_forward(m, be, a->a2, a->mean2, a->rstd2, mlp_in, ly->ln2_w, ly->ln2_b, N);
-        hm_model_mlp_forward(m, be, ly, f->m, a->mh, a->mg, f->act, a->a2, N);
-        if (c->use_parallel_residual) {
-            hm_backend_add_forward(be, f->m, f->m, f->o, N * d); /* mlp + o */
-            hm_backend_add_forward(be, hn, f->m, a->h, N * d);
-        } else {
-            hm_backend_add_forward(be, hn, f->m, a->t, N * d);
-        }
+        st = hooks->on_layer(hooks->ctx, l, a->a, a->qkv, f->o, T, d, err);
+        if (st != HM_OK)
+            return st;
+        if (hooks->stop_after_last_hook && l == L - 1)
+            return hm_backend_sync(be, err);
+    }
+    /* MLP and residuals */
+    const float *mlp_in = a->h;
+    if (!c->use_parallel_residual) {
+        hm_backend_add_forward(be, a->t, f->o, a->h, N * d); /* t = o + h */
+        mlp_in = a->t;
+    }
+    hm_model_norm_forward(m, be, a->a2, a->mean2, a->rstd2, mlp_in, ly->ln2_w, ly->ln2_b, N);
+    hm_model_mlp_forward(m, be, ly, f->m, a->mh, a->mg, f->act, a->a2, N);
+    if (c->use_parallel_residual) {
+        hm_backend_add_forward(be, f->m, f->m, f->o, N * d); /* mlp + o */
+        hm_backend_add_forward(be, hn, f->m, a->h, N * d);
+    } else {
+        hm_backend_add_forward(be, hn, f->m, a->t, N * d);
     }
     return HM_OK;
+}
+
+enum hm_status hm_model_layers_forward(const struct hm_model *m, const struct hm_backend *be,
+                                       const int32_t *tokens, const struct hm_fwd *f,
+                                       struct hm_error *err)
+{
+    enum hm_status st = HM_OK;
+    hm_model_embed(m, f->la[0].h, tokens, f->B * f->T);
+    for (int64_t l = 0; st == HM_OK && l < m->cfg.num_hidden_layers; l++)
+        st = hm_model_layer_forward(m, be, l, f, err);
+    return st;
 }

@@ -68,6 +68,12 @@ struct hm_fwd {
     const struct hm_model_hooks *hooks; /* may be NULL */
 };
 
+/* Runs layer l alone: f->la[l].h (la[0] when shared) → the next layer's h
+ * (f->h_out after the last); its activations in f->la[l]. The same
+ * operations as within hm_model_layers_forward, so a rerun on the same
+ * input gives the same bits (training's recompute, trainer.h). */
+enum hm_status hm_model_layer_forward(const struct hm_model *m, const struct hm_backend *be,
+                                      int64_t l, const struct hm_fwd *f, struct hm_error *err);
 /* Runs the layers on tokens [N] (each checked < V by the caller). A hook's
  * non-HM_OK status stops the pass. */
 enum hm_status hm_model_layers_forward(const struct hm_model *m, const struct hm_backend *be,

@@ -57,6 +57,7 @@ struct hm_plan_in {
     int64_t B, T;                    /* windows per micro-batch, tokens per window */
     int64_t accum;                   /* micro-batches each process sums (--grad-accum) */
     int freeze_embeddings;
+    int recompute;                   /* --recompute (trainer.h) */
     int adamw;                       /* AdamW (m, v); else SGD (no state) */
     int procs;                       /* processes of the run (≥ 1) */
     int zero1;                       /* --zero1 */

@@ -154,6 +154,14 @@ static int64_t carve(struct hm_trainer *tr, const struct hm_config *c,
     for (int64_t l = 0; l < L; l++) {
         struct hm_layer_acts *a = tr ? &tr->la[l] : &dummy;
         TAKE(a->h, N * d, full);
+        if (o->recompute && l > 0) { /* layer 0's set, shared (trainer.h) */
+            if (tr) {
+                float *h = a->h;
+                *a = tr->la[0];
+                a->h = h;
+            }
+            continue;
+        }
         TAKE(a->mean1, N, full);
         TAKE(a->rstd1, N, full);
         TAKE(a->a, N * d, 1);
@@ -244,6 +252,9 @@ enum hm_status hm_trainer_new(struct hm_model *model, const struct hm_backend *b
     const struct hm_model *at = opts->align_teacher;
     if (at && opts->kd_teacher)
         return hm_error_set(err, HM_ERR_INVALID, "alignment and distillation are separate runs");
+    if (at && opts->recompute)
+        return hm_error_set(err, HM_ERR_INVALID, "stage 1b (alignment) keeps each mixer's "
+                            "activations: it has no layer forward to recompute");
     if (at && at->cfg.mixer != HM_MIXER_SOFTMAX)
         return hm_error_set(err, HM_ERR_INVALID,
                             "the alignment teacher must be a softmax model, not %s",
@@ -333,12 +344,15 @@ fail:
     return st;
 }
 
+/* The skeleton's arguments for the trainer's layers: no hooks, no decoding
+ * state (the mixers cannot fail then) */
+#define FWD_OF(tr)                                                                         \
+    {.B = (tr)->opt.B, .T = (tr)->opt.T, .la = (tr)->la, .h_out = (tr)->hL, .o = (tr)->o,  \
+     .m = (tr)->mo, .act = (tr)->gbuf, .ws = (tr)->att_ws, .ws_size = (tr)->att_ws_size}
+
 static void forward_layers(struct hm_trainer *tr)
 {
-    const struct hm_fwd f = {.B = tr->opt.B, .T = tr->opt.T, .la = tr->la, .h_out = tr->hL,
-                             .o = tr->o, .m = tr->mo, .act = tr->gbuf, .ws = tr->att_ws,
-                             .ws_size = tr->att_ws_size};
-    /* no hooks, no decoding state: the mixers cannot fail here */
+    const struct hm_fwd f = FWD_OF(tr);
     (void)hm_model_layers_forward(tr->m, tr->be, tr->in, &f, NULL);
     hm_model_norm_forward(tr->m, tr->be, tr->hf, tr->meanf, tr->rstdf, tr->hL, tr->m->lnf_w,
                           tr->m->lnf_b, tr->N);
@@ -477,6 +491,8 @@ static void backward_layers(struct hm_trainer *tr)
         const struct hm_layer *w = &m->layers[l];
         struct hm_layer *gw = &g->layers[l];
         struct hm_layer_acts *a = &tr->la[l];
+        if (tr->opt.recompute && l < L - 1) /* the shared set holds layer L−1's */
+            (void)hm_model_layer_forward(m, be, l, &(struct hm_fwd)FWD_OF(tr), NULL);
         const float *mlp_in = a->t ? a->t : a->h;
         /* MLP branch: dh is the gradient of its output */
         mlp_backward(tr, w, gw, a, tr->dh);

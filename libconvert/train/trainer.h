@@ -52,6 +52,12 @@ struct hm_train_opts {
     const struct hm_model *align_teacher;
     int align_mse;             /* stage 1b's per-token loss: 0 = 1 − cos, 1 = (1/d)|o_s − o_t|² */
     int64_t ce_rows;           /* most output-layer rows per pass; 0 = automatic */
+    /* 1: keep only each layer's input h; the backward reruns each layer's
+     * forward (hm_model_layer_forward) into one set of activations that
+     * every layer shares (activation checkpointing): the activations of one
+     * layer instead of L, for about one more forward pass of the layers a
+     * step. The same bits as 0. Not with align_teacher. */
+    int recompute;
 };
 
 struct hm_trainer;

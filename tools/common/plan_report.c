@@ -117,6 +117,13 @@ static void make_advice(const struct hm_plan_in *in, double host, double gpu, in
         if (fits(&p, host, gpu, local))
             advise(a, "%s: %s", *tot, "--freeze embeddings (the moments of embed_in/embed_out go)");
     }
+    if (!in->recompute && !in->align && !in->stage1) {
+        x = *in;
+        x.recompute = 1;
+        plan_or_die(&x, &p);
+        if (fits(&p, host, gpu, local))
+            advise(a, "%s: %s", *tot, "--recompute (one layer's activations; ~1/3 more compute)");
+    }
     if (in->adamw && !in->zero1 && in->procs > 1) {
         x = *in;
         x.zero1 = 1;
@@ -143,9 +150,11 @@ static void make_advice(const struct hm_plan_in *in, double host, double gpu, in
         x.B = 1;
         x.T = in->T < 16 ? in->T : 16;
         x.freeze_embeddings = !in->align && !in->stage1;
+        x.recompute = !in->align && !in->stage1;
         plan_or_die(&x, &p);
         snprintf(what, sizeof what, "no change fits; the smallest run (--batch 1 --seq-len "
-                 "%lld%s) needs", (long long)x.T, x.freeze_embeddings ? " --freeze embeddings" : "");
+                 "%lld%s) needs", (long long)x.T,
+                 x.freeze_embeddings ? " --freeze embeddings --recompute" : "");
         advise(a, "%s %s: more memory, or more processes with --zero1", *tot, what);
     }
 }
