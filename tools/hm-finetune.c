@@ -69,10 +69,12 @@ enum { OPT_FREEZE = HM_OPT_FIRST_TOOL, OPT_KD_TEACHER, OPT_KD_WEIGHT, OPT_KD_TEM
  * kept narrow on be when they do not train (*freeze, which a hedgemamba
  * student sets: contract §3), else in host memory, placed by the caller.
  * A frozen teacher (freeze NULL): straight into be, bf16/f16 layer
- * matrices kept narrow. *prov (if prov): its provenance, owned by the
+ * matrices kept narrow; a KD teacher (trainee not NULL) borrows the
+ * trainee's narrow embeddings when they are its own bytes
+ * (hm_model_load_teacher). *prov (if prov): its provenance, owned by the
  * caller. */
 static struct hm_model *load_model(const char *path, const struct hm_backend *be, int *freeze,
-                                   char **prov)
+                                   const struct hm_model *trainee, char **prov)
 {
     struct hm_ckpt *ck;
     struct hm_model *m;
@@ -83,7 +85,8 @@ static struct hm_model *load_model(const char *path, const struct hm_backend *be
     hm_cli_ckpt_notes(ck, path);
     if (freeze && hm_ckpt_config(ck)->mixer == HM_MIXER_HEDGEMAMBA)
         *freeze = 1;
-    enum hm_status st = !freeze ? hm_model_load_narrow(ck, hm_ckpt_config(ck), be, &m, &err)
+    enum hm_status st = trainee  ? hm_model_load_teacher(ck, trainee, be, &m, &err)
+                        : !freeze ? hm_model_load_narrow(ck, hm_ckpt_config(ck), be, &m, &err)
                         : *freeze ? hm_model_load_trainee(ck, be, &m, &err)
                                   : hm_model_load(ck, &m, &err);
     if (st != HM_OK)
@@ -144,6 +147,28 @@ static void check_align_teacher(const char *student, const char *teacher, int by
     hm_ckpt_close(t);
 }
 
+/* Bytes of the KD teacher tk's embeddings that the run may borrow from the
+ * student ck (hm_model_load_teacher): the bf16/f16 embedding tensors both
+ * store under one name, dtype and size. Only their bytes decide, which a
+ * plan does not read: it counts them in the teacher and says so. */
+static double shareable_embeddings(const struct hm_ckpt *ck, const struct hm_ckpt *tk)
+{
+    struct hm_param_spec *specs = NULL;
+    const int64_t n = hm_param_specs(hm_ckpt_config(ck), &specs);
+    double bytes = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t a = hm_ckpt_find(ck, specs[i].name), b = hm_ckpt_find(tk, specs[i].name);
+        if (specs[i].group != HM_PG_EMBED || a < 0 || b < 0)
+            continue;
+        const struct hm_ckpt_tensor *x = hm_ckpt_tensor_at(ck, a), *y = hm_ckpt_tensor_at(tk, b);
+        if ((x->dtype == HM_DTYPE_BF16 || x->dtype == HM_DTYPE_F16) && x->dtype == y->dtype &&
+            x->numel == y->numel)
+            bytes += (double)x->nbytes;
+    }
+    free(specs);
+    return bytes;
+}
+
 /* --dry-run: the plan from the headers alone (no weight is read). */
 static int dry_run(const struct hm_train_cli *t, const char *in, const char *kd_path,
                    const char *align_path, int freeze, int recompute, int json)
@@ -181,8 +206,16 @@ static int dry_run(const struct hm_train_cli *t, const char *in, const char *kd_
         .accum = r->accum, .freeze_embeddings = freeze || c->mixer == HM_MIXER_HEDGEMAMBA,
         .recompute = recompute, .adamw = r->optim.kind == HM_OPTIM_ADAMW, .procs = hm_run_size(&t->comm),
         .zero1 = r->zero1, .be = t->backend, .device = t->plan_device};
+    char note[sizeof t->plan_note + 200];
+    const double share = kd_path && pin.freeze_embeddings ? shareable_embeddings(ck, tk) : 0;
+    snprintf(note, sizeof note, "%s", t->plan_note);
+    if (share > 0)
+        snprintf(note + strlen(note), sizeof note - strlen(note),
+                 "%sthe teacher's embeddings (%.0f MB) are counted; where they are the "
+                 "student's own bytes the run shares them and needs that much less",
+                 *note ? "; " : "", share / 1e6);
     const struct hm_plan_env env = {.memory = t->memory, .gpu_memory = t->gpu_memory,
-                                    .local_procs = hm_dist_local_size(), .note = t->plan_note};
+                                    .local_procs = hm_dist_local_size(), .note = note};
     struct hm_mem_plan p;
     if (hm_plan_train(&pin, &p, &err) != HM_OK)
         hm_die_err("cannot plan", in, &err);
@@ -321,16 +354,16 @@ int main(int argc, char **argv)
     if (t.dry_run)
         return dry_run(&t, in, kd_path, align_path, freeze, recompute, common.json);
     char *prov = NULL;
-    struct hm_model *m = load_model(in, t.backend, &freeze, &prov), *teacher = NULL;
+    struct hm_model *m = load_model(in, t.backend, &freeze, NULL, &prov), *teacher = NULL;
     /* a teacher is only run: straight onto the backend, bf16 layers kept narrow */
     if (kd_path) {
-        teacher = load_model(kd_path, t.backend, NULL, NULL);
+        teacher = load_model(kd_path, t.backend, NULL, m, NULL); /* borrows from m */
         if (teacher->cfg.vocab_size != m->cfg.vocab_size)
             hm_die("teacher '%s' has vocabulary %lld, the student %lld", kd_path,
                    (long long)teacher->cfg.vocab_size, (long long)m->cfg.vocab_size);
     }
     if (align_path) {
-        teacher = load_model(align_path, t.backend, NULL, NULL);
+        teacher = load_model(align_path, t.backend, NULL, NULL, NULL);
         if (teacher->cfg.mixer != HM_MIXER_SOFTMAX)
             hm_die("--align '%s' is a %s model; the teacher must have softmax attention",
                    align_path, hm_arch_name(&teacher->cfg));
@@ -386,8 +419,8 @@ int main(int argc, char **argv)
     hm_train_cli_run(&t, &rm, &common, in, align_path ? "aligning" : "training", "loss");
     hm_model_run_release(&nr);
     hm_trainer_free(tr);
+    hm_model_free(teacher); /* before m: it may borrow m's embeddings */
     hm_model_free(m);
-    hm_model_free(teacher);
     free(prov);
     return hm_cli_finish(HM_EXIT_OK);
 }

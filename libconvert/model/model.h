@@ -214,6 +214,15 @@ enum hm_status hm_model_load_narrow(const struct hm_ckpt *ck, const struct hm_co
 enum hm_status hm_model_load_trainee(const struct hm_ckpt *ck, const struct hm_backend *be,
                                      struct hm_model **out, struct hm_error *err);
 
+/* A KD teacher: hm_model_load_narrow(ck, its own config, be), except that
+ * narrow embeddings (and head) stored in trainee's narrow kind with the
+ * very bytes trainee keeps narrow under the same name are borrowed from
+ * trainee, not loaded (a student distilled with frozen embeddings holds the
+ * teacher's own: one copy). trainee must outlive it. */
+enum hm_status hm_model_load_teacher(const struct hm_ckpt *ck, const struct hm_model *trainee,
+                                     const struct hm_backend *be, struct hm_model **out,
+                                     struct hm_error *err);
+
 /* A model of cfg that shares every tensor base has (same name and size:
  * base's storage or narrow bits, borrowed) and owns only the rest, fp32 at
  * its identity values on base->be: stage 1's student is the teacher plus

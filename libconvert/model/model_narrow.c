@@ -82,6 +82,43 @@ static enum hm_status upload_narrow(struct hm_model *m, int64_t i, const struct 
     return HM_OK;
 }
 
+/* share's narrow view named name of numel values, or NULL. */
+static const struct hm_tensor_view *shared_view(const struct hm_model *share, const char *name,
+                                                int64_t numel)
+{
+    for (int64_t i = 0; share && i < share->n_views; i++)
+        if (share->views[i].narrow && share->views[i].numel == numel &&
+            strcmp(share->views[i].spec.name, name) == 0)
+            return &share->views[i];
+    return NULL;
+}
+
+/* 1 when ck's tensor name is stored in share's narrow kind with the very
+ * bits share keeps narrow under that name (compared through one bounded
+ * host buffer: share's bits may be in device memory). */
+static int same_bits(const struct hm_model *share, int kind, const struct hm_ckpt *ck,
+                     const char *name)
+{
+    const int64_t j = hm_ckpt_find(ck, name);
+    const struct hm_ckpt_tensor *t = j >= 0 ? hm_ckpt_tensor_at(ck, j) : NULL;
+    if (!t || !share->narrow || (int)share->narrow->kind != kind || t->ndim != 2)
+        return 0;
+    const struct hm_tensor_view *v = shared_view(share, name, t->shape[0] * t->shape[1]);
+    enum { PIECE = 1 << 21 }; /* uint16 values: 4 MiB */
+    uint16_t *buf = v ? malloc(sizeof(uint16_t) * PIECE) : NULL;
+    const uint16_t *bits = buf ? hm_ckpt_data_view(ck, j) : NULL;
+    int same = bits != NULL;
+    for (int64_t e = 0; same && e < v->numel; e += PIECE) {
+        const size_t n = (size_t)(v->numel - e < PIECE ? v->numel - e : PIECE);
+        hm_backend_download(share->be, buf, v->narrow + e, sizeof(uint16_t) * n);
+        same = memcmp(buf, bits + e, sizeof(uint16_t) * n) == 0;
+    }
+    if (bits)
+        hm_ckpt_data_release(ck, j);
+    free(buf);
+    return same;
+}
+
 /* A narrow head's buffers: *wide grows to hold min(V, HM_HEAD_MIN_ROWS)
  * rows of d; *tmp, its logits' scratch, holds one row of logits at least. */
 static void head_sizes(const struct hm_config *c, int64_t *wide, int64_t *tmp)
@@ -106,9 +143,11 @@ static int64_t head_bw_cols(const struct hm_config *c, int64_t *wide)
 
 /* Carves m->narrow's bits and widened buffer over the masked views and
  * points the views and slots at them; allocates both on m->be (a trainee's
- * also the head backward's column ids). */
+ * also the head backward's column ids). Views of mask 3 point at share's
+ * bits of the same name instead (load_narrow). */
 static enum hm_status carve_narrow(struct hm_model *m, const unsigned char *mask, int kind,
-                                   int trainee, struct hm_error *err)
+                                   int trainee, const struct hm_model *share,
+                                   struct hm_error *err)
 {
     struct hm_model_narrow *nw = calloc(1, sizeof *nw);
     if (!nw)
@@ -119,8 +158,8 @@ static enum hm_status carve_narrow(struct hm_model *m, const unsigned char *mask
     for (int64_t i = 0; i < m->n_views; i++) {
         if (!mask[i])
             continue;
-        nw->n_bits += m->views[i].numel;
-        if (mask[i] == 2) {
+        nw->n_bits += mask[i] == 3 ? 0 : m->views[i].numel; /* 3: borrowed bits */
+        if (mask[i] >= 2) {
             head = 1;
             continue;
         }
@@ -157,9 +196,13 @@ static enum hm_status carve_narrow(struct hm_model *m, const unsigned char *mask
         struct hm_tensor_view *v = &m->views[i];
         if (!mask[i])
             continue;
-        v->narrow = nw->bits + boff;
-        boff += v->numel;
-        if (mask[i] == 2) { /* no fp32 copy anywhere: the slot stays NULL */
+        if (mask[i] == 3) {
+            v->narrow = shared_view(share, v->spec.name, v->numel)->narrow;
+        } else {
+            v->narrow = nw->bits + boff;
+            boff += v->numel;
+        }
+        if (mask[i] >= 2) { /* no fp32 copy anywhere: the slot stays NULL */
             v->data = NULL;
             if (v->spec.slot == HM_SLOT_EMBED)
                 nw->embed = v->narrow;
@@ -193,10 +236,13 @@ static void scan(struct hm_model *m)
     m->scanned = 1;
 }
 
-/* hm_model_load_narrow (trainee 0) and hm_model_load_trainee (1). */
+/* hm_model_load_narrow (trainee 0, share NULL), hm_model_load_trainee (1)
+ * and hm_model_load_teacher (0, share: narrow embeddings that are share's
+ * bytes are borrowed, mask 3). */
 static enum hm_status load_narrow(const struct hm_ckpt *ck, const struct hm_config *cfg,
                                   const struct hm_backend *be, int trainee,
-                                  struct hm_model **out, struct hm_error *err)
+                                  const struct hm_model *share, struct hm_model **out,
+                                  struct hm_error *err)
 {
     *out = NULL;
     struct hm_param_spec *specs = NULL;
@@ -206,6 +252,9 @@ static enum hm_status load_narrow(const struct hm_ckpt *ck, const struct hm_conf
     enum hm_status st = mask ? hm_model_check_tensors(ck, err)
                              : hm_error_set(err, HM_ERR_NOMEM, "out of memory");
     const int kind = st == HM_OK ? narrow_kind(ck, specs, n, trainee, mask) : -1;
+    for (int64_t i = 0; share && kind >= 0 && i < n; i++)
+        if (mask[i] == 2 && same_bits(share, kind, ck, specs[i].name))
+            mask[i] = 3;
     free(specs);
     if (st == HM_OK && kind < 0) { /* nothing to keep narrow */
         free(mask);
@@ -229,9 +278,9 @@ static enum hm_status load_narrow(const struct hm_ckpt *ck, const struct hm_conf
     if (st == HM_OK)
         st = hm_model_place(m, be, err); /* the fp32 part: adopted on host memory */
     if (st == HM_OK)
-        st = carve_narrow(m, mask, kind, trainee, err);
+        st = carve_narrow(m, mask, kind, trainee, share, err);
     for (int64_t i = 0; st == HM_OK && i < m->n_views; i++)
-        if (mask[i])
+        if (mask[i] && mask[i] != 3)
             st = upload_narrow(m, i, ck, err);
     free(mask);
     if (st != HM_OK) {
@@ -246,13 +295,20 @@ enum hm_status hm_model_load_narrow(const struct hm_ckpt *ck, const struct hm_co
                                     const struct hm_backend *be, struct hm_model **out,
                                     struct hm_error *err)
 {
-    return load_narrow(ck, cfg, be, 0, out, err);
+    return load_narrow(ck, cfg, be, 0, NULL, out, err);
+}
+
+enum hm_status hm_model_load_teacher(const struct hm_ckpt *ck, const struct hm_model *trainee,
+                                     const struct hm_backend *be, struct hm_model **out,
+                                     struct hm_error *err)
+{
+    return load_narrow(ck, hm_ckpt_config(ck), be, 0, trainee, out, err);
 }
 
 enum hm_status hm_model_load_trainee(const struct hm_ckpt *ck, const struct hm_backend *be,
                                      struct hm_model **out, struct hm_error *err)
 {
-    return load_narrow(ck, hm_ckpt_config(ck), be, 1, out, err);
+    return load_narrow(ck, hm_ckpt_config(ck), be, 1, NULL, out, err);
 }
 
 int hm_model_narrow_plan(const struct hm_ckpt *ck, const struct hm_config *cfg, int trainee,
