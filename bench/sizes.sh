@@ -14,7 +14,8 @@
 # Environment (defaults):
 #   BIN=build/bin SRC=. WORK=build/bench-sizes
 #   MODELS="pythia-410m pythia-1b llama-3.2-1b tinyllama-1.1b llama-3.1-8b"
-#   STEPS="inspect linearize map-ssm decay verify stage2 resume stage1b kd eval generate pack"
+#   STEPS="inspect linearize map-ssm decay verify stage2 resume stage1b kd kd-recompute eval
+#          generate pack"
 #   SEQ=512 (training window) TRAIN_STEPS=2 EVAL_SEQ=128 EVAL_WINDOWS=4
 #   DECAY_WINDOWS=16 DECAY_SEQ=256 GEN_TOKENS=8 KEEP=0 (1: keep each model's files)
 set -u
@@ -22,7 +23,7 @@ BIN=${BIN:-build/bin}
 SRC=${SRC:-.}
 WORK=${WORK:-build/bench-sizes}
 MODELS=${MODELS:-"pythia-410m pythia-1b llama-3.2-1b tinyllama-1.1b llama-3.1-8b"}
-STEPS=${STEPS:-"inspect linearize map-ssm decay verify stage2 resume stage1b kd eval generate pack"}
+STEPS=${STEPS:-"inspect linearize map-ssm decay verify stage2 resume stage1b kd kd-recompute eval generate pack"}
 SEQ=${SEQ:-512}
 TRAIN_STEPS=${TRAIN_STEPS:-2}
 EVAL_SEQ=${EVAL_SEQ:-128}
@@ -65,7 +66,7 @@ row() {
     shift 3
     local dir=$WORK/$model
     PLAN="" FITS=1
-    case "$name" in linearize|stage2*|stage1b|kd) plan_of "$dir" "$name" "$@" ;; esac
+    case "$name" in linearize|stage2*|stage1b|kd*) plan_of "$dir" "$name" "$@" ;; esac
     local plan=${PLAN:+$PLAN GB}
     if [ "$FITS" = 0 ]; then
         echo "| $model | $name | — | — | — | ${plan} (does not fit: not started) |"
@@ -130,6 +131,10 @@ for model in $MODELS; do
             --align "$M" -o "$dir/s1b.st"
         wants kd && row "$model" kd "$tr" "$BIN/hm-finetune" "$S" "${common[@]}" \
             --freeze embeddings --kd-teacher "$M" --kd-weight 0.5 -o "$dir/kd.st"
+        # the same with activation checkpointing (one layer's activations)
+        wants kd-recompute && row "$model" "kd --recompute" "$tr" "$BIN/hm-finetune" "$S" \
+            "${common[@]}" --freeze embeddings --kd-teacher "$M" --kd-weight 0.5 --recompute \
+            -o "$dir/kd.st"
         rm -f "$dir"/s2.st* "$dir"/s1b.st* "$dir"/kd.st*
     fi
     wants eval && row "$model" eval $((EVAL_WINDOWS * EVAL_SEQ)) "$BIN/hm-eval" "$M" \
