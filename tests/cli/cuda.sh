@@ -138,6 +138,10 @@ for fam in neox llama; do
         ok "$B/hm-finetune" "$in" -o "$T/$fam.$m.gpu2.st" "${RUN[@]}" --device cuda
         [ "$(tensors "$T/$fam.$m.gpu.st")" = "$(tensors "$T/$fam.$m.gpu2.st")" ] ||
             fail "$fam $m: two GPU runs differ"
+        # activation checkpointing on the device: the same bits as without
+        ok "$B/hm-finetune" "$in" -o "$T/$fam.$m.gpure.st" "${RUN[@]}" --device cuda --recompute
+        [ "$(tensors "$T/$fam.$m.gpure.st")" = "$(tensors "$T/$fam.$m.gpu.st")" ] ||
+            fail "$fam $m: a GPU run with --recompute differs from the one without"
         d=$(rel_diff "$T/$fam.$m.gpu.st" "$T/$fam.$m.cpu.st")
         within "$d" 1e-4 || fail "$fam $m: GPU weights differ from the CPU's by $d"
         close_losses "$T/$fam.$m.gpu.log" "$T/$fam.$m.cpu.log" ||
