@@ -10,6 +10,7 @@
 #include "atomic_file.h"
 #include "checkpoint.h"
 #include "cli.h"
+#include "eval_quality.h"
 #include "fileio.h"
 #include "gen_prompt.h"
 #include "model.h"
@@ -62,12 +63,26 @@ static const char usage[] =
     "  --backend NAME       ref (plain loops, slow), fast (default; cpu = fast),\n"
     "                       checked or cuda\n"
     "  --device cpu|cuda    cuda = --backend cuda (default cpu)\n"
+    "  --teacher CKPT       also compare with CKPT on the --data windows (SPEC 11,\n"
+    "                       libconvert/decode/quality.h): teacher-forced KL to it\n"
+    "                       and top-1 agreement; from the first P windows' first p\n"
+    "                       tokens, the teacher's mean NLL of n tokens this model\n"
+    "                       samples (temperature 1, prompt i seed s + i) beside that\n"
+    "                       of the teacher's own samples, and the mean common prefix\n"
+    "                       of both greedy continuations\n"
+    "  --prompts P          prompts for --teacher (default 16; 0: teacher-forced only)\n"
+    "  --prompt-len p       prompt tokens (default 32, at most --seq-len)\n"
+    "  --new-tokens n       continuation tokens (default 64)\n"
+    "  --seed s             sampling seed (default 0)\n"
     "  --unigram FILE       instead of a checkpoint: the baseline of add-one smoothed\n"
     "                       token frequencies counted in FILE (a training token file)\n"
     "  --json               print one JSON object on stdout: {\"version\": 1, \"seq_len\",\n"
     "                       \"windows\", \"targets\", \"mean_nll\", \"ppl\", \"bits_per_byte\"\n"
     "                       (null unless byte-level), \"tokens_per_s\", and \"mc\": {\n"
-    "                       \"questions\", \"acc\", \"acc_norm\"} with --mc}\n"
+    "                       \"questions\", \"acc\", \"acc_norm\"} with --mc, \"quality\": {\"teacher\",\n"
+    "                       \"windows\", \"positions\", \"kl\", \"agreement\", \"prompts\",\n"
+    "                       \"prompt_len\", \"new_tokens\", \"seed\", \"student_nll\",\n"
+    "                       \"teacher_nll\", \"common_prefix\"} with --teacher}\n"
     "  -q, --quiet          fewer messages;  -v, --verbose  more\n"
     "  --progress, --no-progress   progress on stderr (default: when it is a terminal)\n"
     "  -h, --help           this text;  --version  the version\n"
@@ -76,7 +91,8 @@ static const char usage[] =
 
 enum {
     OPT_DATA = HM_OPT_FIRST_TOOL, OPT_SEQ_LEN, OPT_MAX_TOKENS, OPT_DUMP, OPT_MC, OPT_TOKENIZER,
-    OPT_BYTES, OPT_THREADS, OPT_BACKEND, OPT_UNIGRAM, OPT_BATCH, OPT_DEVICE,
+    OPT_BYTES, OPT_THREADS, OPT_BACKEND, OPT_UNIGRAM, OPT_BATCH, OPT_DEVICE, OPT_TEACHER,
+    OPT_PROMPTS, OPT_PROMPT_LEN, OPT_NEW_TOKENS, OPT_SEED,
 };
 
 struct opts {
@@ -84,6 +100,8 @@ struct opts {
     const char *ckpt, *data, *dump, *mc, *tokenizer, *backend, *device, *unigram;
     int64_t seq_len, max_tokens, threads, batch; /* batch 0: the default */
     int bytes, force;
+    struct hm_eval_quality quality; /* --teacher */
+    int quality_flags;              /* --prompts, --prompt-len, --new-tokens or --seed given */
 };
 
 struct ppl {
@@ -466,6 +484,7 @@ static void print_num(FILE *fp, double v)
 /* The report on fp: stdout, or stderr when the logits go to stdout. */
 static void report(FILE *fp, const struct opts *o, const struct ppl *r, const struct mc *mc)
 {
+    const int quality = o->quality.teacher && r->windows > 0;
     double mean = r->targets ? r->sum_nll / (double)r->targets : NAN;
     double bpb = r->bytes ? r->sum_nll / log(2.0) / (double)r->bytes : NAN;
     double tps = r->seconds > 0 ? (double)r->targets / r->seconds : 0;
@@ -487,6 +506,8 @@ static void report(FILE *fp, const struct opts *o, const struct ppl *r, const st
             fprintf(fp, ", \"mc\": {\"questions\": %lld, \"acc\": %.17g, \"acc_norm\": %.17g}",
                    (long long)mc->questions, (double)mc->correct / (double)mc->questions,
                    (double)mc->correct_norm / (double)mc->questions);
+        if (quality)
+            hm_eval_quality_print(fp, &o->quality, 1);
         fprintf(fp, "}\n");
         return;
     }
@@ -502,6 +523,8 @@ static void report(FILE *fp, const struct opts *o, const struct ppl *r, const st
         fprintf(fp, "multiple choice: %lld questions, acc %.4f, acc_norm %.4f\n",
                (long long)mc->questions, (double)mc->correct / (double)mc->questions,
                (double)mc->correct_norm / (double)mc->questions);
+    if (quality)
+        hm_eval_quality_print(fp, &o->quality, 0);
 }
 
 int main(int argc, char **argv)
@@ -521,9 +544,17 @@ int main(int argc, char **argv)
         {"device", required_argument, NULL, OPT_DEVICE},
         {"unigram", required_argument, NULL, OPT_UNIGRAM},
         {"batch", required_argument, NULL, OPT_BATCH},
+        {"teacher", required_argument, NULL, OPT_TEACHER},
+        {"prompts", required_argument, NULL, OPT_PROMPTS},
+        {"prompt-len", required_argument, NULL, OPT_PROMPT_LEN},
+        {"new-tokens", required_argument, NULL, OPT_NEW_TOKENS},
+        {"seed", required_argument, NULL, OPT_SEED},
         {NULL, 0, NULL, 0},
     };
-    struct opts o = {.common = {.progress = -1}, .max_tokens = -1};
+    struct opts o = {.common = {.progress = -1}, .max_tokens = -1,
+                     .quality.o = {.prompts = HM_EVAL_QUALITY_PROMPTS, .prompt_len = -1,
+                                   .new_tokens = HM_EVAL_QUALITY_NEW}};
+    struct hm_quality_opts *qo = &o.quality.o;
     hm_cli_init("hm-eval", usage, argv);
     int c;
     while ((c = getopt_long(argc, argv, HM_CLI_COMMON_SHORTOPTS "f", longopts, NULL)) != -1) {
@@ -544,7 +575,13 @@ int main(int argc, char **argv)
         case OPT_DEVICE: o.device = optarg; break;
         case OPT_UNIGRAM: o.unigram = optarg; break;
         case OPT_BATCH: o.batch = hm_parse_i64(optarg, "--batch", 1, 1 << 16); break;
+        case OPT_TEACHER: o.quality.teacher = optarg; break;
+        case OPT_PROMPTS: qo->prompts = hm_parse_i64(optarg, "--prompts", 0, 1 << 20); break;
+        case OPT_PROMPT_LEN: qo->prompt_len = hm_parse_i64(optarg, "--prompt-len", 1, 1 << 24); break;
+        case OPT_NEW_TOKENS: qo->new_tokens = hm_parse_i64(optarg, "--new-tokens", 1, 1 << 24); break;
+        case OPT_SEED: qo->seed = (uint64_t)hm_parse_i64(optarg, "--seed", 0, INT64_MAX); break;
         }
+        o.quality_flags |= c >= OPT_PROMPTS && c <= OPT_SEED;
     }
     if (o.unigram) {
         if (argc - optind > 0)
@@ -567,6 +604,16 @@ int main(int argc, char **argv)
         hm_usage_error("--tokenizer and --bytes cannot be combined");
     if (!o.mc && (o.tokenizer || o.bytes))
         hm_usage_error("--tokenizer and --bytes need --mc");
+    if (o.quality.teacher && (!o.data || o.unigram))
+        hm_usage_error("--teacher compares on the --data windows: it needs --data and a checkpoint");
+    if (o.quality_flags && !o.quality.teacher)
+        hm_usage_error("--prompts, --prompt-len, --new-tokens and --seed need --teacher");
+    if (qo->prompt_len < 0)
+        qo->prompt_len = o.seq_len < HM_EVAL_QUALITY_PROMPT_LEN ? o.seq_len
+                                                                : HM_EVAL_QUALITY_PROMPT_LEN;
+    if (o.quality.teacher && qo->prompt_len > o.seq_len)
+        hm_usage_error("--prompt-len %lld is longer than a window (--seq-len %lld)",
+                       (long long)qo->prompt_len, (long long)o.seq_len);
     if (o.dump && strcmp(o.dump, "-") != 0 &&
         (hm_same_file(o.dump, o.data) || hm_output_clobbers(o.dump, o.ckpt)))
         hm_usage_error("--dump-logits '%s' is an input", o.dump);
@@ -577,9 +624,11 @@ int main(int argc, char **argv)
      * --dump-logits and --mc run on process 0 */
     struct hm_run_comm comm;
     hm_cli_dist_open(&comm);
-    const char *ins[] = {o.ckpt, o.data, o.mc, o.tokenizer};
-    const char *ins_what[] = {"the checkpoint", "--data", "--mc", "--tokenizer"};
-    hm_cli_check_stdin(ins, ins_what, 4, &comm);
+    const char *ins[] = {o.ckpt, o.data, o.mc, o.tokenizer, o.quality.teacher};
+    const char *ins_what[] = {"the checkpoint", "--data", "--mc", "--tokenizer", "--teacher"};
+    hm_cli_check_stdin(ins, ins_what, 5, &comm);
+    if (o.quality.teacher && strcmp(o.data, "-") == 0)
+        hm_usage_error("--teacher reads the --data windows twice: give a file, not '-'");
     /* every process evaluates the same model on the same windows */
     const int64_t fv[] = {o.seq_len, o.batch, o.max_tokens, o.dump != NULL};
     hm_cli_agree(&comm, ins_what, ins, 2, (const char *const[]){"--seq-len", "--batch",
@@ -622,6 +671,11 @@ int main(int argc, char **argv)
         run_ppl(&cx);
     if (o.mc && primary)
         run_mc(&cx, mc_tok, &mc);
+    if (o.quality.teacher && primary && cx.r.windows > 0) { /* the windows ppl read */
+        qo->seq_len = o.seq_len;
+        qo->windows = cx.r.windows;
+        hm_eval_quality_run(&o.quality, m, be, o.data);
+    }
     if (primary)
         report(o.dump && strcmp(o.dump, "-") == 0 ? stderr : stdout, &o, &cx.r, &mc);
     hm_model_ws_release(&cx.ws);
