@@ -11,7 +11,9 @@
 # (mapped straight from the teacher + stage 2), naive.st (random mixer +
 # stage 2), control.st (the teacher fine-tuned on the same data with
 # cross-entropy); DIR/results.json (one row per
-# model: held-out and TinyStories perplexities, multiple-choice accuracy)
+# model: held-out and TinyStories perplexities, multiple-choice accuracy,
+# and against the teacher: KL, top-1 agreement, the teacher-scored NLL of
+# its samples and the greedy common prefix)
 # and DIR/results.md; the student packed (hedgemamba.bundle.tar.gz) and
 # text generated from the bundle (hedgemamba.samples.txt).
 #
@@ -57,7 +59,8 @@ CE = $(TRAIN) --lr $(STAGE2_LR) --warmup 20 --freeze embeddings
 S2 = $(CE) $(STAGE2_OBJ)
 
 MODELS = teacher control hedgemamba hedgemamba-paper hedgehog-ft skip-stage1 naive
-EVALS = $(foreach m,$(MODELS),$(OUT)/$(m).held.json $(OUT)/$(m).ts.json $(OUT)/$(m).mc.json)
+EVALS = $(foreach m,$(MODELS),$(OUT)/$(m).held.json $(OUT)/$(m).ts.json $(OUT)/$(m).mc.json \
+          $(OUT)/$(m).gen.json)
 
 .PHONY: all
 all: $(OUT)/results.md $(OUT)/hedgemamba.samples.txt

@@ -23,6 +23,12 @@ SEQ ?= 256
 BATCH ?= 16
 GEN = --tokenizer $(TOKENIZER) --max-new-tokens $(STORY_TOKENS) --temperature 1
 EVAL_FLAGS = --seq-len $(SEQ) --threads $(THREADS)
+# generation quality against the teacher (hm-eval --teacher, SPEC §11): GEN_PROMPTS
+# prompts of GEN_PROMPT_LEN held-out tokens, GEN_NEW sampled at temperature 1, seed GEN_SEED
+GEN_PROMPTS ?= 32
+GEN_PROMPT_LEN ?= 32
+GEN_NEW ?= 128
+GEN_SEED ?= 1
 
 .DELETE_ON_ERROR:
 .PHONY: FORCE
@@ -82,6 +88,11 @@ $(OUT)/%.held.json: $(OUT)/%.st $(OUT)/held.tok $(BIN)/hm-eval
 
 $(OUT)/%.ts.json: $(OUT)/%.st $(OUT)/tinystories.tok $(BIN)/hm-eval
 	$(BIN)/hm-eval $< --data $(OUT)/tinystories.tok --seq-len 128 --threads $(THREADS) --json -q > $@
+
+$(OUT)/%.gen.json: $(OUT)/%.st $(OUT)/teacher.st $(OUT)/held.tok $(BIN)/hm-eval
+	$(BIN)/hm-eval $< --data $(OUT)/held.tok $(EVAL_FLAGS) --teacher $(OUT)/teacher.st \
+	    --prompts $(GEN_PROMPTS) --prompt-len $(GEN_PROMPT_LEN) --new-tokens $(GEN_NEW) \
+	    --seed $(GEN_SEED) --json -q > $@
 
 $(OUT)/%.mc.json: $(OUT)/%.st $(OUT)/mc.jsonl $(BIN)/hm-eval
 	$(BIN)/hm-eval $< --mc $(OUT)/mc.jsonl --tokenizer $(TOKENIZER) --threads $(THREADS) --json -q > $@

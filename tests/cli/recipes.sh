@@ -61,13 +61,20 @@ fi
 
 # ---- stories260k.mk at toy size ------------------------------------------
 O="$T/st"
-SMALL="OUT=$O CORPUS_SAMPLES=24 HELD_SAMPLES=16 STORY_TOKENS=120 SEQ=64 BATCH=4 BUDGET=4000"
+SMALL="OUT=$O CORPUS_SAMPLES=24 HELD_SAMPLES=16 STORY_TOKENS=120 SEQ=64 BATCH=4 BUDGET=4000
+       GEN_PROMPTS=4 GEN_PROMPT_LEN=16 GEN_NEW=16"
 $M -f recipes/stories260k.mk $SMALL >"$T/out" 2>"$T/err" || fail "stories260k.mk: $(tail -5 "$T/err")"
 for f in teacher hedgemamba hedgemamba-paper hedgehog-ft skip-stage1 naive control; do
     [ -s "$O/$f.st" ] || fail "stories260k.mk: no $f.st"
     grep -q "\"model\": \"$f\", \"held_ppl\": [0-9]" "$O/results.json" || fail "results.json: no row for $f"
 done
 [ -s "$O/results.md" ] && grep -q '^| HedgeMamba' "$O/results.md" || fail "results.md: no HedgeMamba row"
+# the generation figures: the teacher against itself is exact (KL 0, agreement
+# 1, the whole greedy prefix); a student has figures of its own
+grep -q '"model": "teacher".*"kl": 0, "agreement": 1, .*"common_prefix": 16,' "$O/results.json" ||
+    fail "results.json: the teacher's generation figures are not its own: $(grep teacher "$O/results.json")"
+grep -q '"model": "hedgemamba".*"kl": [0-9.e-]*, "agreement": [0-9.]*, "gen_nll": [0-9]' \
+    "$O/results.json" || fail "results.json: no generation figures for hedgemamba"
 grep -q '"equivalent": true' "$O/mapping.verify.json" || fail "the mapping is not proven"
 grep -q '^valid: ' "$O/hedgemamba.samples.txt" && [ "$(wc -l < "$O/hedgemamba.samples.txt")" -ge 3 ] ||
     fail "no verified bundle samples"
