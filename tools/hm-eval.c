@@ -12,6 +12,7 @@
 #include "cli.h"
 #include "eval_quality.h"
 #include "fileio.h"
+#include "json_out.h"
 #include "gen_prompt.h"
 #include "model.h"
 #include "model_forward.h"
@@ -472,15 +473,6 @@ static void run_mc(struct ctx *c, struct hm_tokenizer *tok, struct mc *res)
     hm_tokenizer_free(tok);
 }
 
-/* A JSON number, or null for NaN/Inf (JSON has no NaN). */
-static void print_num(FILE *fp, double v)
-{
-    if (isfinite(v))
-        fprintf(fp, "%.17g", v);
-    else
-        fprintf(fp, "null");
-}
-
 /* The report on fp: stdout, or stderr when the logits go to stdout. */
 static void report(FILE *fp, const struct opts *o, const struct ppl *r, const struct mc *mc)
 {
@@ -495,11 +487,11 @@ static void report(FILE *fp, const struct opts *o, const struct ppl *r, const st
         if (o->data) {
             fprintf(fp, ", \"seq_len\": %lld, \"windows\": %lld, \"targets\": %lld, \"mean_nll\": ",
                    (long long)o->seq_len, (long long)r->windows, (long long)r->targets);
-            print_num(fp, mean);
+            hm_json_write_number(fp, mean);
             fprintf(fp, ", \"ppl\": ");
-            print_num(fp, exp(mean));
+            hm_json_write_number(fp, exp(mean));
             fprintf(fp, ", \"bits_per_byte\": ");
-            print_num(fp, r->byte_level && r->bytes ? bpb : NAN);
+            hm_json_write_number(fp, r->byte_level && r->bytes ? bpb : NAN);
             fprintf(fp, ", \"tokens_per_s\": %.6g", tps);
         }
         if (o->mc)

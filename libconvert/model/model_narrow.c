@@ -82,15 +82,22 @@ static enum hm_status upload_narrow(struct hm_model *m, int64_t i, const struct 
     return HM_OK;
 }
 
+/* m's view named name of numel values, or NULL. */
+static const struct hm_tensor_view *named_view(const struct hm_model *m, const char *name,
+                                               int64_t numel)
+{
+    for (int64_t i = 0; m && i < m->n_views; i++)
+        if (m->views[i].numel == numel && strcmp(m->views[i].spec.name, name) == 0)
+            return &m->views[i];
+    return NULL;
+}
+
 /* share's narrow view named name of numel values, or NULL. */
 static const struct hm_tensor_view *shared_view(const struct hm_model *share, const char *name,
                                                 int64_t numel)
 {
-    for (int64_t i = 0; share && i < share->n_views; i++)
-        if (share->views[i].narrow && share->views[i].numel == numel &&
-            strcmp(share->views[i].spec.name, name) == 0)
-            return &share->views[i];
-    return NULL;
+    const struct hm_tensor_view *v = named_view(share, name, numel);
+    return v && v->narrow ? v : NULL;
 }
 
 /* 1 when ck's tensor name is stored in share's narrow kind with the very
@@ -363,10 +370,7 @@ int hm_model_narrow_plan(const struct hm_ckpt *ck, const struct hm_config *cfg, 
 static const struct hm_tensor_view *base_view(const struct hm_model *base,
                                               const struct hm_tensor_view *v)
 {
-    for (int64_t i = 0; i < base->n_views; i++)
-        if (base->views[i].numel == v->numel && strcmp(base->views[i].spec.name, v->spec.name) == 0)
-            return &base->views[i];
-    return NULL;
+    return named_view(base, v->spec.name, v->numel);
 }
 
 enum hm_status hm_model_extend(const struct hm_model *base, const struct hm_config *cfg,

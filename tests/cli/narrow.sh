@@ -10,10 +10,6 @@
 # the test timeout under ASan.
 set -euo pipefail
 B="$HM_BIN"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail=0
-. "$(dirname "$0")/../support/peak_rss.sh"
 . "$(dirname "$0")/../support/narrow_fixture.sh"
 for fam in neox llama; do
     for dt in bf16 f16; do

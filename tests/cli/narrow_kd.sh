@@ -9,10 +9,6 @@
 # with nothing shared.
 set -euo pipefail
 B="$HM_BIN"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail=0
-. "$(dirname "$0")/../support/peak_rss.sh"
 . "$(dirname "$0")/../support/narrow_fixture.sh"
 narrow_model neox bf16
 n="$T/neox-bf16"

@@ -3,10 +3,6 @@
 # hm_model_load_trainee), from a hedgemamba of a bf16 teacher.
 set -euo pipefail
 B="$HM_BIN"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail=0
-. "$(dirname "$0")/../support/peak_rss.sh"
 . "$(dirname "$0")/../support/narrow_fixture.sh"
 narrow_model neox bf16
 n="$T/neox-bf16"

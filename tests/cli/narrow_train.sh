@@ -4,10 +4,6 @@
 # on a bf16 teacher, its student evaluated and its mapping verified narrow.
 set -euo pipefail
 B="$HM_BIN"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail=0
-. "$(dirname "$0")/../support/peak_rss.sh"
 . "$(dirname "$0")/../support/narrow_fixture.sh"
 narrow_model neox bf16
 # a bf16 teacher for KD: the same student after training against the fp32

@@ -1,8 +1,13 @@
 # narrow_fixture.sh — sourced by tests/cli/narrow*.sh (narrow frozen weights,
-# SPEC §11). Expects T (a temporary folder) and B (the tools). Writes
-# $T/text.tok and the configs $T/neox.json, $T/llama.json; defines
-# narrow_model FAM DT (a random checkpoint $T/FAM-DT.safetensors in DT and
-# the same values in fp32 as the bundle $T/FAM-DT.b32) and close.
+# SPEC §11) after B (the tools) is set. Makes T (a temporary folder, removed
+# at exit) and fail=0, sources peak_rss.sh, writes $T/text.tok and the
+# configs $T/neox.json, $T/llama.json; defines narrow_model FAM DT (a random
+# checkpoint $T/FAM-DT.safetensors in DT and the same values in fp32 as the
+# bundle $T/FAM-DT.b32) and close.
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fail=0
+. "$(dirname "${BASH_SOURCE[0]}")/peak_rss.sh"
 head -c 3000 /dev/urandom | base64 > "$T/text.txt"
 "$B/hm-tokenize" --bytes "$T/text.txt" -o "$T/text.tok" -q
 cat > "$T/neox.json" <<'J'

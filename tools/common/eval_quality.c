@@ -1,7 +1,6 @@
 /* eval_quality.c — hm-eval --teacher (eval_quality.h). */
 #include "eval_quality.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,14 +41,11 @@ void hm_eval_quality_run(struct hm_eval_quality *e, const struct hm_model *stude
     hm_model_free(t);
 }
 
-/* A JSON number, or null for NaN/Inf. */
+/* , "key": v (hm_json_write_number). */
 static void num(FILE *fp, const char *key, double v)
 {
     fprintf(fp, ", \"%s\": ", key);
-    if (isfinite(v))
-        fprintf(fp, "%.17g", v);
-    else
-        fprintf(fp, "null");
+    hm_json_write_number(fp, v);
 }
 
 void hm_eval_quality_print(FILE *fp, const struct hm_eval_quality *e, int json)

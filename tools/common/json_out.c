@@ -2,6 +2,7 @@
 #include "json_out.h"
 
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdlib.h>
 
 #include "cli.h"
@@ -54,4 +55,12 @@ void hm_json_put(cJSON *j)
         hm_die("out of memory");
     puts(s);
     free(s);
+}
+
+void hm_json_write_number(FILE *f, double v)
+{
+    if (isfinite(v))
+        fprintf(f, "%.17g", v);
+    else
+        fprintf(f, "null");
 }

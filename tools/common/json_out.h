@@ -12,6 +12,10 @@
  * written as \ufffd, so the output is always valid JSON in UTF-8. */
 void hm_json_write_string(FILE *f, const char *s, size_t n);
 
+/* Writes v as a JSON number of 17 significant digits, or null when it is
+ * NaN or infinite (JSON has neither). */
+void hm_json_write_number(FILE *f, double v);
+
 struct cJSON;
 /* Prints j as one line of JSON on stdout and deletes it (a tool's --json
  * result); out of memory ends the tool (hm_die). */
