@@ -19,7 +19,7 @@ struct hm_model_state {
     struct hm_model_ws ws;         /* steps and prefill chunks (grown on first use) */
     float *lse, *conv;             /* owned (be): prefill den [n_h, chunk], conv scratch */
     int64_t chunk_cap;
-    int64_t L, floats;             /* constant-size state floats per layer */
+    int64_t L, floats;             /* constant-size state floats of all layers together */
     float *store;                  /* owned (be): windows and states of every layer */
     struct hm_mixer_state *st;     /* [L] (host structs pointing into be's memory) */
     float *scratch;                /* owned (be): the per-token vectors of the units */
@@ -51,8 +51,8 @@ void hm_model_state_free(struct hm_model_state *s)
 void hm_model_state_reset(struct hm_model_state *s)
 {
     s->pos = 0;
-    if (s->L * s->floats > 0)
-        hm_backend_fill(s->be, s->store, s->L * s->floats, 0.0f);
+    if (s->floats > 0)
+        hm_backend_fill(s->be, s->store, s->floats, 0.0f);
 }
 
 int64_t hm_model_state_pos(const struct hm_model_state *s)
@@ -62,8 +62,10 @@ int64_t hm_model_state_pos(const struct hm_model_state *s)
 
 int64_t hm_model_state_floats(const struct hm_model_state *s, int64_t n_kv, int64_t p)
 {
-    int64_t kv = s->st && s->st[0].kc ? 2 * s->pos * n_kv * p : 0;
-    return s->L * (s->floats + kv);
+    int64_t n = s->floats; /* the KV caches of the softmax layers grow with pos */
+    for (int64_t l = 0; s->st && l < s->L; l++)
+        n += s->st[l].kc ? 2 * s->pos * n_kv * p : 0;
+    return n;
 }
 
 enum hm_status hm_model_state_new(const struct hm_model *m, struct hm_model_state **out,
@@ -80,16 +82,15 @@ enum hm_status hm_model_state_new(const struct hm_model *m, struct hm_model_stat
     const struct hm_backend *be = m->be;
     const struct hm_config *c = &m->cfg;
     const int64_t L = c->num_hidden_layers, nh = c->num_attention_heads, Da = c->attn_dim;
-    const int ssm = (hm_mixer_unit(c->mixer)->bufs & HM_MIX_SSM) != 0;
-    const int64_t win = ssm ? (c->conv_width - 1) * c->qkv_dim : 0;
     struct hm_model_state *s = calloc(1, sizeof *s);
     if (!s)
         return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
     s->be = be;
     s->L = L;
     hm_model_ws_init(&s->ws);
-    s->floats = hm_mixer_unit(c->mixer)->state_floats(c);
-    s->store = hm_backend_alloc(be, sizeof(float) * ((size_t)(L * s->floats) + 1));
+    for (int64_t l = 0; l < L; l++)
+        s->floats += hm_layer_unit(c, l)->state_floats(c);
+    s->store = hm_backend_alloc(be, sizeof(float) * ((size_t)s->floats + 1));
     s->st = calloc((size_t)L + 1, sizeof *s->st);
     s->scratch = hm_backend_alloc(be, sizeof(float) * (size_t)(2 * nh + Da));
     if (!s->store || !s->st || !s->scratch) {
@@ -97,14 +98,18 @@ enum hm_status hm_model_state_new(const struct hm_model *m, struct hm_model_stat
         return hm_error_set(err, HM_ERR_NOMEM, "out of memory");
     }
     /* empty states; the scratch: [n_h] ones, [n_h] zeros, [Da] the token's v */
-    hm_backend_fill(be, s->store, L * s->floats + 1, 0.0f);
+    hm_backend_fill(be, s->store, s->floats + 1, 0.0f);
     hm_backend_fill(be, s->scratch, 2 * nh + Da, 0.0f);
     hm_backend_fill(be, s->scratch, nh, 1.0f);
     float *one = s->scratch, *zero = one + nh, *vv = zero + nh;
+    /* each layer's constant state in turn: conv window (hedgemamba), then S */
+    float *at = s->store;
     for (int64_t l = 0; l < L; l++) {
+        const struct hm_mixer_unit *u = hm_layer_unit(c, l);
         struct hm_mixer_state *ms = &s->st[l];
-        ms->win = s->store + l * s->floats;
-        ms->S = ms->win + win;
+        ms->win = at;
+        ms->S = at + (u->bufs & HM_MIX_SSM ? (c->conv_width - 1) * c->qkv_dim : 0);
+        at += u->state_floats(c);
         ms->v = vv;
         ms->one = one;
         ms->zero = zero;
@@ -149,8 +154,8 @@ enum hm_status hm_model_state_copy(struct hm_model_state *dst, const struct hm_m
         hm_backend_copy2d(be, b->kc, row, a->kc, row, src->pos, row);
         hm_backend_copy2d(be, b->vc, row, a->vc, row, src->pos, row);
     }
-    if (src->L * src->floats > 0)
-        hm_backend_copy2d(be, dst->store, 0, src->store, 0, 1, src->L * src->floats);
+    if (src->floats > 0)
+        hm_backend_copy2d(be, dst->store, 0, src->store, 0, 1, src->floats);
     dst->pos = src->pos;
     return hm_backend_sync(be, err);
 }
@@ -262,7 +267,7 @@ static enum hm_status prefill_reserve(const struct hm_model *m, const struct hm_
     enum hm_status st = hm_model_ws_reserve(&s->ws, m, be, T, err);
     if (st != HM_OK || T <= s->chunk_cap)
         return st;
-    const int64_t K = hm_mixer_unit(c->mixer)->bufs & HM_MIX_SSM ? c->conv_width : 1;
+    const int64_t K = hm_mixers_bufs(c) & HM_MIX_SSM ? c->conv_width : 1;
     hm_backend_free(be, (void **)&s->lse);
     hm_backend_free(be, (void **)&s->conv);
     s->lse = hm_backend_alloc(be, sizeof(float) * (size_t)(c->num_attention_heads * T));

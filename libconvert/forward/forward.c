@@ -41,7 +41,7 @@ enum hm_status hm_model_mixer_forward(const struct hm_mix *x, float *o, struct h
     const struct hm_model *m = x->m;
     const struct hm_backend *be = x->be;
     const struct hm_config *c = &m->cfg;
-    const struct hm_mixer_unit *u = hm_mixer_unit(c->mixer);
+    const struct hm_mixer_unit *u = hm_layer_unit(c, x->l);
     const struct hm_layer *ly = &m->layers[x->l];
     struct hm_layer_acts *a = x->a;
     const int64_t B = x->B, T = x->T, N = B * T, d = c->hidden_size;

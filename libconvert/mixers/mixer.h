@@ -2,7 +2,7 @@
  * mixer_softmax.c (the teacher's causal softmax attention, KV cache),
  * mixer_hedgehog.c (contract §2 feature maps + causal linear attention),
  * mixer_hedgemamba.c (contract §3 conv, feature maps, selective scan, gate);
- * mixer.c maps cfg.mixer to its unit (hm_mixer_unit).
+ * mixer.c maps a mixer, or a layer of a (hybrid) config, to its unit.
  *
  * A unit holds everything that differs between mixers: its forward (used by
  * inference, training, stage 1 and decoding through the one skeleton in
@@ -122,8 +122,8 @@ struct hm_mixer_unit {
     void (*backward_tail)(const struct hm_mix *x, const struct hm_mix_grads *g, float *da);
     /* (optional) identity values of the mixer's own tensors (contract §2, §3) */
     void (*identity)(struct hm_model *m, int64_t l);
-    /* (optional) after every optimizer update (hedgemamba: A ≤ 0) */
-    void (*post_update)(struct hm_model *m, const struct hm_backend *be);
+    /* (optional) after every optimizer update, per layer (hedgemamba: A ≤ 0) */
+    void (*post_update)(struct hm_model *m, const struct hm_backend *be, int64_t l);
     /* floats of one layer's constant-size state (0 for the KV cache) */
     int64_t (*state_floats)(const struct hm_config *c);
     /* forward FLOPs per token of one layer's mixer beyond the q/k/v and
@@ -139,6 +139,16 @@ struct hm_mixer_unit {
 double hm_mixer_linattn_flops(const struct hm_config *c, int64_t T);
 
 const struct hm_mixer_unit *hm_mixer_unit(enum hm_mixer mixer);
+
+/* Layer l's unit (hm_layer_mixer: a hybrid's kept layers are softmax). */
+const struct hm_mixer_unit *hm_layer_unit(const struct hm_config *c, int64_t l);
+/* Over the units of all of c's layers: the union of their bufs, the
+ * largest forward workspace (backward: the largest of forward and backward),
+ * and the FLOPs per token of all layers' mixers together. */
+unsigned hm_mixers_bufs(const struct hm_config *c);
+size_t hm_mixers_ws_size(const struct hm_config *c, const struct hm_backend *be, int64_t T,
+                         int backward);
+double hm_mixers_flops(const struct hm_config *c, int64_t T);
 
 /* Floats of one sequence's lsave (HM_MIX_LSAVE) at length T. */
 int64_t hm_mixer_lsave_floats(const struct hm_config *c, int64_t T);

@@ -178,10 +178,9 @@ static void hb_identity(struct hm_model *m, int64_t l)
 }
 
 /* A ≤ 0 (contract §3 step 6): clamp after every update. */
-static void hb_post_update(struct hm_model *m, const struct hm_backend *be)
+static void hb_post_update(struct hm_model *m, const struct hm_backend *be, int64_t l)
 {
-    for (int64_t l = 0; l < m->cfg.num_hidden_layers; l++)
-        hm_backend_clamp(be, m->layers[l].A, m->cfg.num_attention_heads, -INFINITY, 0.0f);
+    hm_backend_clamp(be, m->layers[l].A, m->cfg.num_attention_heads, -INFINITY, 0.0f);
 }
 
 static int64_t hb_state_floats(const struct hm_config *c)

@@ -1,6 +1,7 @@
 #include "config.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -183,6 +184,94 @@ static enum hm_status parse_rope_scaling(const cJSON *root, struct hm_config *cf
                    &cfg->rope_scaling.original_max_position_embeddings, err);
 }
 
+/* contract §11: "layer_mixers", one name per layer, each softmax or arch's
+ * student mixer. */
+static enum hm_status parse_layer_mixers(const cJSON *root, struct hm_config *cfg,
+                                         struct hm_error *err)
+{
+    const cJSON *lm = cJSON_GetObjectItemCaseSensitive(root, "layer_mixers");
+    if (!lm)
+        return HM_OK;
+    const int64_t L = cfg->num_hidden_layers;
+    if (cfg->mixer == HM_MIXER_SOFTMAX)
+        return hm_error_set(err, HM_ERR_INVALID,
+                            "config 'layer_mixers' needs a student 'arch' (hedgehog or "
+                            "hedgemamba), not %s", hm_arch_name(cfg));
+    if (!cJSON_IsArray(lm) || cJSON_GetArraySize(lm) != L)
+        return hm_error_set(err, HM_ERR_INVALID,
+                            "config 'layer_mixers' is not an array of num_hidden_layers (%lld) "
+                            "names", (long long)L);
+    if (L > HM_KEPT_MAX)
+        return hm_error_set(err, HM_ERR_UNSUPPORTED,
+                            "config 'layer_mixers' of %lld layers: hybrids have at most %d",
+                            (long long)L, HM_KEPT_MAX);
+    int64_t l = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, lm) {
+        const char *n = cJSON_IsString(it) ? it->valuestring : "";
+        const int soft = strcmp(n, "softmax") == 0;
+        if (!soft && strcmp(n, hm_mixer_name(cfg->mixer)) != 0)
+            return hm_error_set(err, HM_ERR_INVALID,
+                                "config 'layer_mixers'[%lld] is '%.40s', not softmax or the "
+                                "arch's %s (one student kind per model)",
+                                (long long)l, n, hm_mixer_name(cfg->mixer));
+        hm_config_set_kept(cfg, l++, soft);
+    }
+    return HM_OK;
+}
+
+int hm_config_set_kept(struct hm_config *cfg, int64_t l, int kept)
+{
+    if (l < 0 || l >= HM_KEPT_MAX)
+        return -1;
+    const uint64_t bit = (uint64_t)1 << (l & 63);
+    cfg->kept[l >> 6] = kept ? cfg->kept[l >> 6] | bit : cfg->kept[l >> 6] & ~bit;
+    return 0;
+}
+
+int64_t hm_config_kept_count(const struct hm_config *cfg)
+{
+    int64_t n = 0;
+    for (int i = 0; i < HM_KEPT_WORDS; i++)
+        n += __builtin_popcountll(cfg->kept[i]);
+    return n;
+}
+
+void hm_config_kept_str(const struct hm_config *cfg, char *buf, size_t size)
+{
+    size_t at = 0;
+    if (size)
+        buf[0] = '\0';
+    for (int64_t l = 0; l < cfg->num_hidden_layers && l < HM_KEPT_MAX; l++) {
+        if (hm_layer_mixer(cfg, l) != HM_MIXER_SOFTMAX || cfg->mixer == HM_MIXER_SOFTMAX)
+            continue;
+        int n = snprintf(buf + at, at < size ? size - at : 0, "%s%lld", at ? "," : "",
+                         (long long)l);
+        if (n < 0 || (at += (size_t)n) >= size)
+            return;
+    }
+}
+
+int hm_config_kept_parse(struct hm_config *cfg, const char *s, int64_t L)
+{
+    const char *p = s;
+    if (!*p)
+        return -1;
+    while (*p) {
+        char *end;
+        errno = 0;
+        long long v = strtoll(p, &end, 10);
+        if (end == p || errno || v < 0 || v >= L || (*end && *end != ','))
+            return -1;
+        if (hm_config_set_kept(cfg, v, 1) != 0)
+            return -1;
+        p = *end ? end + 1 : end;
+        if (*end == ',' && !*p)
+            return -1;
+    }
+    return 0;
+}
+
 enum hm_status hm_config_parse(const char *json, size_t len, struct hm_config *cfg,
                                struct hm_error *err)
 {
@@ -334,6 +423,8 @@ enum hm_status hm_config_parse(const char *json, size_t len, struct hm_config *c
             goto out;
         }
     }
+    if ((st = parse_layer_mixers(root, cfg, err)) != HM_OK)
+        goto out;
     st = hm_config_finish(cfg, err);
 out:
     cJSON_Delete(root);
@@ -431,6 +522,13 @@ enum hm_status hm_config_finish(struct hm_config *cfg, struct hm_error *err)
         return hm_error_set(err, HM_ERR_INVALID, "unknown decay_init");
     if (cfg->mixer != HM_MIXER_HEDGEMAMBA)
         cfg->decay_init = HM_DECAY_IDENTITY; /* only a HedgeMamba has an A */
+    if (hm_config_kept_count(cfg) > 0 && cfg->mixer == HM_MIXER_SOFTMAX)
+        return hm_error_set(err, HM_ERR_INVALID, "a softmax teacher has no kept layers");
+    for (int i = 0; i < HM_KEPT_WORDS; i++) /* no bits past the last layer */
+        for (int b = 0; b < 64; b++)
+            if ((int64_t)i * 64 + b >= cfg->num_hidden_layers && (cfg->kept[i] >> b & 1))
+                return hm_error_set(err, HM_ERR_INVALID, "kept layer %d is past the last layer",
+                                    i * 64 + b);
     return HM_OK;
 }
 
@@ -508,6 +606,11 @@ char *hm_config_to_json(const struct hm_config *cfg)
          * keep their bytes */
         if (cfg->decay_init == HM_DECAY_TEACHER)
             cJSON_AddStringToObject(r, "decay_init", "teacher");
+    }
+    if (hm_config_kept_count(cfg) > 0) { /* pure students keep their bytes */
+        cJSON *lm = cJSON_AddArrayToObject(r, "layer_mixers");
+        for (int64_t l = 0; l < cfg->num_hidden_layers; l++)
+            cJSON_AddItemToArray(lm, cJSON_CreateString(hm_mixer_name(hm_layer_mixer(cfg, l))));
     }
     char *s = cJSON_PrintUnformatted(r);
     cJSON_Delete(r);

@@ -64,6 +64,10 @@ enum hm_decay_init {
     HM_DECAY_TEACHER,      /* A = ln α from the teacher's mean attention distance */
 };
 
+/* Layers a hybrid can describe (layer_mixers): bits of hm_config.kept. */
+#define HM_KEPT_WORDS 16
+#define HM_KEPT_MAX (64 * HM_KEPT_WORDS)
+
 struct hm_config {
     enum hm_family family;
     enum hm_mixer mixer;
@@ -91,6 +95,10 @@ struct hm_config {
     int64_t conv_width;    /* K (hedgemamba) */
     unsigned components;   /* HM_COMP_* mask (hedgemamba) */
     enum hm_decay_init decay_init; /* hedgemamba; identity for every other mixer */
+    /* Hybrids (contract §11 `layer_mixers`): bit l set = layer l keeps the
+     * teacher's softmax attention; every other layer has `mixer`. All clear
+     * for pure models (and always for a softmax teacher). */
+    uint64_t kept[HM_KEPT_WORDS];
     int64_t head_dim;      /* p: d / n_h, or llama's explicit head_dim (0 = derive) */
     /* derived by hm_config_finish() */
     int64_t rotary_dims;   /* r = int(p * rotary_pct) (= p for llama) */
@@ -126,6 +134,22 @@ const char *hm_family_model_type(enum hm_family f);
 /* Fills *family (when the name fixes it) and *mixer from an `arch` name;
  * -1 if unknown. */
 int hm_arch_parse(const char *s, int *family, enum hm_mixer *mixer);
+
+/* Layer l's mixer: softmax when kept, else cfg->mixer. */
+static inline enum hm_mixer hm_layer_mixer(const struct hm_config *cfg, int64_t l)
+{
+    return l >= 0 && l < HM_KEPT_MAX && (cfg->kept[l >> 6] >> (l & 63) & 1) ? HM_MIXER_SOFTMAX
+                                                                             : cfg->mixer;
+}
+/* Marks layer l kept (softmax) or not; -1 when l is beyond HM_KEPT_MAX. */
+int hm_config_set_kept(struct hm_config *cfg, int64_t l, int kept);
+/* Number of kept softmax layers of a student (0: a pure student or a teacher). */
+int64_t hm_config_kept_count(const struct hm_config *cfg);
+/* "0,3" (the kept layers, ascending) into buf; "" when none. */
+void hm_config_kept_str(const struct hm_config *cfg, char *buf, size_t size);
+/* Parses a comma-separated list of layer indices below L into cfg's kept
+ * set (added to it); -1 on a bad or out-of-range index. */
+int hm_config_kept_parse(struct hm_config *cfg, const char *s, int64_t L);
 
 /* "ssm,conv,gate" order; buf of at least 16 bytes. */
 void hm_components_str(unsigned components, char *buf, size_t size);

@@ -97,8 +97,8 @@ enum hm_status hm_model_build(const struct hm_config *cfg, const unsigned char *
         cfg->rotary_dims > cfg->head_dim || cfg->rotary_dims % 2 ||
         (cfg->qkv_layout == HM_QKV_FUSED && cfg->attn_dim != d) ||
         !hm_mixer_unit(cfg->mixer) ||
-        ((hm_mixer_unit(cfg->mixer)->bufs & HM_MIX_FMAP) && cfg->feature_dim < 1) ||
-        ((hm_mixer_unit(cfg->mixer)->bufs & HM_MIX_SSM) && cfg->conv_width < 1))
+        ((hm_mixers_bufs(cfg) & HM_MIX_FMAP) && cfg->feature_dim < 1) ||
+        ((hm_mixers_bufs(cfg) & HM_MIX_SSM) && cfg->conv_width < 1))
         return hm_error_set(err, HM_ERR_INVALID, "inconsistent %s config", hm_arch_name(cfg));
     struct hm_param_spec *specs = NULL;
     const int64_t n = hm_param_specs(cfg, &specs);
@@ -151,9 +151,11 @@ enum hm_status hm_model_build(const struct hm_config *cfg, const unsigned char *
     }
     if (cfg->tie_word_embeddings)
         m->embed_out = m->embed_in; /* one tensor, stored once (contract §1b) */
-    const struct hm_mixer_unit *u = hm_mixer_unit(cfg->mixer);
-    for (int64_t l = 0; u->identity && !narrow && l < L; l++)
-        u->identity(m, l); /* the mixer's own tensors start at their identity values */
+    for (int64_t l = 0; !narrow && l < L; l++) {
+        const struct hm_mixer_unit *u = hm_layer_unit(cfg, l);
+        if (u->identity)
+            u->identity(m, l); /* the mixer's own tensors start at their identity values */
+    }
     hm_model_inv_freq(cfg, m->inv_freq);
     *out = m;
     return HM_OK;
@@ -393,7 +395,7 @@ static enum hm_status grow(const struct hm_backend *be, void **buf, int64_t n, s
 
 size_t hm_model_mixer_ws_size(const struct hm_config *c, const struct hm_backend *be, int64_t T)
 {
-    return hm_mixer_unit(c->mixer)->ws_size(c, be, T);
+    return hm_mixers_ws_size(c, be, T, 0);
 }
 
 /* One activation buffer of struct hm_model_ws and its floats. */
@@ -411,7 +413,7 @@ static int ws_table(struct hm_model_ws *ws, const struct hm_config *c, int64_t B
 {
     const int64_t d = c->hidden_size, I = c->intermediate_size, V = c->vocab_size;
     const int64_t nh = c->num_attention_heads;
-    const unsigned bufs = hm_mixer_unit(c->mixer)->bufs;
+    const unsigned bufs = hm_mixers_bufs(c);
     const int llama = c->qkv_layout == HM_QKV_GQA, ssm = (bufs & HM_MIX_SSM) != 0;
     int64_t N, nd, ni, nv, nq, n3, na, nf = 1, nt = 1;
     if (hm_mul_i64(B, T, &N) || hm_mul_i64(N, d, &nd) || hm_mul_i64(N, I, &ni) ||
@@ -531,6 +533,5 @@ double hm_model_flops_per_token(const struct hm_config *c, int64_t T)
     double V = (double)c->vocab_size, L = (double)c->num_hidden_layers;
     double Q = (double)c->qkv_dim, Da = (double)c->attn_dim;
     double mlp = (c->mlp_kind == HM_MLP_SWIGLU ? 3.0 : 2.0) * I * d;
-    double per_layer = 2.0 * (Q * d + Da * d + mlp) + hm_mixer_unit(c->mixer)->flops_per_token(c, T);
-    return L * per_layer + 2.0 * V * d;
+    return L * 2.0 * (Q * d + Da * d + mlp) + hm_mixers_flops(c, T) + 2.0 * V * d;
 }

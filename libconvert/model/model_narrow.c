@@ -404,9 +404,11 @@ enum hm_status hm_model_extend(const struct hm_model *base, const struct hm_conf
     /* the owned part: identity values in host memory, then onto base's backend
      * (adopted there on host memory); the shared pointers come after, so the
      * move does not touch them */
-    const struct hm_mixer_unit *u = hm_mixer_unit(cfg->mixer);
-    for (int64_t l = 0; u->identity && l < cfg->num_hidden_layers; l++)
-        u->identity(m, l);
+    for (int64_t l = 0; l < cfg->num_hidden_layers; l++) {
+        const struct hm_mixer_unit *u = hm_layer_unit(cfg, l);
+        if (u->identity)
+            u->identity(m, l);
+    }
     if ((st = hm_model_place(m, base->be, err)) != HM_OK) {
         free(shared);
         hm_model_free(m);

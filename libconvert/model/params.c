@@ -149,9 +149,11 @@ static int64_t dim_value(const struct hm_config *c, enum dim x)
     }
 }
 
-static int present(const struct tdef *t, const struct hm_config *c)
+/* Whether the row exists in layer l (-1: a model-level row): its mixer is
+ * the layer's (a hybrid's kept layers are softmax). */
+static int present(const struct tdef *t, const struct hm_config *c, int64_t l)
 {
-    if (!t->name[c->family] || !(t->mixers & (1u << c->mixer)))
+    if (!t->name[c->family] || !(t->mixers & (1u << hm_layer_mixer(c, l))))
         return 0;
     switch (t->cond) {
     case ATTN_BIAS: return c->attention_bias;
@@ -206,14 +208,14 @@ int64_t hm_param_specs(const struct hm_config *cfg, struct hm_param_spec **out)
     int64_t n = 0;
     int bad = 0;
     for (size_t i = 0; i < NROWS(head_rows); i++)
-        if (present(&head_rows[i], cfg))
+        if (present(&head_rows[i], cfg, -1))
             bad |= add(&v[n++], &head_rows[i], cfg, -1);
     for (int64_t l = 0; l < L; l++)
         for (size_t i = 0; i < NROWS(layer_rows); i++)
-            if (present(&layer_rows[i], cfg))
+            if (present(&layer_rows[i], cfg, l))
                 bad |= add(&v[n++], &layer_rows[i], cfg, l);
     for (size_t i = 0; i < NROWS(tail_rows); i++)
-        if (present(&tail_rows[i], cfg))
+        if (present(&tail_rows[i], cfg, -1))
             bad |= add(&v[n++], &tail_rows[i], cfg, -1);
     if (bad) {
         free(v);

@@ -114,7 +114,7 @@ static enum hm_status trainee_parts(const struct hm_plan_in *in, struct hm_mem_p
         if (in->freeze_embeddings && specs[i].group == HM_PG_EMBED)
             frozen_embed += e; /* no gradient slot (hm_trainer_new) */
         *largest = e > *largest ? e : *largest;
-        if (hm_train_frozen(&to, c->components, &specs[i]))
+        if (hm_train_frozen(&to, c, c->components, &specs[i]))
             continue;
         (*off)[*nt + 1] = (*off)[*nt] + e;
         (*nt)++;
@@ -129,9 +129,7 @@ static enum hm_status trainee_parts(const struct hm_plan_in *in, struct hm_mem_p
                                                        &kind))
         part[HM_PLAN_WEIGHTS] = f32 + narrow + wide; /* hm_model_load_trainee */
     part[HM_PLAN_ACTIVATIONS] = (double)hm_trainer_activation_bytes(c, &to);
-    const struct hm_mixer_unit *u = hm_mixer_unit(c->mixer);
-    const size_t fws = u->ws_size(c, in->be, in->T), bws = u->backward_ws_size(c, in->be, in->T);
-    part[HM_PLAN_WORKSPACES] = (double)(fws > bws ? fws : bws);
+    part[HM_PLAN_WORKSPACES] = (double)hm_mixers_ws_size(c, in->be, in->T, 1);
     if (in->teacher && teacher_parts(in->teacher, in->be, in->T, !in->align, part,
                                       &out->teacher_dtype))
         return hm_error_set(err, HM_ERR_INVALID, "cannot make the tensor table of %s",

@@ -89,12 +89,15 @@ const struct hm_opt_param *hm_trainer_params(const struct hm_trainer *tr, int64_
 
 const struct hm_model *hm_trainer_grads(const struct hm_trainer *tr) { return tr->g; }
 
-int hm_train_frozen(const struct hm_train_opts *o, unsigned active, const struct hm_param_spec *s)
+int hm_train_frozen(const struct hm_train_opts *o, const struct hm_config *c, unsigned active,
+                    const struct hm_param_spec *s)
 {
     if (o->freeze_embeddings && s->group == HM_PG_EMBED)
         return 1;
     if (o->align_teacher && s->group != HM_PG_MIXER && s->group != HM_PG_FEATURE_MAP &&
         s->group != HM_PG_SSM && s->group != HM_PG_CONV && s->group != HM_PG_GATE)
+        return 1;
+    if (o->align_teacher && s->layer >= 0 && hm_layer_mixer(c, s->layer) == HM_MIXER_SOFTMAX)
         return 1;
     /* inactive HedgeMamba components keep their stored values (contract §3) */
     return (s->group == HM_PG_SSM && !(active & HM_COMP_SSM)) ||
@@ -104,9 +107,11 @@ int hm_train_frozen(const struct hm_train_opts *o, unsigned active, const struct
 
 void hm_trainer_post_update(struct hm_trainer *tr)
 {
-    const struct hm_mixer_unit *u = hm_mixer_unit(tr->m->cfg.mixer);
-    if (u->post_update)
-        u->post_update(tr->m, tr->be);
+    for (int64_t l = 0; l < tr->m->cfg.num_hidden_layers; l++) {
+        const struct hm_mixer_unit *u = hm_layer_unit(&tr->m->cfg, l);
+        if (u->post_update)
+            u->post_update(tr->m, tr->be, l);
+    }
 }
 
 /* Rows of the output layer and loss per pass: N split evenly into chunks
@@ -134,10 +139,6 @@ static int64_t carve(struct hm_trainer *tr, const struct hm_config *c,
     const int64_t nh = c->num_attention_heads, R = ce_rows(o, V);
     const int64_t Da = c->attn_dim, H3 = 3 * c->attn_dim, Q = c->qkv_dim;
     const int seq = !c->use_parallel_residual, llama = c->qkv_layout == HM_QKV_GQA;
-    const unsigned bufs = hm_mixer_unit(c->mixer)->bufs;
-    const int64_t F2 = bufs & HM_MIX_FMAP ? 2 * c->feature_dim : 0;
-    const int ssm = (bufs & HM_MIX_SSM) != 0;
-    const int64_t LS = bufs & HM_MIX_LSAVE ? hm_mixer_lsave_floats(c, T) : 0;
     float *p = base;
     int64_t total = 0;
 #define TAKE(ptr, n, when)                                                                    \
@@ -162,6 +163,11 @@ static int64_t carve(struct hm_trainer *tr, const struct hm_config *c,
             }
             continue;
         }
+        /* a layer's own mixer buffers; the set recompute shares serves all */
+        const unsigned bufs = o->recompute ? hm_mixers_bufs(c) : hm_layer_unit(c, l)->bufs;
+        const int64_t F2 = bufs & HM_MIX_FMAP ? 2 * c->feature_dim : 0;
+        const int ssm = (bufs & HM_MIX_SSM) != 0;
+        const int64_t LS = bufs & HM_MIX_LSAVE ? hm_mixer_lsave_floats(c, T) : 0;
         TAKE(a->mean1, N, full);
         TAKE(a->rstd1, N, full);
         TAKE(a->a, N * d, 1);
@@ -186,6 +192,9 @@ static int64_t carve(struct hm_trainer *tr, const struct hm_config *c,
     }
     struct hm_trainer dt = {0};
     struct hm_trainer *t = tr ? tr : &dt;
+    const unsigned bufs = hm_mixers_bufs(c); /* the gradients' scratch serves every layer */
+    const int64_t F2 = bufs & HM_MIX_FMAP ? 2 * c->feature_dim : 0;
+    const int ssm = (bufs & HM_MIX_SSM) != 0;
     TAKE(t->hL, N * d, full);
     TAKE(t->meanf, N, full);
     TAKE(t->rstdf, N, full);
@@ -315,10 +324,8 @@ enum hm_status hm_trainer_new(struct hm_model *model, const struct hm_backend *b
         tr->dproj = tr->dqkv;
     /* the components mask is HedgeMamba's; the other mixers have none of them */
     tr->active = c->components;
-    const struct hm_mixer_unit *u = hm_mixer_unit(c->mixer);
-    const size_t fws = u->ws_size(c, be, T), bws = u->backward_ws_size(c, be, T);
-    tr->att_ws_size = fws > bws ? fws : bws;
-    tr->attb_ws_size = bws;
+    tr->att_ws_size = hm_mixers_ws_size(c, be, T, 1);
+    tr->attb_ws_size = tr->att_ws_size;
     tr->att_ws = hm_backend_alloc(be, tr->att_ws_size);
     int64_t nv = hm_model_views(model, &tr->views), ngv = hm_model_views(tr->g, &tr->gviews);
     if (!tr->att_ws || nv < 0 || ngv != nv) {
@@ -331,7 +338,7 @@ enum hm_status hm_trainer_new(struct hm_model *model, const struct hm_backend *b
         goto fail;
     }
     for (int64_t i = 0; i < nv; i++) {
-        if (hm_train_frozen(&tr->opt, tr->active, &tr->views[i].spec))
+        if (hm_train_frozen(&tr->opt, c, tr->active, &tr->views[i].spec))
             continue;
         tr->params[tr->np++] = (struct hm_opt_param){tr->views[i].spec.name, tr->views[i].data,
                                                      tr->gviews[i].data, tr->views[i].numel,
@@ -450,7 +457,7 @@ static void mixer_backward(struct hm_trainer *tr, int64_t l, float *da)
     const struct hm_backend *be = tr->be;
     const struct hm_model *m = tr->m;
     const struct hm_config *c = &m->cfg;
-    const struct hm_mixer_unit *u = hm_mixer_unit(c->mixer);
+    const struct hm_mixer_unit *u = hm_layer_unit(c, l);
     struct hm_layer_acts *a = &tr->la[l];
     struct hm_layer *gw = &tr->g->layers[l];
     const int64_t B = tr->opt.B, T = tr->opt.T, N = tr->N;
@@ -585,6 +592,13 @@ static enum hm_status align_hook(void *ctx, int64_t l, const float *a_in, const 
     return HM_OK;
 }
 
+/* The layers stage 1b aligns: a hybrid's student layers (at least 1). */
+static int64_t align_layers(const struct hm_config *c)
+{
+    const int64_t n = c->num_hidden_layers - hm_config_kept_count(c);
+    return n > 0 ? n : 1;
+}
+
 enum hm_status hm_trainer_align(struct hm_trainer *tr, const int32_t *tokens, double *sums,
                                 struct hm_error *err)
 {
@@ -605,9 +619,11 @@ enum hm_status hm_trainer_align(struct hm_trainer *tr, const int32_t *tokens, do
     }
     if (st != HM_OK)
         return st;
-    const double scale = 1.0 / ((double)L * (double)N * (double)tr->opt.accum);
+    const double scale = 1.0 / ((double)align_layers(c) * (double)N * (double)tr->opt.accum);
     for (int64_t l = 0; l < L; l++) {
         struct hm_layer_acts *a = &tr->la[l];
+        if (hm_layer_mixer(c, l) == HM_MIXER_SOFTMAX)
+            continue; /* a kept layer is the teacher's own: nothing to align */
         const struct hm_mix x = {.m = m, .be = be, .l = l, .B = B, .T = T, .a = a,
                                  .ws = tr->att_ws, .ws_size = tr->att_ws_size};
         if ((st = hm_model_mixer_forward(&x, tr->o, err)) != HM_OK)
@@ -635,7 +651,7 @@ void hm_trainer_align_loss(const struct hm_trainer *tr, const double *sums, doub
         aux[l] = sums[l] / (double)tr->N;
         total += aux[l];
     }
-    *loss = total / (double)L;
+    *loss = total / (double)align_layers(&tr->m->cfg);
 }
 
 double hm_train_flops_per_token(const struct hm_config *c, int64_t T, int freeze_embeddings)
@@ -647,6 +663,6 @@ double hm_train_flops_per_token(const struct hm_config *c, int64_t T, int freeze
                         (c->mlp_kind == HM_MLP_SWIGLU ? 3.0 : 2.0) * d * I;
     double f = 6.0 * L * layer_mats;
     f += (freeze_embeddings ? 4.0 : 6.0) * V * d;
-    f += 3.0 * L * hm_mixer_unit(c->mixer)->flops_per_token(c, T);
+    f += 3.0 * hm_mixers_flops(c, T);
     return f;
 }

@@ -123,10 +123,11 @@ enum hm_status hm_trainer_align(struct hm_trainer *tr, const int32_t *tokens, do
 void hm_trainer_align_loss(const struct hm_trainer *tr, const double *sums, double *loss,
                            double *aux);
 
-/* 1 when the tensor of spec does not train under opts (frozen embeddings,
- * inactive components `active`, everything but the mixer when aligning). */
-int hm_train_frozen(const struct hm_train_opts *opts, unsigned active,
-                    const struct hm_param_spec *spec);
+/* 1 when the tensor of spec (of a model of config c) does not train under
+ * opts (frozen embeddings, inactive components `active`, everything but the
+ * student mixers when aligning: a hybrid's kept layers are the teacher's). */
+int hm_train_frozen(const struct hm_train_opts *opts, const struct hm_config *c,
+                    unsigned active, const struct hm_param_spec *spec);
 
 /* Trainable tensors for the optimizer (weights paired with gradients), in
  * hm_param_specs order. Borrowed: valid until hm_trainer_free(). */
