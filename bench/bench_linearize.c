@@ -95,7 +95,7 @@ int main(int argc, char **argv)
     struct hm_ckpt *ck;
     struct hm_linearizer *lz;
     if (hm_ckpt_open(path, &ck, &err) != HM_OK ||
-        hm_linearizer_new(ck, 0, be, B, T, 1, &lz, &err) != HM_OK) {
+        hm_linearizer_new(ck, 0, NULL, be, B, T, 1, &lz, &err) != HM_OK) {
         fprintf(stderr, "bench_linearize: %s\n", err.msg);
         return 1;
     }

@@ -50,7 +50,7 @@ static void stage1_gradient(int parallel, int64_t F, enum hm_lin_objective obj)
     cr_assert_eq(hm_ckpt_open(path, &ck, &err), HM_OK, "%s", err.msg);
     const int64_t T = 9;
     struct hm_linearizer *lz;
-    cr_assert_eq(hm_linearizer_new(ck, F, hm_backend_get("fast"), 1, T, 1, &lz, &err), HM_OK,
+    cr_assert_eq(hm_linearizer_new(ck, F, NULL, hm_backend_get("fast"), 1, T, 1, &lz, &err), HM_OK,
                  "%s", err.msg);
     cr_assert_eq(hm_linearizer_set_objective(lz, obj, &err), HM_OK, "%s", err.msg);
     struct hm_run_model rm;

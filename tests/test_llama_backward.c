@@ -194,7 +194,7 @@ Test(llama_backward, stage1_feature_maps)
     cr_assert_eq(hm_ckpt_open(dir, &ck, &err), HM_OK, "%s", err.msg);
     const int64_t T = 6;
     struct hm_linearizer *lz = NULL;
-    cr_assert_eq(hm_linearizer_new(ck, 3, hm_backend_get("fast"), 1, T, 1, &lz, &err), HM_OK,
+    cr_assert_eq(hm_linearizer_new(ck, 3, NULL, hm_backend_get("fast"), 1, T, 1, &lz, &err), HM_OK,
                  "%s", err.msg);
     struct hm_model *st = hm_linearizer_student(lz);
     /* feature maps away from the identity so every gradient entry matters */

@@ -44,6 +44,10 @@ static const char usage[] =
     "                                    teacher's softmax weights, A the linear\n"
     "                                    attention's normalized weights (Hedgehog)\n"
     "                           a resume needs the same objective\n"
+    "      --keep-attention L   comma-separated layers (0-based) that keep the\n"
+    "                           teacher's softmax attention: no feature maps, no\n"
+    "                           loss (layer_loss 0); the output is a hybrid\n"
+    "                           (hm.config layer_mixers). A resume needs the same\n"
     HM_TRAIN_USAGE
     "Common:\n"
     "  -q, --quiet  -v, --verbose  --progress  --no-progress  --json\n"
@@ -53,7 +57,7 @@ static const char usage[] =
     "reports the Hedgehog model's next-token cross-entropy.\n"
     "Exit status: 0 success, 1 failure, 2 bad usage.\n";
 
-enum { OPT_FEATURE_DIM = HM_OPT_FIRST_TOOL, OPT_OBJECTIVE };
+enum { OPT_FEATURE_DIM = HM_OPT_FIRST_TOOL, OPT_OBJECTIVE, OPT_KEEP };
 
 /* --dry-run: the plan from the teacher's header (plan.h, stage 1), once
  * per run. */
@@ -111,12 +115,14 @@ int main(int argc, char **argv)
         HM_TRAIN_LONGOPTS,
         {"feature-dim", required_argument, NULL, OPT_FEATURE_DIM},
         {"objective", required_argument, NULL, OPT_OBJECTIVE},
+        {"keep-attention", required_argument, NULL, OPT_KEEP},
         {NULL, 0, NULL, 0},
     };
     struct hm_cli_common common = {.progress = -1};
     struct hm_train_cli t;
     int64_t feature_dim = 0;
     enum hm_lin_objective objective = HM_LIN_OBJECTIVE_COS;
+    const char *keep_arg = NULL;
     int c, lr_set = 0;
     hm_cli_init("hm-linearize", usage, argv);
     hm_train_cli_defaults(&t, "hm-linearize", 0.0);
@@ -134,6 +140,9 @@ int main(int argc, char **argv)
         case OPT_OBJECTIVE:
             if (hm_lin_objective_parse(optarg, &objective) != 0)
                 hm_usage_error("--objective must be cos, mse or attn-ce, got '%s'", optarg);
+            break;
+        case OPT_KEEP:
+            keep_arg = optarg;
             break;
         }
     }
@@ -154,6 +163,15 @@ int main(int argc, char **argv)
         hm_die("cannot linearize '%s': it is a %s model, stage 1 needs a gpt_neox teacher", in,
                hm_arch_name(tc));
     hm_train_cli_check_positions(&t, tc, in, "the teacher");
+    struct hm_config kc = *tc; /* the kept layers' bits */
+    char kept[1024] = "";
+    if (keep_arg) {
+        kc.mixer = HM_MIXER_HEDGEHOG;
+        if (hm_config_kept_parse(&kc, keep_arg, tc->num_hidden_layers) != 0)
+            hm_usage_error("--keep-attention must list layers 0..%lld, comma-separated, got "
+                           "'%s'", (long long)tc->num_hidden_layers - 1, keep_arg);
+        hm_config_kept_str(&kc, kept, sizeof kept);
+    }
     struct hm_tok_file *tf;
     if (hm_tok_open(t.run.data_path, &tf, &err) != HM_OK)
         hm_die_err("cannot read", t.run.data_path, &err);
@@ -166,7 +184,7 @@ int main(int argc, char **argv)
     if (t.dry_run)
         return dry_run(&t, ck, feature_dim, objective, common.json);
     struct hm_linearizer *lz;
-    if (hm_linearizer_new(ck, feature_dim, t.backend, t.run.batch, t.run.seq_len,
+    if (hm_linearizer_new(ck, feature_dim, keep_arg ? kc.kept : NULL, t.backend, t.run.batch, t.run.seq_len,
                           hm_train_cli_micro_batches(&t),
                           &lz, &err) != HM_OK ||
         hm_linearizer_set_objective(lz, objective, &err) != HM_OK)
@@ -174,9 +192,10 @@ int main(int argc, char **argv)
     /* the objective changes the trajectory: a resume must not change it (a
      * state from before the field was made with cos) */
     const struct hm_run_field fields[] = {
-        {"stage1_objective", hm_lin_objective_name(objective), "cos"}};
+        {"stage1_objective", hm_lin_objective_name(objective), "cos"},
+        {"keep_attention", kept, ""}};
     t.run.fields = fields;
-    t.run.n_fields = 1;
+    t.run.n_fields = 2;
     struct hm_run_model rm;
     hm_linearizer_run_model(lz, &rm);
     hm_train_cli_run(&t, &rm, &common, in, "stage 1", "stage-1 loss");

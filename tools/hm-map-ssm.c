@@ -45,6 +45,11 @@ static const char usage[] =
     "      --init identity|random  random: the naive baseline (every mixer weight\n"
     "                           drawn as SPEC 3 lists, from --seed)\n"
     "      --seed S             seed of --init random (default 0)\n"
+    "      --keep-attention L   comma-separated layers (0-based) that keep the\n"
+    "                           teacher's softmax attention, tensors byte for byte:\n"
+    "                           a hybrid (hm.config layer_mixers). From a teacher\n"
+    "                           any layers; a hedgehog input carries its own kept\n"
+    "                           layers (hm-linearize --keep-attention) and adds none\n"
     "      --decay-from TOKENS  start each head's decay A from its teacher's\n"
     "                           attention instead of A = 0 (see below)\n"
     "      --decay-windows N    windows of TOKENS measured (default 16)\n"
@@ -70,7 +75,7 @@ static const char usage[] =
     "Exit status: 0 success, 1 failure, 2 bad usage.\n";
 
 enum { OPT_COMPONENTS = HM_OPT_FIRST_TOOL, OPT_CONV_WIDTH, OPT_FEATURE_DIM, OPT_INIT, OPT_SEED,
-       OPT_DECAY_FROM, OPT_DECAY_WINDOWS, OPT_SEQ_LEN, OPT_THREADS };
+       OPT_DECAY_FROM, OPT_DECAY_WINDOWS, OPT_SEQ_LEN, OPT_THREADS, OPT_KEEP };
 
 /* What --decay-from measured: W windows of T tokens. */
 struct decay {
@@ -163,6 +168,7 @@ int main(int argc, char **argv)
         {"decay-windows", required_argument, NULL, OPT_DECAY_WINDOWS},
         {"seq-len", required_argument, NULL, OPT_SEQ_LEN},
         {"threads", required_argument, NULL, OPT_THREADS},
+        {"keep-attention", required_argument, NULL, OPT_KEEP},
         {NULL, 0, NULL, 0},
     };
     struct hm_cli_common common = {.progress = -1};
@@ -171,6 +177,7 @@ int main(int argc, char **argv)
     const char *out = NULL;
     int force = 0, c, seen_init = 0, seen_comp = 0, seen_w = 0, seen_t = 0;
     int64_t threads = 0;
+    const char *keep_arg = NULL;
     hm_cli_init("hm-map-ssm", usage, argv);
     while ((c = getopt_long(argc, argv, HM_CLI_COMMON_SHORTOPTS "o:f", longopts, NULL)) != -1) {
         switch (c) {
@@ -207,6 +214,7 @@ int main(int argc, char **argv)
             seen_t = 1;
             break;
         case OPT_THREADS: threads = hm_parse_i64(optarg, "--threads", 1, 4096); break;
+        case OPT_KEEP: keep_arg = optarg; break;
         }
     }
     if (!dc.path && (seen_w || seen_t || threads))
@@ -248,6 +256,15 @@ int main(int argc, char **argv)
     if (ic->mixer == HM_MIXER_HEDGEHOG && mo.feature_dim && mo.feature_dim != ic->feature_dim)
         hm_usage_error("--feature-dim %lld differs from the hedgehog input's %lld",
                        (long long)mo.feature_dim, (long long)ic->feature_dim);
+    if (keep_arg) {
+        struct hm_config kc = *ic;
+        kc.mixer = HM_MIXER_HEDGEMAMBA;
+        memset(kc.kept, 0, sizeof kc.kept);
+        if (hm_config_kept_parse(&kc, keep_arg, ic->num_hidden_layers) != 0)
+            hm_usage_error("--keep-attention must list layers 0..%lld, comma-separated, got "
+                           "'%s'", (long long)ic->num_hidden_layers - 1, keep_arg);
+        memcpy(mo.keep, kc.kept, sizeof mo.keep);
+    }
     if (dc.path) {
         decay_from(in, ck, &dc);
         mo.decay_A = dc.A;
@@ -267,6 +284,10 @@ int main(int argc, char **argv)
     char comps[32];
     hm_components_str(mo.components, comps, sizeof comps);
     const int64_t L = ic->num_hidden_layers, nh = ic->num_attention_heads;
+    char kept[1024];
+    struct hm_config oc;
+    hm_map_ssm_config(ic, &mo, &oc, &err);
+    hm_config_kept_str(&oc, kept, sizeof kept);
     if (common.json && strcmp(out, "-") != 0) {
         printf("{\"version\": 1, \"input_arch\": \"%s\", \"output\": \"%s\", \"init\": \"%s\", "
                "\"components\": \"%s\", \"conv_width\": %lld", hm_arch_name(ic), out,
@@ -274,11 +295,12 @@ int main(int argc, char **argv)
                (long long)mo.conv_width);
         if (dc.path)
             print_decay_json(&dc, L, nh);
-        printf("}\n");
+        printf(", \"kept_layers\": [%s]}\n", kept);
     } else if (strcmp(out, "-") != 0) {
-        hm_info(&common, "wrote '%s': hedgemamba from %s (%s init, components %s, conv %lld)",
+        hm_info(&common, "wrote '%s': hedgemamba from %s (%s init, components %s, conv %lld%s%s)",
                 out, hm_arch_name(ic), mo.init == HM_MAP_RANDOM ? "random" : "identity",
-                comps[0] ? comps : "none", (long long)mo.conv_width);
+                comps[0] ? comps : "none", (long long)mo.conv_width,
+                kept[0] ? ", softmax kept in layers " : "", kept);
     }
     if (dc.path && !common.json)
         hm_info(&common, "A from teacher statistics: %lld window%s of %lld tokens of '%s'",

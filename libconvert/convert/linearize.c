@@ -30,6 +30,7 @@ struct hm_linearizer {
     struct hm_model *teacher;      /* owned, softmax (gpt_neox or llama) */
     struct hm_model *student;      /* owned, hedgehog; shares the teacher's tensors */
     int64_t B, T, accum, L;
+    int64_t ns;                   /* the layers that train (not kept softmax) */
     struct hm_model_ws tws;        /* the teacher (hooked) */
     float *arena;                 /* owned: the per-layer scratch below */
     float *phiq, *phik, *dphiq, *dphik; /* [T, n_h, 2F] */
@@ -41,7 +42,7 @@ struct hm_linearizer {
     size_t ws_size;          /* max of the forward and backward workspaces */
     float *gstore;                /* owned: feature-map gradients */
     struct hm_layer *g;           /* [L] feature-map gradients (fq_*, fk_* set) */
-    struct hm_opt_param *params;  /* [4L] */
+    struct hm_opt_param *params;  /* [4 ns] */
     char *names;                  /* [4L][HM_PARAM_NAME_MAX] */
     double *sums;                 /* [L] backend: per-layer loss sums (hm_linearizer_eval) */
     double *cur;                  /* [L] backend: where this pass's layer sums go */
@@ -134,6 +135,7 @@ int hm_linearizer_sizes(const struct hm_config *tc, int64_t feature_dim,
 }
 
 enum hm_status hm_linearizer_new(const struct hm_ckpt *ck, int64_t feature_dim,
+                                 const uint64_t *keep,
                                  const struct hm_backend *be, int64_t B, int64_t T,
                                  int64_t accum, struct hm_linearizer **out,
                                  struct hm_error *err)
@@ -162,12 +164,19 @@ enum hm_status hm_linearizer_new(const struct hm_ckpt *ck, int64_t feature_dim,
     struct hm_config sc = *tc;
     sc.mixer = HM_MIXER_HEDGEHOG;
     sc.feature_dim = feature_dim;
+    if (keep)
+        memcpy(sc.kept, keep, sizeof sc.kept);
     if ((st = hm_config_finish(&sc, err)) != HM_OK ||
         (st = hm_model_extend(lz->teacher, &sc, &lz->student, err)) != HM_OK)
         goto fail;
     const int64_t L = sc.num_hidden_layers, d = sc.hidden_size, nh = sc.num_attention_heads;
     const int64_t p = sc.head_dim, F = sc.feature_dim, F2 = 2 * F;
     lz->L = L;
+    lz->ns = L - hm_config_kept_count(&sc);
+    if (lz->ns < 1) {
+        st = hm_error_set(err, HM_ERR_INVALID, "every layer is kept: nothing to linearize");
+        goto fail;
+    }
     const int64_t Da = sc.attn_dim;
     struct hm_lin_sizes z;
     hm_linearizer_sizes(tc, feature_dim, be, T, &z);
@@ -198,7 +207,9 @@ enum hm_status hm_linearizer_new(const struct hm_ckpt *ck, int64_t feature_dim,
     lz->den = a, a += nh * T;
     lz->lsave = a;
     float *gp = lz->gstore;
-    for (int64_t l = 0; l < L; l++) {
+    for (int64_t l = 0, np = 0; l < L; l++) {
+        if (hm_layer_mixer(&sc, l) == HM_MIXER_SOFTMAX)
+            continue; /* kept: no feature maps */
         struct hm_layer *ly = &lz->student->layers[l];
         struct hm_layer *g = &lz->g[l];
         g->fq_w = gp, gp += nh * p * F;
@@ -209,10 +220,10 @@ enum hm_status hm_linearizer_new(const struct hm_ckpt *ck, int64_t feature_dim,
         float *w[4] = {ly->fq_w, ly->fq_b, ly->fk_w, ly->fk_b};
         float *gg[4] = {g->fq_w, g->fq_b, g->fk_w, g->fk_b};
         int64_t n[4] = {nh * p * F, nh * F, nh * p * F, nh * F};
-        for (int k = 0; k < 4; k++) {
-            char *name = lz->names + (4 * l + k) * HM_PARAM_NAME_MAX;
+        for (int k = 0; k < 4; k++, np++) {
+            char *name = lz->names + np * HM_PARAM_NAME_MAX;
             hm_param_name(&sc, slot[k], l, name, HM_PARAM_NAME_MAX);
-            lz->params[4 * l + k] = (struct hm_opt_param){name, w[k], gg[k], n[k], k % 2 == 0};
+            lz->params[np] = (struct hm_opt_param){name, w[k], gg[k], n[k], k % 2 == 0};
         }
     }
     *out = lz;
@@ -252,6 +263,8 @@ static enum hm_status on_layer(void *ctx, int64_t l, const float *a_in, const fl
     const struct hm_backend *be = lz->be;
     const struct hm_model *sm = lz->student;
     const struct hm_layer *ly = &sm->layers[l];
+    if (hm_layer_mixer(&sm->cfg, l) == HM_MIXER_SOFTMAX)
+        return HM_OK; /* a kept layer: the teacher's own attention */
     const int64_t Da = sm->cfg.attn_dim;
     struct hm_layer_acts a = {.a = (float *)a_in, .qkv = (float *)qkv, .att = lz->y,
                               .lse = lz->den, .phiq = lz->phiq, .phik = lz->phik,
@@ -308,7 +321,7 @@ static enum hm_status lz_accumulate(void *ctx, const int32_t *tokens, double *su
     struct hm_linearizer *lz = ctx;
     const double n = (double)(lz->B * lz->T);
     lz->want_grad = 1;
-    lz->scale = 1.0 / ((double)lz->L * n * (double)lz->accum);
+    lz->scale = 1.0 / ((double)lz->ns * n * (double)lz->accum);
     lz->cur = sums;
     return run_sequences(lz, tokens, lz->B, lz->T + 1, err);
 }
@@ -324,7 +337,7 @@ static void lz_loss_of(void *ctx, const double *sums, double *loss, double *aux)
         aux[l] = sums[l] / n;
         total += aux[l];
     }
-    *loss = total / (double)lz->L;
+    *loss = total / (double)lz->ns;
 }
 
 enum hm_status hm_linearizer_eval(struct hm_linearizer *lz, const int32_t *tokens, int64_t T,
@@ -349,7 +362,7 @@ enum hm_status hm_linearizer_eval(struct hm_linearizer *lz, const int32_t *token
 static const struct hm_opt_param *lz_params(void *ctx, int64_t *np)
 {
     struct hm_linearizer *lz = ctx;
-    *np = 4 * lz->L;
+    *np = 4 * lz->ns;
     return lz->params;
 }
 
@@ -397,12 +410,12 @@ enum hm_status hm_linearizer_save(const struct hm_linearizer *lz, const char *pa
     const int64_t nh = c->num_attention_heads, p = c->head_dim, F = c->feature_dim;
     /* the feature maps live on the backend: a host copy, param by param */
     int64_t total = 0;
-    for (int64_t k = 0; k < 4 * lz->L; k++)
+    for (int64_t k = 0; k < 4 * lz->ns; k++)
         total += lz->params[k].n;
     host = malloc(sizeof(float) * (size_t)(total + 1));
     if (st == HM_OK && !host)
         st = hm_error_set(err, HM_ERR_NOMEM, "out of memory");
-    for (int64_t k = 0, at = 0; st == HM_OK && k < 4 * lz->L; at += lz->params[k].n, k++) {
+    for (int64_t k = 0, at = 0; st == HM_OK && k < 4 * lz->ns; at += lz->params[k].n, k++) {
         int64_t shw[3] = {nh, p, F}, shb[2] = {nh, F};
         hm_backend_download(lz->be, host + at, lz->params[k].w,
                             sizeof(float) * (size_t)lz->params[k].n);

@@ -61,11 +61,13 @@ int hm_linearizer_sizes(const struct hm_config *tc, int64_t feature_dim,
                         const struct hm_backend *be, int64_t T, struct hm_lin_sizes *out);
 
 /* teacher_ck: the teacher checkpoint (borrowed, must stay open: its bytes
- * are copied into the output). feature_dim: F (0 = head dim). init: a
- * hedgehog checkpoint whose feature maps to start from, or NULL for the
- * identity init. B, T: micro-batch. out: owned, free with
- * hm_linearizer_free(). */
+ * are copied into the output). feature_dim: F (0 = head dim). keep: the
+ * layers that stay softmax ([HM_KEPT_WORDS] bits, config.h; NULL: none):
+ * they get no feature maps, no loss (their layer_loss is 0) and the output
+ * is a hybrid (contract §11); the loss is the mean over the other layers.
+ * B, T: micro-batch. out: owned, free with hm_linearizer_free(). */
 enum hm_status hm_linearizer_new(const struct hm_ckpt *teacher_ck, int64_t feature_dim,
+                                 const uint64_t *keep,
                                  const struct hm_backend *be, int64_t B, int64_t T,
                                  int64_t accum, struct hm_linearizer **out,
                                  struct hm_error *err);

@@ -19,6 +19,18 @@ enum hm_status hm_map_ssm_config(const struct hm_config *in, const struct hm_map
     if (in->mixer == HM_MIXER_SOFTMAX)
         out->feature_dim = o->feature_dim;
     out->mixer = HM_MIXER_HEDGEMAMBA;
+    for (int64_t l = 0; l < in->num_hidden_layers && l < HM_KEPT_MAX; l++) {
+        if (!(o->keep[l >> 6] >> (l & 63) & 1))
+            continue;
+        /* a hedgehog layer's attention tensors may have trained (stage 1b) */
+        if (in->mixer == HM_MIXER_HEDGEHOG && hm_layer_mixer(in, l) != HM_MIXER_SOFTMAX)
+            return hm_error_set(err, HM_ERR_INVALID,
+                                "layer %lld of the hedgehog input is linear attention, and its "
+                                "attention tensors need not be the teacher's: keep it from "
+                                "stage 1 on (hm-linearize --keep-attention), or map from the "
+                                "teacher", (long long)l);
+        hm_config_set_kept(out, l, 1);
+    }
     out->conv_width = o->conv_width;
     out->components = o->components;
     out->decay_init = o->decay_A ? HM_DECAY_TEACHER : HM_DECAY_IDENTITY;
@@ -89,7 +101,8 @@ enum hm_status hm_map_ssm_write(const struct hm_ckpt *ck, const struct hm_map_op
     for (int64_t i = 0; i < ns && st == HM_OK; i++) {
         const struct hm_param_spec *s = &ident->views[i].spec;
         int64_t j = hm_ckpt_find(ck, s->name);
-        int redraw = o->init == HM_MAP_RANDOM && is_mixer(s->group);
+        int redraw = o->init == HM_MAP_RANDOM && is_mixer(s->group) &&
+                     hm_layer_mixer(&cfg, s->layer) != HM_MIXER_SOFTMAX; /* kept: the teacher's */
         if (j >= 0 && !redraw) {
             /* copied byte for byte; the shape must be what the config says */
             const struct hm_ckpt_tensor *t = hm_ckpt_tensor_at(ck, j);

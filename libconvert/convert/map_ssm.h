@@ -35,6 +35,9 @@ struct hm_map_opts {
     /* [L, n_h] A of every layer and head (each finite and ≤ 0), borrowed;
      * NULL: the mapping's A (0, or −1 for init random). Identity init only. */
     const float *decay_A;
+    /* layers that keep the teacher's softmax attention (bits, config.h;
+     * added to a hybrid hedgehog input's own) */
+    uint64_t keep[HM_KEPT_WORDS];
 };
 
 /* Config of the mapped model for input config in (hedgehog or gpt_neox). */
