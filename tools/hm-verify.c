@@ -26,6 +26,7 @@
 #include "map_decay.h"
 #include "model.h"
 #include "model_forward.h"
+#include "params.h"
 #include "recurrent.h"
 #include "threads.h"
 #include "tokfile.h"
@@ -244,6 +245,61 @@ static int same_input(const char *a, const char *b)
            hm_xxh3_file(b, &hb, &e) == HM_OK && ha == hb;
 }
 
+/* A hybrid mapping (contract §11): the same kept layers as a hybrid
+ * hedgehog input (a teacher's are all softmax), and each tensor of a kept
+ * layer stored in b with a's dtype, shape and bytes. 0, or 1 (said). */
+static int check_kept(const char *a, const char *b, const struct hm_config *ca,
+                      const struct hm_config *cb)
+{
+    if (ca->mixer != HM_MIXER_SOFTMAX && memcmp(ca->kept, cb->kept, sizeof ca->kept) != 0) {
+        char ka[1024], kb[1024];
+        hm_config_kept_str(ca, ka, sizeof ka);
+        hm_config_kept_str(cb, kb, sizeof kb);
+        hm_error("NOT equivalent: '%s' keeps softmax in layers [%s], '%s' in [%s]", a, ka, b,
+                 kb);
+        return 1;
+    }
+    if (hm_config_kept_count(cb) == 0)
+        return 0;
+    struct hm_ckpt *ka = NULL, *kb = NULL;
+    struct hm_param_spec *sp = NULL;
+    struct hm_error err;
+    int bad = 0;
+    const int64_t n = hm_ckpt_open(a, &ka, &err) == HM_OK && hm_ckpt_open(b, &kb, &err) == HM_OK
+                          ? hm_param_specs(cb, &sp) : -1;
+    if (n < 0) {
+        hm_error("cannot read '%s' or '%s': %s", a, b, err.msg);
+        bad = 1;
+    }
+    int64_t compared = 0;
+    for (int64_t i = 0; i < n && !bad; i++) {
+        if (sp[i].layer < 0 || hm_layer_mixer(cb, sp[i].layer) != HM_MIXER_SOFTMAX)
+            continue;
+        const int64_t ja = hm_ckpt_find(ka, sp[i].name), jb = hm_ckpt_find(kb, sp[i].name);
+        const struct hm_ckpt_tensor *ta = ja >= 0 ? hm_ckpt_tensor_at(ka, ja) : NULL;
+        const struct hm_ckpt_tensor *tb = jb >= 0 ? hm_ckpt_tensor_at(kb, jb) : NULL;
+        const void *da = ta && tb && ta->dtype == tb->dtype && ta->nbytes == tb->nbytes
+                             ? hm_ckpt_data_view(ka, ja) : NULL;
+        const void *db = da ? hm_ckpt_data_view(kb, jb) : NULL;
+        bad = !da || !db || memcmp(da, db, ta->nbytes) != 0;
+        if (bad)
+            hm_error("NOT equivalent: kept layer %lld's '%s' is not %s's, byte for byte",
+                     (long long)sp[i].layer, sp[i].name, a);
+        if (da)
+            hm_ckpt_data_release(ka, ja);
+        if (db)
+            hm_ckpt_data_release(kb, jb);
+        compared++;
+    }
+    if (!bad)
+        fprintf(stderr, "kept softmax layers: %lld tensors byte-identical\n",
+                (long long)compared);
+    free(sp);
+    hm_ckpt_close(ka);
+    hm_ckpt_close(kb);
+    return bad;
+}
+
 static int check_mapping(const struct opts *o)
 {
     if (same_input(o->a, o->b)) {
@@ -267,6 +323,11 @@ static int check_mapping(const struct opts *o)
                  "(hedgehog, or a teacher) checkpoint and its hedgemamba mapping", o->a, o->b,
                  hm_arch_name(&ref->cfg), hm_arch_name(&m->cfg));
         goto fail;
+    }
+    if (check_kept(o->a, o->b, &ref->cfg, &m->cfg)) {
+        hm_model_free(ref);
+        hm_model_free(m);
+        return 1;
     }
     if (dc.layer >= 0) { /* an A that no decay can be: nothing to run */
         int bad = report(o, NULL, NULL, 0, "A", &dc);
