@@ -33,6 +33,10 @@
 
 #define TOL 5e-6
 
+/* ≥ 0: students made by tiny() are hybrids keeping that layer softmax
+ * (contract §11); set by the hybrid tests (each test is its own process). */
+static int64_t kept_layer = -1;
+
 static struct hm_config tiny(enum hm_mixer mixer, int tied, int bias)
 {
     struct hm_config c;
@@ -51,6 +55,8 @@ static struct hm_config tiny(enum hm_mixer mixer, int tied, int bias)
     c.attention_bias = bias;
     c.mlp_bias = bias;
     c.layer_norm_eps = 1e-5;
+    if (kept_layer >= 0 && mixer != HM_MIXER_SOFTMAX)
+        hm_config_set_kept(&c, kept_layer, 1);
     cr_assert_eq(hm_config_finish(&c, NULL), HM_OK);
     return c;
 }
@@ -284,12 +290,19 @@ static void align_check(enum hm_mixer mixer, unsigned components, const char *be
     const double ref = align_loss(NULL, &c);
     cr_expect(fabs(loss - ref) <= 1e-5 * fabs(ref) + 1e-7, "align loss %.9g vs ref %.9g", loss,
               ref);
-    cr_expect(fabs(aux[0] + aux[1] - 2 * loss) < 1e-12, "layer losses average to the loss");
+    if (kept_layer < 0)
+        cr_expect(fabs(aux[0] + aux[1] - 2 * loss) < 1e-12, "layer losses average to the loss");
+    else /* the kept layer has no loss; the other is the mean */
+        cr_expect(aux[kept_layer] == 0 && fabs(aux[1 - kept_layer] - loss) < 1e-12,
+                  "kept layer %lld: layer losses %g %g, loss %g", (long long)kept_layer, aux[0],
+                  aux[1], loss);
     int64_t np;
     const struct hm_opt_param *p = rm.params(rm.ctx, &np);
     int64_t want = 0;
     for (int64_t i = 0; i < m->n_views; i++) {
         const struct hm_param_spec *s = &m->views[i].spec;
+        if (s->layer == kept_layer)
+            continue; /* a kept layer is the teacher's: frozen */
         int mix = s->group == HM_PG_MIXER || s->group == HM_PG_FEATURE_MAP ||
                   (s->group == HM_PG_SSM && (components & HM_COMP_SSM)) ||
                   (s->group == HM_PG_CONV && (components & HM_COMP_CONV)) ||
@@ -327,3 +340,32 @@ Test(llama_backward, stage1b_hedgemamba_no_conv_fast)
     align_check(HM_MIXER_HEDGEMAMBA, HM_COMP_SSM | HM_COMP_GATE, "fast", 0);
 }
 Test(llama_backward, stage1b_hedgehog_mse_fast) { align_check(HM_MIXER_HEDGEHOG, HM_COMP_ALL, "fast", 1); }
+
+/* Hybrids (contract §11): layer kept_layer keeps softmax attention, the
+ * other is the student mixer; the same finite differences cover both kinds
+ * of layer in one backward. */
+Test(llama_backward, hybrid_hedgemamba_kept0_ref)
+{
+    kept_layer = 0;
+    stage2_check(HM_MIXER_HEDGEMAMBA, 0, 1, HM_COMP_ALL, "ref");
+}
+Test(llama_backward, hybrid_hedgemamba_kept1_fast)
+{
+    kept_layer = 1;
+    stage2_check(HM_MIXER_HEDGEMAMBA, 1, 0, HM_COMP_ALL, "fast");
+}
+Test(llama_backward, hybrid_hedgehog_kept1_ref)
+{
+    kept_layer = 1;
+    stage2_check(HM_MIXER_HEDGEHOG, 0, 1, HM_COMP_ALL, "ref");
+}
+Test(llama_backward, hybrid_stage1b_kept0_fast)
+{
+    kept_layer = 0;
+    align_check(HM_MIXER_HEDGEMAMBA, HM_COMP_ALL, "fast", 0);
+}
+Test(llama_backward, hybrid_stage1b_kept1_ref)
+{
+    kept_layer = 1;
+    align_check(HM_MIXER_HEDGEHOG, HM_COMP_ALL, "ref", 1);
+}

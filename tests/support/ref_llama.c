@@ -131,14 +131,15 @@ static void rl_layer_ssm(struct rl_layer *w, tu_ref_get_fn get, void *ctx, long 
     w->gb = rl_get(get, ctx, 1, RL_ATT "gate_proj.bias", l);
 }
 
-/* All tensors layer l of a model with this config's mixer reads. */
+/* All tensors layer l of a model with this config reads (its layer's mixer:
+ * a hybrid's kept layers are softmax). */
 static void rl_layer_load(struct rl_layer *w, const struct hm_config *c, tu_ref_get_fn get,
                           void *ctx, int64_t l)
 {
     rl_layer_teacher(w, c, get, ctx, (long long)l);
-    if (c->mixer != HM_MIXER_SOFTMAX)
+    if (hm_layer_mixer(c, l) != HM_MIXER_SOFTMAX)
         rl_layer_fmaps(w, get, ctx, (long long)l);
-    if (c->mixer == HM_MIXER_HEDGEMAMBA)
+    if (hm_layer_mixer(c, l) == HM_MIXER_HEDGEMAMBA)
         rl_layer_ssm(w, get, ctx, (long long)l);
 }
 
@@ -500,7 +501,7 @@ void tu_ref_llama_logits(const struct hm_config *c, tu_ref_get_fn get, void *ctx
         struct rl_layer w;
         rl_layer_load(&w, c, get, ctx, l);
         rl_norm_rows(&m, w.ln1, h, T, a);
-        rl_mixer(c, &m, c->mixer, &w, a, T, o);
+        rl_mixer(c, &m, hm_layer_mixer(c, l), &w, a, T, o);
         rl_residual_mlp(&m, &w, h, o, T);
     }
     const double *nw = rl_get(get, ctx, 1, "model.norm.weight");
@@ -591,15 +592,24 @@ double tu_ref_llama_align_loss(const struct hm_config *tc, tu_ref_get_fn get_tea
     rl_dims_init(&ms, sc);
     double *h = rl_alloc(T * m.d), *a = rl_alloc(T * m.d);
     double *ot = rl_alloc(T * m.d), *os = rl_alloc(T * m.d), loss = 0;
+    int64_t aligned = 0; /* a hybrid's kept layers are the teacher's: not aligned */
+    for (int64_t l = 0; l < m.L; l++)
+        aligned += hm_layer_mixer(sc, l) != HM_MIXER_SOFTMAX;
     for (int64_t b = 0; b < B; b++) {
         rl_embed(&m, get_teacher, tctx, tokens + b * (T + 1), T, h);
         for (int64_t l = 0; l < m.L; l++) {
             struct rl_layer w, ws;
             rl_layer_teacher(&w, tc, get_teacher, tctx, (long long)l);
+            if (hm_layer_mixer(sc, l) == HM_MIXER_SOFTMAX) {
+                rl_norm_rows(&m, w.ln1, h, T, a);
+                rl_mixer(tc, &m, HM_MIXER_SOFTMAX, &w, a, T, ot);
+                rl_residual_mlp(&m, &w, h, ot, T);
+                continue;
+            }
             rl_layer_load(&ws, sc, get_student, sctx, l);
             rl_norm_rows(&m, w.ln1, h, T, a);
             rl_mixer(tc, &m, HM_MIXER_SOFTMAX, &w, a, T, ot);
-            rl_mixer(sc, &ms, sc->mixer, &ws, a, T, os);
+            rl_mixer(sc, &ms, hm_layer_mixer(sc, l), &ws, a, T, os);
             if (mse) {
                 double e = 0;
                 for (int64_t i = 0; i < T * m.d; i++)
@@ -615,7 +625,7 @@ double tu_ref_llama_align_loss(const struct hm_config *tc, tu_ref_get_fn get_tea
     free(a);
     free(ot);
     free(os);
-    return loss / (double)(m.L * B);
+    return loss / (double)(aligned * B);
 }
 
 /* ---- tables --------------------------------------------------------------- */
