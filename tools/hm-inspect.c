@@ -471,6 +471,13 @@ static void print_human(const struct hm_ckpt *ck, const struct report *r, int li
                cbuf[0] ? cbuf : "none",
                c->decay_init == HM_DECAY_TEACHER ? ", A from teacher statistics" : "");
     }
+    if (hm_config_kept_count(c) > 0) {
+        char kept[1024];
+        hm_config_kept_str(c, kept, sizeof kept);
+        printf("             hybrid: softmax attention kept in layer%s %s (%lld of %lld)\n",
+               hm_config_kept_count(c) > 1 ? "s" : "", kept, (long long)hm_config_kept_count(c),
+               (long long)c->num_hidden_layers);
+    }
     group_commas(r->n_params, a, sizeof a);
     printf("parameters:  %s (%lld tensors, %lld buffers ignored)\n", a,
            (long long)(r->n_tensors - r->n_buffers), (long long)r->n_buffers);

@@ -25,6 +25,9 @@ char *hm_bundle_config_json(const struct hm_config *cfg, const char *torch_dtype
                                                        : "GPTNeoXForCausalLM"));
         cJSON_AddItemToObject(r, "architectures", a);
     }
+    const cJSON *lm = cJSON_GetObjectItemCaseSensitive(r, "layer_mixers");
+    if (lm) /* a hybrid's layer pattern, as HF hybrids name it (contract §11) */
+        cJSON_AddItemToObject(r, "layer_types", cJSON_Duplicate(lm, 1));
     if (torch_dtype)
         cJSON_AddStringToObject(r, "torch_dtype", torch_dtype);
     if (bos_id >= 0)

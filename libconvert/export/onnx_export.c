@@ -571,6 +571,14 @@ enum hm_status hm_onnx_build(const struct hm_model *m, const struct hm_onnx_opts
                             "ONNX export is for students (hedgehog, hedgemamba); a %s teacher "
                             "has no constant-size state",
                             hm_arch_name(c));
+    if (hm_config_kept_count(c) > 0) {
+        char kept[64];
+        hm_config_kept_str(c, kept, sizeof kept);
+        return hm_error_set(err, HM_ERR_UNSUPPORTED,
+                            "ONNX export of hybrids (softmax kept in layers %s) is not built "
+                            "yet: the graph has no KV-cache inputs for the kept layers; export "
+                            "a pure student, or use hm-generate", kept);
+    }
     if (!host_is_little_endian())
         return hm_error_set(err, HM_ERR_UNSUPPORTED,
                             "ONNX export needs a little-endian host (raw_data is little-endian)");
