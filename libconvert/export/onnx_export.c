@@ -34,6 +34,7 @@
 #include "onnx_export.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -239,8 +240,27 @@ static const char *causal_conv(struct ex *e, int64_t l, const char *x)
     return reshape(e, transpose(e, c, (const int64_t[]){0, 2, 1}, 3), INTS(e, -1, Q));
 }
 
-/* proj [N, Q] → per query head q, k, v [N, n_h, p]. */
-static void heads(struct ex *e, const char *proj, const char **q, const char **k,
+/* The per-query-head copies of k or v [..., n_kv, ...] along axis: head h
+ * reads group h / (n_h / n_kv) (GQA). */
+static const char *expand_kv(struct ex *e, const char *x, int64_t axis)
+{
+    const int64_t nh = e->nh, nkv = e->nkv;
+    int64_t *idx = malloc(sizeof(int64_t) * (size_t)nh);
+    if (!idx) {
+        og_fail(e->b);
+        return x;
+    }
+    for (int64_t h = 0; h < nh; h++)
+        idx[h] = h / (nh / nkv);
+    const char *g = ints(e, idx, nh);
+    free(idx);
+    const struct og_attr a = OG_AI("axis", axis);
+    return og_node(e->g, "Gather", OG_IN(x, g), NULL, &a, 1);
+}
+
+/* proj [N, Q] → per query head q [N, n_h, p] and k, v: [N, n_h, p], or with
+ * !expand llama's [N, n_kv, p] (a KV cache keeps the key/value heads). */
+static void heads(struct ex *e, const char *proj, int expand, const char **q, const char **k,
                   const char **v)
 {
     const int64_t nh = e->nh, nkv = e->nkv, p = e->p;
@@ -260,19 +280,9 @@ static void heads(struct ex *e, const char *proj, const char **q, const char **k
     const char *kv_shape = INTS(e, -1, nkv, p);
     *k = reshape(e, parts[1], kv_shape);
     *v = reshape(e, parts[2], kv_shape);
-    if (nkv != nh) { /* query head h reads group g(h) = h / (n_h / n_kv) */
-        int64_t *idx = malloc(sizeof(int64_t) * (size_t)nh);
-        if (!idx) {
-            og_fail(e->b);
-            return;
-        }
-        for (int64_t h = 0; h < nh; h++)
-            idx[h] = h / (nh / nkv);
-        const char *g = ints(e, idx, nh);
-        free(idx);
-        const struct og_attr a = OG_AI("axis", 1);
-        *k = og_node(e->g, "Gather", OG_IN(*k, g), NULL, &a, 1);
-        *v = og_node(e->g, "Gather", OG_IN(*v, g), NULL, &a, 1);
+    if (nkv != nh && expand) {
+        *k = expand_kv(e, *k, 1);
+        *v = expand_kv(e, *v, 1);
     }
 }
 
@@ -329,7 +339,7 @@ static const char *mixer(struct ex *e, int64_t l, const char *a, const char *q, 
                          const char *v)
 {
     const int64_t nh = e->nh, p = e->p, F2 = 2 * e->F;
-    const int ssm = e->c->mixer == HM_MIXER_HEDGEMAMBA;
+    const int ssm = hm_layer_mixer(e->c, l) == HM_MIXER_HEDGEMAMBA;
     const char *C = feature_map(e, q, wname(e, l, HM_SLOT_FQ_W, 0), wname(e, l, HM_SLOT_FQ_B, 0));
     const char *Bk = feature_map(e, k, wname(e, l, HM_SLOT_FK_W, 0), wname(e, l, HM_SLOT_FK_B, 0));
     const char *alpha = NULL;
@@ -373,20 +383,63 @@ static const char *mixer(struct ex *e, int64_t l, const char *a, const char *q, 
     return y;
 }
 
+/* A hybrid's kept layer l (SPEC §11): causal softmax attention with its KV
+ * cache. q [N, n_h, p], k, v [N, n_kv, p] rotated; past_key.{l} and
+ * past_value.{l} [batch, n_kv, past, p] gain this call's rows as
+ * present_key.{l}, present_value.{l} [batch, n_kv, past + seq, p]; row i
+ * (position past + i) attends to cache rows 0 .. past + i, scores scaled by
+ * 1/sqrt(p). → [N, Da]. */
+static const char *attention(struct ex *e, int64_t l, const char *q, const char *k,
+                             const char *v)
+{
+    static const int64_t bhsp[4] = {0, 2, 1, 3}, keys_t[4] = {0, 1, 3, 2};
+    const int64_t nh = e->nh, nkv = e->nkv, p = e->p;
+    const char *pk = og_strf(e->b, "past_key.%lld", (long long)l);
+    const char *pv = og_strf(e->b, "past_value.%lld", (long long)l);
+    const struct og_attr ax2 = OG_AI("axis", 2), last = OG_AI("axis", -1);
+    const char *kt = transpose(e, reshape(e, k, SHAPE_BS(e, nkv, p)), bhsp, 4);
+    const char *vt = transpose(e, reshape(e, v, SHAPE_BS(e, nkv, p)), bhsp, 4);
+    const char *K = og_node(e->g, "Concat", OG_IN(pk, kt),
+                            og_strf(e->b, "present_key.%lld", (long long)l), &ax2, 1);
+    const char *Vv = og_node(e->g, "Concat", OG_IN(pv, vt),
+                             og_strf(e->b, "present_value.%lld", (long long)l), &ax2, 1);
+    if (nkv != nh) {
+        K = expand_kv(e, K, 1);
+        Vv = expand_kv(e, Vv, 1);
+    }
+    const char *qt = transpose(e, reshape(e, q, SHAPE_BS(e, nh, p)), bhsp, 4);
+    const char *s = op2(e, "MatMul", qt, transpose(e, K, keys_t, 4)); /* [batch, n_h, seq, T] */
+    s = op2(e, "Mul", s, og_const_scalar(e->g, (float)(1.0 / sqrt((double)p))));
+    /* causal: key j is masked for row i when j > past + i */
+    const char *zero = og_const_i64_scalar(e->g, 0), *one = og_const_i64_scalar(e->g, 1);
+    const char *past = op2(e, "Gather", op1(e, "Shape", pk), og_const_i64_scalar(e->g, 2));
+    const char *seq = op2(e, "Gather", e->bs, one);
+    const char *rows = op2(e, "Add", og_node(e->g, "Range", OG_IN(zero, seq, one), NULL, NULL, 0),
+                           past);
+    const char *cols = og_node(e->g, "Range", OG_IN(zero, op2(e, "Add", past, seq), one), NULL,
+                               NULL, 0);
+    const char *mask = op2(e, "Greater", unsqueeze(e, cols, 0), unsqueeze(e, rows, 1));
+    s = og_node(e->g, "Where", OG_IN(mask, og_const_scalar(e->g, -INFINITY), s), NULL, NULL, 0);
+    const char *w = og_node(e->g, "Softmax", OG_IN(s), NULL, &last, 1);
+    const char *o = op2(e, "MatMul", w, Vv); /* [batch, n_h, seq, p] */
+    return reshape(e, transpose(e, o, bhsp, 4), INTS(e, -1, e->Da));
+}
+
 static const char *layer(struct ex *e, int64_t l, const char *h)
 {
     og_scope(e->b, og_strf(e->b, "l%lld/", (long long)l));
     const char *a = norm(e, h, wname(e, l, HM_SLOT_LN1_W, 0), wname(e, l, HM_SLOT_LN1_B, 0));
+    const enum hm_mixer mx = hm_layer_mixer(e->c, l);
     const char *proj = projection(e, l, a);
-    if (e->c->mixer == HM_MIXER_HEDGEMAMBA)
+    if (mx == HM_MIXER_HEDGEMAMBA)
         proj = causal_conv(e, l, proj);
     const char *q, *k, *v;
-    heads(e, proj, &q, &k, &v);
+    heads(e, proj, mx != HM_MIXER_SOFTMAX, &q, &k, &v);
     if (e->r > 0) {
         q = rotary(e, q);
         k = rotary(e, k);
     }
-    const char *att = mixer(e, l, a, q, k, v);
+    const char *att = mx == HM_MIXER_SOFTMAX ? attention(e, l, q, k, v) : mixer(e, l, a, q, k, v);
     const char *o =
         linear(e, att, wname(e, l, HM_SLOT_DENSE_W, 0), wname(e, l, HM_SLOT_DENSE_B, 0));
     const char *ln2w = wname(e, l, HM_SLOT_LN2_W, 0), *ln2b = wname(e, l, HM_SLOT_LN2_B, 0);
@@ -402,13 +455,26 @@ static void graph_io(struct ex *e)
 {
     static const char *const bsq[3] = {"batch", "seq", NULL};
     static const char *const b1[4] = {"batch", NULL, NULL, NULL};
+    static const char *const kv_in[4] = {"batch", NULL, "past", NULL};
+    static const char *const kv_out[4] = {"batch", NULL, "past_seq", NULL};
     const int64_t conv_dims[3] = {0, e->Q, e->K - 1};
     const int64_t state_dims[4] = {0, e->nh, 2 * e->F, e->p + 1};
+    const int64_t kv_dims[4] = {0, e->nkv, 0, e->p};
     og_input(e->g, "input_ids", OG_INT64, 2, (const int64_t[]){0, 0}, bsq);
     og_input(e->g, "position_ids", OG_INT64, 2, (const int64_t[]){0, 0}, bsq);
     og_output(e->g, "logits", OG_FLOAT, 3, (const int64_t[]){0, 0, e->V}, bsq);
     for (int64_t l = 0; l < e->c->num_hidden_layers; l++) {
-        if (e->c->mixer == HM_MIXER_HEDGEMAMBA) {
+        if (hm_layer_mixer(e->c, l) == HM_MIXER_SOFTMAX) { /* a kept layer's KV cache */
+            for (int kv = 0; kv < 2; kv++) {
+                const char *what = kv ? "value" : "key";
+                og_input(e->g, og_strf(e->b, "past_%s.%lld", what, (long long)l), OG_FLOAT, 4,
+                         kv_dims, kv_in);
+                og_output(e->g, og_strf(e->b, "present_%s.%lld", what, (long long)l), OG_FLOAT,
+                          4, kv_dims, kv_out);
+            }
+            continue;
+        }
+        if (hm_layer_mixer(e->c, l) == HM_MIXER_HEDGEMAMBA) {
             og_input(e->g, og_strf(e->b, "past_conv.%lld", (long long)l), OG_FLOAT, 3, conv_dims,
                      b1);
             og_output(e->g, og_strf(e->b, "present_conv.%lld", (long long)l), OG_FLOAT, 3,
@@ -571,14 +637,6 @@ enum hm_status hm_onnx_build(const struct hm_model *m, const struct hm_onnx_opts
                             "ONNX export is for students (hedgehog, hedgemamba); a %s teacher "
                             "has no constant-size state",
                             hm_arch_name(c));
-    if (hm_config_kept_count(c) > 0) {
-        char kept[64];
-        hm_config_kept_str(c, kept, sizeof kept);
-        return hm_error_set(err, HM_ERR_UNSUPPORTED,
-                            "ONNX export of hybrids (softmax kept in layers %s) is not built "
-                            "yet: the graph has no KV-cache inputs for the kept layers; export "
-                            "a pure student, or use hm-generate", kept);
-    }
     if (!host_is_little_endian())
         return hm_error_set(err, HM_ERR_UNSUPPORTED,
                             "ONNX export needs a little-endian host (raw_data is little-endian)");

@@ -331,6 +331,11 @@ const char *og_const_i64(struct og_graph *g, const int64_t *v, int64_t n)
     return og_const_raw(g, OG_INT64, 1, n, v, sizeof(int64_t));
 }
 
+const char *og_const_i64_scalar(struct og_graph *g, int64_t v)
+{
+    return og_const_raw(g, OG_INT64, 0, 1, &v, sizeof(int64_t));
+}
+
 const char *og_const_f32(struct og_graph *g, const float *v, int64_t n)
 {
     return og_const_raw(g, OG_FLOAT, 1, n, v, sizeof(float));

@@ -101,8 +101,9 @@ struct og_external {
  * og_builder_free); *size: the bytes of the file (the last one's end). */
 struct og_external *const *og_externals(const struct og_graph *g, size_t *n, uint64_t *size);
 /* Constants (copied; auto-named "hm.const.<n>"): a 1-D int64 tensor of n
- * values, a 1-D float tensor, a float scalar (rank 0). */
+ * values, an int64 scalar, a 1-D float tensor, a float scalar (rank 0). */
 const char *og_const_i64(struct og_graph *g, const int64_t *v, int64_t n);
+const char *og_const_i64_scalar(struct og_graph *g, int64_t v);
 const char *og_const_f32(struct og_graph *g, const float *v, int64_t n);
 const char *og_const_scalar(struct og_graph *g, float v);
 

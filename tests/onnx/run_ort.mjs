@@ -90,13 +90,20 @@ if (P < 1 || P + C > L) die(2, `--prefill ${P} --chunk ${C} do not fit L = ${L}`
 
 const session = await ort.InferenceSession.create(args.model);
 const stateInputs = session.inputMetadata.filter((m) => m.name.startsWith('past_'));
-for (const m of stateInputs)
-  if (m.shape.slice(1).some((d) => typeof d !== 'number')) die(1, `${m.name}: state dims are not static`);
+// a hybrid's kept layers (contract §11): past_key.{l} / past_value.{l}
+// [batch, n_kv, past, p], empty for a fresh sequence; every other state dim is static
+const isKV = (m) => m.name.startsWith('past_key.') || m.name.startsWith('past_value.');
+for (const m of stateInputs) {
+  const dims = m.shape.slice(1);
+  if (isKV(m) ? typeof dims[0] !== 'number' || typeof dims[2] !== 'number' || dims.length !== 3
+      : dims.some((d) => typeof d !== 'number'))
+    die(1, `${m.name}: state dims ${JSON.stringify(m.shape)} are not as docs/onnx.md says`);
+}
 
 function zeroState() {
   const st = {};
   for (const m of stateInputs) {
-    const dims = [W, ...m.shape.slice(1)];
+    const dims = isKV(m) ? [W, m.shape[1], 0, m.shape[3]] : [W, ...m.shape.slice(1)];
     st[m.name] = new ort.Tensor('float32', new Float32Array(dims.reduce((a, b) => a * b, 1)), dims);
   }
   return st;
