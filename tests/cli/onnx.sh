@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# onnx.sh — ONNX export from the command line (contract §9): preset teachers of
+# onnx.sh — ONNX export from the command line (contract §9, §11 hybrids: kept
+# layers as causal attention over a KV cache): preset teachers of
 # both families (hm-init tiny, llama-tiny) → a short stage 1 (hm-linearize) →
 # hedgehog; → the naive HedgeMamba baseline (hm-map-ssm --init random: A = −1,
 # random conv taps, gate, Δ) → hedgemamba; each exported with the test helper
@@ -82,6 +83,31 @@ for fam in neox llama; do
             --dump-logits "$s.logits.st" || continue
         ort "$fam-$mix" "$s.onnx" "$s.logits.st"
         ort "$fam-$mix external" "$s-ext.onnx" "$s.logits.st"
+    done
+done
+
+# hybrids (contract §11): kept layers are softmax attention with a KV cache
+# (past_key.{l}, past_value.{l} [batch, n_kv, past, p]); a teacher of larger
+# weights so that attention is sharp (a wrong mask or cache shows), GQA on llama
+for fam in neox llama; do
+    [ $fam = neox ] && preset=tiny || preset=llama-tiny
+    ok "$B/hm-init" --preset $preset --seed 4 --init-std 0.3 -o "$T/$fam-sharp.st" || continue
+    ok "$B/hm-map-ssm" "$T/$fam-sharp.st" --init random --seed 6 --keep-attention 0,2 \
+        -o "$T/$fam-hybrid-hm.st" -q || continue
+    ok "$B/hm-linearize" "$T/$fam-sharp.st" --keep-attention 1 -o "$T/$fam-hybrid-hh.st" \
+        --data "$T/text.tok" --steps 2 --batch 2 --seq-len 32 --lr 3e-2 -q || continue
+    for mix in hm hh; do
+        s="$T/$fam-hybrid-$mix"
+        ok "$X" "$s.st" -o "$s.onnx" || continue
+        [ $mix = hm ] && k=0 || k=1
+        for name in past_key.$k past_value.$k present_key.$k present_value.$k; do
+            grep -qa "$name" "$s.onnx" || fail "$fam hybrid-$mix: no '$name' in the graph"
+        done
+        grep -qa "past_state.$k" "$s.onnx" && fail "$fam hybrid-$mix: kept layer $k has a state"
+        [ $have_ort -eq 1 ] || continue
+        ok "$B/hm-eval" "$s.st" --data "$T/text.tok" --seq-len 24 --max-tokens 73 \
+            --dump-logits "$s.logits.st" || continue
+        ort "$fam hybrid-$mix" "$s.onnx" "$s.logits.st"
     done
 done
 
