@@ -82,5 +82,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         CHECK(back.conv_width == cfg.conv_width);
         CHECK(back.components == cfg.components);
     }
+    /* a hybrid's kept layers (layer_mixers) survive the round trip */
+    CHECK(memcmp(back.kept, cfg.kept, sizeof cfg.kept) == 0);
+    CHECK(hm_config_kept_count(&cfg) <= cfg.num_hidden_layers);
     return 0;
 }
