@@ -23,6 +23,12 @@ void hm_gen_check_positions(const struct hm_model *m, const char *model, int64_t
                "teacher's position limit, max_position_embeddings %lld (students have none)",
                model, what, (long long)n_prompt, (long long)n_new,
                (long long)c->max_position_embeddings);
+    if (hm_config_kept_count(c) > 0 && c->max_position_embeddings > 0 &&
+        n_prompt + n_new > c->max_position_embeddings)
+        hm_warning("'%s': %s (%lld tokens) plus %lld new tokens pass the %lld positions its "
+                   "kept softmax layers were trained on: positions past them are untrained",
+                   model, what, (long long)n_prompt, (long long)n_new,
+                   (long long)c->max_position_embeddings);
 }
 
 void hm_gen_bench_run(const struct hm_gen_bench *o)
