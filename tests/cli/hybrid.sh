@@ -8,7 +8,8 @@
 #   kept bytes, and fails (exit 1) on a kept layer that changed or another set;
 # - hm-verify recurrent holds for the mixed state (KV cache + constant state);
 # - CE, KD and stage 1b train it on ref, checked and fast, with the same
-#   result on ref and checked; stage 1b leaves the kept layer's bytes alone;
+#   result on ref and checked, and with and without --recompute (kept layer
+#   0); stage 1b leaves the kept layer's bytes alone;
 # - the decoding state grows with the context by the kept layers' KV cache
 #   exactly (a pure student's not at all);
 # - hm-pack writes config.json with layer_types; the bundle verifies; its
@@ -91,6 +92,11 @@ P
     rc_is 1 "$B/hm-verify" mapping "$hh" "$T/$fam.ce.fast.st" --random-tokens 48
     grep -q "kept layer 1's '$pre.1." "$T/err" || fail "$fam: changed kept layer: $(cat "$T/err")"
     ok "$B/hm-finetune" "$hm" "${RUN[@]}" --kd-teacher "$t" --kd-weight 1 -o "$T/$fam.kd.st"
+    # --recompute's shared activations serve both kinds of layer (layer 0 kept here)
+    ok "$B/hm-finetune" "$T/$fam.k0.st" "${RUN[@]}" -o "$T/$fam.k0a.st"
+    ok "$B/hm-finetune" "$T/$fam.k0.st" "${RUN[@]}" --recompute -o "$T/$fam.k0b.st"
+    [ "$(table "$T/$fam.k0a.st")" = "$(table "$T/$fam.k0b.st")" ] ||
+        fail "$fam: --recompute differs on a hybrid"
     ok "$B/hm-finetune" "$hh" "${RUN[@]}" --align "$t" --backend checked -o "$T/$fam.al.st"
     [ "$(hash_of "$T/$fam.al.st" "$pre.1.$q")" = "$(hash_of "$t" "$pre.1.$q")" ] ||
         fail "$fam: stage 1b changed the kept layer"
