@@ -275,7 +275,8 @@ static void align_check(enum hm_mixer mixer, unsigned components, const char *be
     const int64_t B = 2, T = 5;
     int32_t tok[12] = {1, 4, 9, 10, 0, 3, 7, 7, 2, 5, 6, 8};
     struct hm_train_opts o = {.B = B, .T = T, .accum = 1, .freeze_embeddings = 1,
-                              .align_teacher = teacher, .align_mse = mse};
+                              .align_teacher = teacher, .align_mse = mse == 1,
+                              .align_block = mse == 2};
     struct hm_trainer *tr = NULL;
     cr_assert_eq(hm_trainer_new(m, be, &o, &tr, &err), HM_OK, "%s", err.msg);
     struct hm_model_run nr = {.model = m, .trainer = tr, .be = be, .align = 1};
@@ -322,7 +323,7 @@ static void align_check(enum hm_mixer mixer, unsigned components, const char *be
         free(g);
     }
     fprintf(stderr, "stage 1b %s %s (%s): %lld tensors checked\n", hm_mixer_name(mixer),
-            mse ? "mse" : "cos", bename, (long long)np);
+            mse == 2 ? "block" : mse ? "mse" : "cos", bename, (long long)np);
     hm_model_run_release(&nr);
     hm_trainer_free(tr);
     tu_ref_table_free(tt);
@@ -368,4 +369,16 @@ Test(llama_backward, hybrid_stage1b_kept1_ref)
 {
     kept_layer = 1;
     align_check(HM_MIXER_HEDGEHOG, HM_COMP_ALL, "ref", 1);
+}
+
+/* Stage 1b on whole blocks (MOHAWK's hidden-state alignment): the gradient
+ * flows from each block's output through the frozen MLP and norms into the
+ * mixer; pure and hybrid students. */
+Test(llama_backward, stage1b_block_hedgemamba_ref) { align_check(HM_MIXER_HEDGEMAMBA, HM_COMP_ALL, "ref", 2); }
+Test(llama_backward, stage1b_block_hedgemamba_fast) { align_check(HM_MIXER_HEDGEMAMBA, HM_COMP_ALL, "fast", 2); }
+Test(llama_backward, stage1b_block_hedgehog_ref) { align_check(HM_MIXER_HEDGEHOG, HM_COMP_ALL, "ref", 2); }
+Test(llama_backward, hybrid_stage1b_block_kept1_fast)
+{
+    kept_layer = 1;
+    align_check(HM_MIXER_HEDGEMAMBA, HM_COMP_ALL, "fast", 2);
 }

@@ -49,7 +49,12 @@ static const char usage[] =
     "                           A, D, conv, gate), norms/MLP/embeddings do not\n"
     "      --align-loss L       stage 1b's per-token loss: cos (1 - cos, default)\n"
     "                           or mse ((1/d)|o_s - o_t|^2: fits the output scale\n"
-    "                           too, which cos leaves free)\n"
+    "                           too, which cos leaves free); block: whole blocks\n"
+    "                           (MOHAWK's hidden-state alignment): each layer gets\n"
+    "                           the teacher's residual stream h_l and its output\n"
+    "                           (mixer, MLP, residuals) is fit to the teacher's\n"
+    "                           h_l+1 by (1/d)|h_s - h_t|^2; still only the mixers\n"
+    "                           train\n"
     "      --kd-temperature T   the temperature τ > 0 (default 1; needs --kd-teacher)\n"
     "      --ce-weight C        the weight c >= 0 of the cross-entropy (default 1):\n"
     "                           loss = c·CE + w·τ²·KL; --ce-weight 0 is pure\n"
@@ -171,7 +176,7 @@ static double shareable_embeddings(const struct hm_ckpt *ck, const struct hm_ckp
 
 /* --dry-run: the plan from the headers alone (no weight is read). */
 static int dry_run(const struct hm_train_cli *t, const char *in, const char *kd_path,
-                   const char *align_path, int freeze, int recompute, int json)
+                   const char *align_path, int align_block, int freeze, int recompute, int json)
 {
     const struct hm_run_opts *r = &t->run;
     struct hm_error err;
@@ -202,7 +207,8 @@ static int dry_run(const struct hm_train_cli *t, const char *in, const char *kd_
                r->data_path, (unsigned long long)hm_tok_vocab(tf), (long long)c->vocab_size);
     hm_tok_close(tf);
     const struct hm_plan_in pin = {
-        .ck = ck, .teacher = tk, .align = align_path != NULL, .B = r->batch, .T = r->seq_len,
+        .ck = ck, .teacher = tk, .align = align_path != NULL, .align_block = align_block,
+        .B = r->batch, .T = r->seq_len,
         .accum = r->accum, .freeze_embeddings = freeze || c->mixer == HM_MIXER_HEDGEMAMBA,
         .recompute = recompute, .adamw = r->optim.kind == HM_OPTIM_ADAMW, .procs = hm_run_size(&t->comm),
         .zero1 = r->zero1, .be = t->backend, .device = t->plan_device};
@@ -299,8 +305,9 @@ int main(int argc, char **argv)
         case OPT_KD_WEIGHT: kd_weight = hm_parse_f64(optarg, "--kd-weight", 0, 1e6); break;
         case OPT_ALIGN: align_path = optarg; break;
         case OPT_ALIGN_LOSS:
-            if (strcmp(optarg, "cos") != 0 && strcmp(optarg, "mse") != 0)
-                hm_usage_error("--align-loss must be cos or mse, got '%s'", optarg);
+            if (strcmp(optarg, "cos") != 0 && strcmp(optarg, "mse") != 0 &&
+                strcmp(optarg, "block") != 0)
+                hm_usage_error("--align-loss must be cos, mse or block, got '%s'", optarg);
             align_loss = optarg;
             break;
         case OPT_KD_TEMP:
@@ -352,7 +359,8 @@ int main(int argc, char **argv)
     if (align_path)
         check_align_teacher(in, align_path, !t.dry_run);
     if (t.dry_run)
-        return dry_run(&t, in, kd_path, align_path, freeze, recompute, common.json);
+        return dry_run(&t, in, kd_path, align_path, align_loss && !strcmp(align_loss, "block"),
+                       freeze, recompute, common.json);
     char *prov = NULL;
     struct hm_model *m = load_model(in, t.backend, &freeze, NULL, &prov), *teacher = NULL;
     /* a teacher is only run: straight onto the backend, bf16 layers kept narrow */
@@ -380,6 +388,7 @@ int main(int argc, char **argv)
                                .kd_temperature = kd_temp, .ce_weight = ce_weight,
                                .align_teacher = align_path ? teacher : NULL,
                                .align_mse = align_loss && strcmp(align_loss, "mse") == 0,
+                               .align_block = align_loss && strcmp(align_loss, "block") == 0,
                                .recompute = recompute};
     struct hm_error err;
     hm_error_clear(&err);
@@ -406,7 +415,7 @@ int main(int argc, char **argv)
         {"kd_teacher_xxh3", kd_hash, NULL}, {"kd_weight", kd_w, NULL},
         {"kd_temperature", kd_t, "1"},      {"ce_weight", ce_w, "1"},
         {"freeze_embeddings", fz, NULL},    {"align_teacher_xxh3", al_hash, "none"},
-        {"align_loss", to.align_mse ? "mse" : "cos", "cos"}};
+        {"align_loss", to.align_block ? "block" : to.align_mse ? "mse" : "cos", "cos"}};
     t.run.fields = fields;
     t.run.n_fields = (int)(sizeof fields / sizeof *fields);
     t.run.more_inputs = t_path ? &kd_in : NULL;

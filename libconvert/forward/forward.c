@@ -66,6 +66,14 @@ enum hm_status hm_model_mixer_forward(const struct hm_mix *x, float *o, struct h
     return HM_OK;
 }
 
+static enum hm_status stream_hook(const struct hm_model_hooks *hooks,
+                                  const struct hm_backend *be, int64_t l, const float *h,
+                                  int64_t T, int64_t d, struct hm_error *err)
+{
+    enum hm_status st = hm_backend_sync(be, err);
+    return st == HM_OK ? hooks->on_stream(hooks->ctx, l, h, T, d, err) : st;
+}
+
 enum hm_status hm_model_layer_forward(const struct hm_model *m, const struct hm_backend *be,
                                       int64_t l, const struct hm_fwd *f, struct hm_error *err)
 {
@@ -78,6 +86,8 @@ enum hm_status hm_model_layer_forward(const struct hm_model *m, const struct hm_
     const struct hm_layer *ly = &m->layers[l];
     struct hm_layer_acts *a = &f->la[f->shared ? 0 : l];
     float *hn = l + 1 < L ? f->la[f->shared ? 0 : l + 1].h : f->h_out;
+    if (hooks && hooks->on_stream && (st = stream_hook(hooks, be, l, a->h, T, d, err)) != HM_OK)
+        return st;
     /* mixer */
     hm_model_norm_forward(m, be, a->a, a->mean1, a->rstd1, a->h, ly->ln1_w, ly->ln1_b, N);
     const struct hm_mix x = {.m = m, .be = be, .l = l, .B = B, .T = T, .pos0 = f->pos0,
@@ -117,7 +127,10 @@ enum hm_status hm_model_layers_forward(const struct hm_model *m, const struct hm
 {
     enum hm_status st = HM_OK;
     hm_model_embed(m, f->la[0].h, tokens, f->B * f->T);
-    for (int64_t l = 0; st == HM_OK && l < m->cfg.num_hidden_layers; l++)
+    const int64_t L = m->cfg.num_hidden_layers;
+    for (int64_t l = 0; st == HM_OK && l < L; l++)
         st = hm_model_layer_forward(m, be, l, f, err);
+    if (st == HM_OK && f->hooks && f->hooks->on_stream)
+        st = stream_hook(f->hooks, be, L, f->h_out, f->T, m->cfg.hidden_size, err);
     return st;
 }

@@ -26,8 +26,15 @@ typedef enum hm_status (*hm_model_layer_fn)(void *ctx, int64_t layer, const floa
                                            const float *qkv, const float *attn_out, int64_t T,
                                            int64_t d, struct hm_error *err);
 
+/* Called with the residual stream h [T, d] entering layer l, and with
+ * l = L after the last layer (stage 1b on whole blocks reads the teacher
+ * here). Borrowed for the call only. */
+typedef enum hm_status (*hm_model_stream_fn)(void *ctx, int64_t layer, const float *h,
+                                            int64_t T, int64_t d, struct hm_error *err);
+
 struct hm_model_hooks {
     hm_model_layer_fn on_layer; /* may be NULL */
+    hm_model_stream_fn on_stream; /* may be NULL; not with stop_after_last_hook */
     void *ctx;
     /* 1: stop right after the last layer's hook (its MLP and the final
      * LayerNorm are skipped; ws->hf is not computed) — stage 1 needs only

@@ -92,7 +92,8 @@ static enum hm_status trainee_parts(const struct hm_plan_in *in, struct hm_mem_p
     const struct hm_config *c = hm_ckpt_config(in->ck);
     struct hm_train_opts to = {.B = in->B, .T = in->T, .accum = in->accum,
                                .freeze_embeddings = in->freeze_embeddings, .ce_weight = 1,
-                               .kd_temperature = 1, .recompute = in->recompute};
+                               .kd_temperature = 1, .recompute = in->recompute,
+                               .align_block = in->align && in->align_block};
     if (in->teacher && in->align)
         to.align_teacher = &teacher_present;
     else if (in->teacher)

@@ -54,6 +54,7 @@ struct hm_plan_in {
     const struct hm_ckpt *ck;        /* borrowed: the trainee's header */
     const struct hm_ckpt *teacher;   /* borrowed: the KD or stage-1b teacher's, or NULL */
     int align;                       /* the teacher is stage 1b's (else KD's) */
+    int align_block;                 /* stage 1b on whole blocks (trainer.h) */
     int64_t B, T;                    /* windows per micro-batch, tokens per window */
     int64_t accum;                   /* micro-batches each process sums (--grad-accum) */
     int freeze_embeddings;

@@ -150,7 +150,7 @@ static int64_t carve(struct hm_trainer *tr, const struct hm_config *c,
         }                                                                                     \
     } while (0)
     /* stage 1b runs the mixers alone: no residual stream, MLP or logits */
-    const int full = o->align_teacher == NULL;
+    const int full = o->align_teacher == NULL || o->align_block; /* blocks: whole layers */
     struct hm_layer_acts dummy = {0};
     for (int64_t l = 0; l < L; l++) {
         struct hm_layer_acts *a = tr ? &tr->la[l] : &dummy;
@@ -259,6 +259,8 @@ enum hm_status hm_trainer_new(struct hm_model *model, const struct hm_backend *b
                             (long long)opts->kd_teacher->cfg.vocab_size,
                             (long long)c->vocab_size);
     const struct hm_model *at = opts->align_teacher;
+    if (opts->align_block && !at)
+        return hm_error_set(err, HM_ERR_INVALID, "stage 1b on blocks needs an alignment teacher");
     if (at && opts->kd_teacher)
         return hm_error_set(err, HM_ERR_INVALID, "alignment and distillation are separate runs");
     if (at && opts->recompute)
@@ -483,40 +485,49 @@ static void mixer_backward(struct hm_trainer *tr, int64_t l, float *da)
         u->backward_tail(&x, &g, da);
 }
 
+/* Layer l backward from its activations tr->la[l]: tr->dh, the gradient of
+ * its output, becomes the gradient of its input; parameter gradients
+ * accumulate. */
+static void layer_backward(struct hm_trainer *tr, int64_t l)
+{
+    const struct hm_backend *be = tr->be;
+    const struct hm_model *m = tr->m;
+    const struct hm_config *c = &m->cfg;
+    const int64_t N = tr->N, d = c->hidden_size;
+    const struct hm_layer *w = &m->layers[l];
+    struct hm_layer *gw = &tr->g->layers[l];
+    struct hm_layer_acts *a = &tr->la[l];
+    const float *mlp_in = a->t ? a->t : a->h;
+    /* MLP branch: dh is the gradient of its output */
+    mlp_backward(tr, w, gw, a, tr->dh);
+    norm_backward(tr, tr->dt2, gw->ln2_w, gw->ln2_b, tr->dt1, mlp_in, a->mean2, a->rstd2,
+                  w->ln2_w);
+    /* sequential: dt = dh + dnorm2; the attention branch sees dt */
+    if (a->t)
+        hm_backend_add_forward(be, tr->dh, tr->dh, tr->dt2, N * d);
+    /* attention branch */
+    hm_backend_matmul_backward(be, tr->datt, gw->dense_w, gw->dense_b, tr->dh, a->att,
+                               w->dense_w, N, c->attn_dim, d);
+    mixer_backward(tr, l, tr->dt1);
+    norm_backward(tr, tr->dt3, gw->ln1_w, gw->ln1_b, tr->dt1, a->h, a->mean1, a->rstd1,
+                  w->ln1_w);
+    hm_backend_add_forward(be, tr->dh, tr->dh, tr->dt3, N * d);
+    if (!a->t)
+        hm_backend_add_forward(be, tr->dh, tr->dh, tr->dt2, N * d);
+}
+
 static void backward_layers(struct hm_trainer *tr)
 {
     const struct hm_backend *be = tr->be;
     const struct hm_model *m = tr->m;
     struct hm_model *g = tr->g;
-    const struct hm_config *c = &m->cfg;
-    const int64_t N = tr->N, L = c->num_hidden_layers;
-    const int64_t d = c->hidden_size;
-
+    const int64_t N = tr->N, L = m->cfg.num_hidden_layers, d = m->cfg.hidden_size;
     norm_backward(tr, tr->dh, g->lnf_w, g->lnf_b, tr->dhf, tr->hL, tr->meanf, tr->rstdf,
                   m->lnf_w);
     for (int64_t l = L - 1; l >= 0; l--) {
-        const struct hm_layer *w = &m->layers[l];
-        struct hm_layer *gw = &g->layers[l];
-        struct hm_layer_acts *a = &tr->la[l];
         if (tr->opt.recompute && l < L - 1) /* the shared set holds layer L−1's */
             (void)hm_model_layer_forward(m, be, l, &(struct hm_fwd)FWD_OF(tr), NULL);
-        const float *mlp_in = a->t ? a->t : a->h;
-        /* MLP branch: dh is the gradient of its output */
-        mlp_backward(tr, w, gw, a, tr->dh);
-        norm_backward(tr, tr->dt2, gw->ln2_w, gw->ln2_b, tr->dt1, mlp_in, a->mean2, a->rstd2,
-                      w->ln2_w);
-        /* sequential: dt = dh + dnorm2; the attention branch sees dt */
-        if (a->t)
-            hm_backend_add_forward(be, tr->dh, tr->dh, tr->dt2, N * d);
-        /* attention branch */
-        hm_backend_matmul_backward(be, tr->datt, gw->dense_w, gw->dense_b, tr->dh, a->att,
-                                   w->dense_w, N, c->attn_dim, d);
-        mixer_backward(tr, l, tr->dt1);
-        norm_backward(tr, tr->dt3, gw->ln1_w, gw->ln1_b, tr->dt1, a->h, a->mean1, a->rstd1,
-                      w->ln1_w);
-        hm_backend_add_forward(be, tr->dh, tr->dh, tr->dt3, N * d);
-        if (!a->t)
-            hm_backend_add_forward(be, tr->dh, tr->dh, tr->dt2, N * d);
+        layer_backward(tr, l);
     }
     if (!tr->opt.freeze_embeddings)
         hm_backend_embedding_backward(be, g->embed_in, tr->dh, tr->in, N, d);
@@ -592,6 +603,40 @@ static enum hm_status align_hook(void *ctx, int64_t l, const float *a_in, const 
     return HM_OK;
 }
 
+/* Stage 1b on blocks: the teacher's residual stream entering layer l (the
+ * student layer's input) and, for l ≥ 1, leaving layer l − 1 (its target). */
+static enum hm_status stream_hook(void *ctx, int64_t l, const float *h, int64_t T, int64_t d,
+                                  struct hm_error *err)
+{
+    struct hm_trainer *tr = ctx;
+    const int64_t row = tr->align_b * T, L = tr->m->cfg.num_hidden_layers;
+    (void)err;
+    if (l < L)
+        hm_backend_copy2d(tr->be, tr->la[l].h + row * d, d, h, d, T, d);
+    if (l > 0)
+        hm_backend_copy2d(tr->be, tr->ot + ((l - 1) * tr->N + row) * d, d, h, d, T, d);
+    return HM_OK;
+}
+
+/* Stage 1b on blocks, after the teacher's pass: each student layer from the
+ * teacher's h_l, its output against the teacher's h_{l+1}, its backward.
+ * Last layer first: layer l writes its output over layer l + 1's input,
+ * which that layer has used by then. */
+static void align_blocks(struct hm_trainer *tr, double *sums, double scale)
+{
+    const struct hm_model *m = tr->m;
+    const int64_t N = tr->N, L = m->cfg.num_hidden_layers, d = m->cfg.hidden_size;
+    for (int64_t l = L - 1; l >= 0; l--) {
+        if (hm_layer_mixer(&m->cfg, l) == HM_MIXER_SOFTMAX)
+            continue; /* a kept layer is the teacher's own: nothing to align */
+        (void)hm_model_layer_forward(m, tr->be, l, &(struct hm_fwd)FWD_OF(tr), NULL);
+        const float *out = l + 1 < L ? tr->la[l + 1].h : tr->hL;
+        hm_backend_mse_loss(tr->be, sums + l, tr->dh, out, tr->ot + l * N * d, N, d,
+                            (float)scale);
+        layer_backward(tr, l);
+    }
+}
+
 /* The layers stage 1b aligns: a hybrid's student layers (at least 1). */
 static int64_t align_layers(const struct hm_config *c)
 {
@@ -610,8 +655,10 @@ enum hm_status hm_trainer_align(struct hm_trainer *tr, const int32_t *tokens, do
     if (!tr->opt.align_teacher)
         return hm_error_set(err, HM_ERR_INVALID, "the trainer has no alignment teacher");
     enum hm_status st = load_tokens(tr, tokens, err);
-    const struct hm_model_hooks hooks = {.on_layer = align_hook, .ctx = tr,
-                                         .stop_after_last_hook = 1};
+    const int blocks = tr->opt.align_block;
+    const struct hm_model_hooks hooks = {.on_layer = blocks ? NULL : align_hook,
+                                         .on_stream = blocks ? stream_hook : NULL, .ctx = tr,
+                                         .stop_after_last_hook = !blocks};
     for (int64_t b = 0; st == HM_OK && b < B; b++) {
         tr->align_b = b;
         st = hm_model_hidden(tr->opt.align_teacher, be, tr->hin + b * T, T, &tr->tws, &hooks,
@@ -620,6 +667,10 @@ enum hm_status hm_trainer_align(struct hm_trainer *tr, const int32_t *tokens, do
     if (st != HM_OK)
         return st;
     const double scale = 1.0 / ((double)align_layers(c) * (double)N * (double)tr->opt.accum);
+    if (blocks) {
+        align_blocks(tr, sums, scale);
+        return hm_backend_sync(be, err);
+    }
     for (int64_t l = 0; l < L; l++) {
         struct hm_layer_acts *a = &tr->la[l];
         if (hm_layer_mixer(c, l) == HM_MIXER_SOFTMAX)

@@ -51,6 +51,11 @@ struct hm_train_opts {
      * borrowed, or NULL; with it only the mixer tensors train */
     const struct hm_model *align_teacher;
     int align_mse;             /* stage 1b's per-token loss: 0 = 1 − cos, 1 = (1/d)|o_s − o_t|² */
+    /* stage 1b on whole blocks (MOHAWK's hidden-state alignment): each
+     * student layer gets the teacher's residual stream h_l and its block
+     * output (mixer, MLP, residuals) is fit to the teacher's h_{l+1} with
+     * (1/d)|h_s − h_t|² per token; still only the mixer tensors train */
+    int align_block;
     int64_t ce_rows;           /* most output-layer rows per pass; 0 = automatic */
     /* 1: keep only each layer's input h; the backward reruns each layer's
      * forward (hm_model_layer_forward) into one set of activations that
@@ -102,7 +107,9 @@ enum hm_status hm_trainer_accumulate(struct hm_trainer *tr, const int32_t *token
 /* The mean losses of a micro-batch from its sums (downloaded). */
 void hm_trainer_loss(const struct hm_trainer *tr, const double sums[2],
                      struct hm_train_loss *loss);
-/* Stage 1b, a layer-wise alignment of the student's mixers (any mixer)
+/* (With opts.align_block the comparison is of whole blocks instead, see
+ * struct hm_train_opts; the loss of each layer is (1/d)|h_s − h_t|².)
+ * Stage 1b, a layer-wise alignment of the student's mixers (any mixer)
  * against the teacher's attention, teacher-forced like stage 1 (contract §2)
  * but with every mixer tensor trainable (q/k/v, dense and the mixer's own:
  * feature maps, Δ, A, D, conv, gate; inactive components stay frozen):

@@ -607,6 +607,22 @@ double tu_ref_llama_align_loss(const struct hm_config *tc, tu_ref_get_fn get_tea
                 continue;
             }
             rl_layer_load(&ws, sc, get_student, sctx, l);
+            if (mse == 2) { /* whole blocks: the student's own block on the teacher's h_l */
+                double *hs = rl_alloc(T * m.d), *as = rl_alloc(T * m.d), e = 0;
+                memcpy(hs, h, sizeof(double) * (size_t)(T * m.d));
+                rl_norm_rows(&ms, ws.ln1, hs, T, as);
+                rl_mixer(sc, &ms, hm_layer_mixer(sc, l), &ws, as, T, os);
+                rl_residual_mlp(&ms, &ws, hs, os, T);
+                rl_norm_rows(&m, w.ln1, h, T, a);
+                rl_mixer(tc, &m, HM_MIXER_SOFTMAX, &w, a, T, ot);
+                rl_residual_mlp(&m, &w, h, ot, T);
+                for (int64_t i = 0; i < T * m.d; i++)
+                    e += (hs[i] - h[i]) * (hs[i] - h[i]);
+                loss += e / (double)(T * m.d);
+                free(hs);
+                free(as);
+                continue;
+            }
             rl_norm_rows(&m, w.ln1, h, T, a);
             rl_mixer(tc, &m, HM_MIXER_SOFTMAX, &w, a, T, ot);
             rl_mixer(sc, &ms, hm_layer_mixer(sc, l), &ws, a, T, os);

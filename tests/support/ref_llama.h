@@ -50,7 +50,9 @@ double tu_ref_llama_stage1_loss(const struct hm_config *teacher_cfg, tu_ref_get_
  * student's whole mixer (every mixer tensor from get_student: q/k/v/o, feature maps and,
  * for hedgemamba, conv, Δ, A, D, gate), fed the teacher's RMSNorm1(h_l). B sequences of
  * T inputs at tokens + b (T + 1); the mean over all B·T tokens, then over layers. The
- * per-token loss: 1 − cos, or with mse (1/d)·|o_s − o_t|². */
+ * per-token loss: 1 − cos, or with mse 1 (1/d)·|o_s − o_t|²; mse 2: whole blocks
+ * (hm_train_opts.align_block), the student's layer l (its own norms and MLP) on the
+ * teacher's h_l against the teacher's h_{l+1}, (1/d)·|h_s − h_t|². */
 double tu_ref_llama_align_loss(const struct hm_config *teacher_cfg, tu_ref_get_fn get_teacher,
                                void *tctx, const struct hm_config *student_cfg,
                                tu_ref_get_fn get_student, void *sctx, const int32_t *tokens,
