@@ -55,7 +55,7 @@ $(OUT)/hmapped-%.st: $(OUT)/keep-%.txt $(OUT)/teacher.st $(OUT)/corpus.tok $(BIN
 	$(BIN)/hm-map-ssm $(OUT)/teacher.st -o $@ -f -q $(DECAY) --threads $(THREADS) \
 	    --keep-attention $$(cat $<)
 $(OUT)/hbridge-%.st: $(OUT)/hmapped-%.st $(OUT)/teacher.st $(BIN)/hm-finetune
-	$(BIN)/hm-finetune $< -o $@ -f $(TRAIN) --align $(OUT)/teacher.st --align-loss mse \
+	$(BIN)/hm-finetune $< -o $@ -f $(TRAIN) --align $(OUT)/teacher.st --align-loss $(ALIGN_LOSS) \
 	    --lr $(ALIGN_LR) --warmup 5 --tokens $(BRIDGE_TOKENS) --log $(OUT)/hbridge-$*.log.jsonl
 $(OUT)/hybrid-%.st: $(OUT)/hbridge-%.st $(OUT)/teacher.st $(BIN)/hm-finetune
 	$(BIN)/hm-finetune $< -o $@ -f $(S2) --tokens $(REST_TOKENS) --log $(OUT)/hybrid-$*.log.jsonl

@@ -41,6 +41,9 @@ STAGE2_TOKENS = $(shell echo $$(( $(BUDGET) - $(BUDGET) / 10 )))
 # distillation: 3e-3 4.48, 6e-3 4.49, 1e-2 4.58)
 STAGE1_LR ?= 1e-2
 ALIGN_LR ?= 1e-2
+# stage 1b's loss: mse (each mixer's output), or block (each whole block's,
+# MOHAWK's hidden-state alignment; docs/results.md measures both)
+ALIGN_LOSS ?= mse
 STAGE2_LR ?= 3e-3
 STAGE2_OBJ ?= --kd-teacher $(OUT)/teacher.st --kd-weight 1 --ce-weight 0
 DECAY ?= --decay-from $(OUT)/corpus.tok --seq-len $(SEQ)
@@ -72,7 +75,7 @@ RUN_hedgehog = $(BIN)/hm-linearize $(OUT)/teacher.st -o $(OUT)/hedgehog.st -f $(
 RUN_mapped = $(BIN)/hm-map-ssm $(OUT)/teacher.st -o $(OUT)/mapped.st -f -q $(DECAY) --threads $(THREADS) \
     $(if $(FEATURE_DIM),--feature-dim $(FEATURE_DIM))
 RUN_bridge = $(BIN)/hm-finetune $(OUT)/mapped.st -o $(OUT)/bridge.st -f $(TRAIN) \
-    --align $(OUT)/teacher.st --align-loss mse --lr $(ALIGN_LR) --warmup 5 \
+    --align $(OUT)/teacher.st --align-loss $(ALIGN_LOSS) --lr $(ALIGN_LR) --warmup 5 \
     --tokens $(BRIDGE_TOKENS) --log $(OUT)/bridge.log.jsonl
 RUN_hedgemamba = $(BIN)/hm-finetune $(OUT)/bridge.st -o $(OUT)/hedgemamba.st -f $(S2) \
     --tokens $(REST_TOKENS) --log $(OUT)/hedgemamba.log.jsonl
