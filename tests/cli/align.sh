@@ -3,7 +3,8 @@
 # the layer-wise loss falls; only mixer tensors change (norms, MLP and
 # embeddings are the input's bytes); per-layer losses are logged; a resume
 # is bit-exact and refuses another teacher; misuse exits 2 (with
-# --kd-teacher) or 1 (a teacher that is not softmax, naming it).
+# --kd-teacher) or 1 (a teacher that is not softmax, naming it). The same for
+# --align-loss block (whole blocks: MOHAWK's hidden-state alignment).
 # Env: HM_BIN, HM_TMP.
 set -u
 B="$HM_BIN"
@@ -71,6 +72,24 @@ for fam in tiny llama-tiny; do
         fail "$fam: the mse alignment loss did not fall ($first -> $last)"
     ok "$B/hm-finetune" "$T/$fam-init.st" -o "$T/$fam-m.st" "${RUN[@]}" --align-loss mse --stop-after 2
     exits 1 "align_loss" "$B/hm-finetune" "$T/$fam-init.st" -o "$T/$fam-m.st" "${RUN[@]}" --resume
+    # whole blocks (MOHAWK's hidden-state alignment): the loss falls, only the
+    # mixers train, a resume equals the uninterrupted run, a resume with mse refused
+    ok "$B/hm-finetune" "$T/$fam-init.st" -o "$T/$fam-blk.st" "${RUN[@]}" --align-loss block \
+        --log "$T/$fam-blk.log"
+    first=$(head -1 "$T/$fam-blk.log" | sed 's/.*"loss": \([0-9.e-]*\).*/\1/')
+    last=$(tail -1 "$T/$fam-blk.log" | sed 's/.*"loss": \([0-9.e-]*\).*/\1/')
+    awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a && a > 0) }' ||
+        fail "$fam: the block alignment loss did not fall ($first -> $last)"
+    tensors "$T/$fam-init.st" "$T/$fam-blk.st" > "$T/diff"
+    grep ' differ$' "$T/diff" | grep -vqE "(attention|self_attn)\." &&
+        fail "$fam: block alignment trained a tensor outside the mixers"
+    ok "$B/hm-finetune" "$T/$fam-init.st" -o "$T/$fam-br.st" "${RUN[@]}" --align-loss block \
+        --stop-after 3
+    exits 1 "align_loss" "$B/hm-finetune" "$T/$fam-init.st" -o "$T/$fam-br.st" "${RUN[@]}" \
+        --align-loss mse --resume
+    ok "$B/hm-finetune" "$T/$fam-init.st" -o "$T/$fam-br.st" "${RUN[@]}" --align-loss block --resume
+    tensors "$T/$fam-blk.st" "$T/$fam-br.st" > "$T/diff"
+    grep -q ' differ$' "$T/diff" && fail "$fam: a resumed block alignment differs"
     # another teacher (another seed) is refused before any work, naming the
     # first frozen tensor that differs (issue 32: it used to train)
     ok "$B/hm-init" --preset "$fam" --vocab-size 257 -o "$T/$fam-other.st" --seed 2
@@ -82,7 +101,7 @@ for fam in tiny llama-tiny; do
     [ ! -e "$T/$fam-o.st" ] || fail "$fam: an alignment to another teacher wrote its output"
 done
 # misuse
-exits 2 "cos or mse" "$B/hm-finetune" "$T/tiny-init.st" -o "$T/x.st" --align "$T/tiny.st" \
+exits 2 "cos, mse or block" "$B/hm-finetune" "$T/tiny-init.st" -o "$T/x.st" --align "$T/tiny.st" \
     --align-loss attn-ce --data "$T/train.tok" --steps 1
 exits 2 "needs --align" "$B/hm-finetune" "$T/tiny-init.st" -o "$T/x.st" --align-loss mse \
     --data "$T/train.tok" --steps 1
