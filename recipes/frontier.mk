@@ -34,7 +34,7 @@ FEVALS = $(foreach m,$(FMODELS),$(OUT)/$(m).held.json $(OUT)/$(m).gen.json) \
            $(foreach n,$(BENCH_CTX),$(OUT)/$(m).bench$(n).json))
 
 .PHONY: frontier
-frontier: $(OUT)/frontier.md
+frontier: $(OUT)/frontier.md $(if $(BENCH_CTX),$(OUT)/frontier.png)
 
 # the KL ranking of the pure student's layers (on corpus windows)
 $(OUT)/ranking.json: $(OUT)/hedgemamba.st $(OUT)/teacher.st $(OUT)/corpus.tok $(BIN)/hm-rank-layers
@@ -78,3 +78,7 @@ $(OUT)/frontier.md: $(OUT)/frontier.json recipes/frontier_results.py
 
 # keep every stage of the hybrids (chained pattern rules would delete them)
 .PRECIOUS: $(OUT)/keep-%.txt $(OUT)/hmapped-%.st $(OUT)/hbridge-%.st $(OUT)/hybrid-%.st
+
+# the plot (both seeds of docs/results.md: recipes/frontier_plot.sh PNG DIR1/frontier.json DIR2/frontier.json)
+$(OUT)/frontier.png: $(OUT)/frontier.json recipes/frontier_plot.sh
+	sh recipes/frontier_plot.sh $@ $<
