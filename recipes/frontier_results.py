@@ -65,7 +65,8 @@ def main():
     head = "| model | kept layers | chosen by | held-out PPL | vs teacher | KL | agreement | gen NLL | prefix |"
     sep = "|---|---|---|---|---|---|---|---|---|"
     for n in rows["contexts"]:
-        head += " decode tok/s @%dk | state MB @%dk |" % (n // 1024, n // 1024)
+        k = "%dk" % (n // 1024) if n % 1024 == 0 else str(n)
+        head += " decode tok/s @%s | state MB @%s |" % (k, k)
         sep += "---|---|"
     print(head)
     print(sep)

@@ -4,7 +4,9 @@
 # results table with a row per model; a second make does nothing;
 # recipes/ablations.mk produces its JSON, Markdown and PNG plots, a second
 # make does nothing, and changing one variable (STAGE2_LR) reruns the
-# stage-2 runs and what depends on them but no stage-1 run; `plan` of
+# stage-2 runs and what depends on them but no stage-1 run; recipes/frontier.mk
+# (hybrids by KL and position, the ranking, the state growth, the plot) on the
+# stories folder; `plan` of
 # recipes/pythia.mk and recipes/llama.mk on a Pythia-shaped and a
 # Llama-shaped folder, and the family check between them; the whole
 # pythia.mk conversion at toy size. The stories parts
@@ -82,11 +84,34 @@ grep -q '^valid: ' "$O/hedgemamba.samples.txt" && [ "$(wc -l < "$O/hedgemamba.sa
 $M -f recipes/stories260k.mk $SMALL >"$T/out" 2>&1 || fail "stories260k.mk, again: $(tail -3 "$T/out")"
 grep -q "$B/hm-" "$T/out" && fail "stories260k.mk: a second make ran: $(grep "$B/hm-" "$T/out" | head -3)"
 
-# ---- ablations.mk at toy size ---------------------------------------------
+# ---- frontier.mk and ablations.mk draw plots: gnuplot ----------------------
 if ! command -v gnuplot >/dev/null; then
-    echo "SKIP: no gnuplot (apt-get install gnuplot-nox): the ablations recipe and its plots"
+    echo "SKIP: no gnuplot (apt-get install gnuplot-nox): the frontier and ablations recipes"
     [ $fails -eq 0 ] && exit 0 || exit 1
 fi
+# ---- frontier.mk at toy size, on the same folder -----------------------------
+# (the pure student is the one above; the hybrids, the ranking, the table)
+FR="$SMALL BENCH_CTX=\"48 80\" BENCH_DECODE=4 RANK_WINDOWS=2"
+eval $M -f recipes/frontier.mk $FR >"$T/out" 2>"$T/err" || fail "frontier.mk: $(tail -5 "$T/err")"
+python3 - "$O/frontier.json" <<'P' || fail "frontier.json: $(head -c 600 "$O/frontier.json")"
+import json, sys
+f = json.load(open(sys.argv[1]))
+models = [r["model"] for r in f["rows"]]
+assert models == ["teacher", "hedgemamba", "hybrid-kl1", "hybrid-kl2", "hybrid-pos1", "hybrid-pos2"], models
+rank = f["ranking"]["ranking"]
+assert sorted(rank) == [0, 1, 2, 3, 4], rank
+r = {x["model"]: x for x in f["rows"]}
+assert r["hybrid-kl1"]["kept"] == str(rank[0]) and r["hybrid-pos2"]["kept"] == "1,3", r
+# the state grows with the context by the kept layers' KV cache only
+g = lambda m: r[m]["bench"]["80"]["state_bytes"] - r[m]["bench"]["48"]["state_bytes"]
+assert g("hedgemamba") == 0 and g("hybrid-kl2") == 2 * g("hybrid-kl1") > 0, [g(m) for m in r if m != "teacher"]
+P
+[ "$(head -c 4 "$O/frontier.png" | od -An -c | tr -d ' ')" = "211PNG" ] || fail "no frontier PNG"
+grep -q '^| hybrid-kl1 |' "$O/frontier.md" || fail "frontier.md: no hybrid row"
+eval $M -f recipes/frontier.mk $FR >"$T/out" 2>&1 || fail "frontier.mk, again: $(tail -3 "$T/out")"
+grep -q "$B/hm-" "$T/out" && fail "frontier.mk: a second make ran: $(grep "$B/hm-" "$T/out" | head -3)"
+
+# ---- ablations.mk at toy size ---------------------------------------------
 A="$T/ab"
 SMALL="OUT=$A CORPUS_SAMPLES=16 HELD_SAMPLES=8 STORY_TOKENS=100 SEQ=64 BATCH=4 AB_BUDGET=6000"
 $M -f recipes/ablations.mk $SMALL >"$T/out" 2>"$T/err" || fail "ablations.mk: $(tail -5 "$T/err")"
