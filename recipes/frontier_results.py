@@ -83,15 +83,17 @@ def main():
     g = R[0]
     rk = rows["ranking"]
     print()
+    dec = ""
+    if R[1]["bench"]:  # no contexts benched: no decoding sentence
+        dec = (" Decoding: batch %d, one shared random prompt of the context, hm-generate "
+               "--bench; the teacher (512 positions) cannot reach these contexts." %
+               next(iter(R[1]["bench"].values()))["batch"])
     print("Budget %d tokens; held-out: %d targets. Generation: %d prompts, %d new tokens at "
-          "temperature 1 (seed %d), scored by the teacher (its own samples: %.3f). Decoding: "
-          "batch %d, one shared random prompt of the context, hm-generate --bench; the teacher "
-          "(512 positions) cannot reach these contexts. KL ranking of the pure student's "
-          "layers (hm-rank-layers, %d corpus windows): %s, gains %s." % (
+          "temperature 1 (seed %d), scored by the teacher (its own samples: %.3f).%s KL "
+          "ranking of the pure student's layers (hm-rank-layers, %d corpus windows): %s, "
+          "gains %s." % (
               rows["budget_tokens"], g["held_targets"], g["gen_prompts"], g["gen_new"],
-              g["gen_seed"], g["teacher_gen_nll"],
-              next(iter(R[1]["bench"].values()))["batch"] if R[1]["bench"] else 0,
-              rk["windows"], rk["ranking"],
+              g["gen_seed"], g["teacher_gen_nll"], dec, rk["windows"], rk["ranking"],
               ", ".join("%d: %+.4f" % (x["layer"], x["gain"]) for x in rk["layers"])))
 
 
