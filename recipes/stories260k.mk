@@ -54,7 +54,9 @@ SEED ?= 1
 .DEFAULT_GOAL := all
 include recipes/stories_common.mk
 
-TRAIN = --data $(OUT)/corpus.tok --batch $(BATCH) --seq-len $(SEQ) --threads $(THREADS) \
+# the training windows' length (the evaluations keep SEQ)
+TRAIN_SEQ ?= $(SEQ)
+TRAIN = --data $(OUT)/corpus.tok --batch $(BATCH) --seq-len $(TRAIN_SEQ) --threads $(THREADS) \
         --seed $(SEED) --no-progress -q
 # stage 2 of every student: the same objective and schedule, embeddings
 # frozen; CE: the control and the paper's recipe (cross-entropy)

@@ -21,7 +21,9 @@ STORY_TOKENS ?= 400
 SHARDS ?= 2
 SEQ ?= 256
 BATCH ?= 16
-GEN = --tokenizer $(TOKENIZER) --max-new-tokens $(STORY_TOKENS) --temperature 1
+GEN = --tokenizer $(TOKENIZER) --max-new-tokens $(STORY_TOKENS)
+# the corpus's sampling temperature (the held-out stories are sampled at 1)
+CORPUS_TEMP ?= 1
 EVAL_FLAGS = --seq-len $(SEQ) --threads $(THREADS)
 # generation quality against the teacher (hm-eval --teacher, SPEC §11): GEN_PROMPTS
 # prompts of GEN_PROMPT_LEN held-out tokens, GEN_NEW sampled at temperature 1, seed GEN_SEED
@@ -53,8 +55,8 @@ $(OUT)/corpus.ids: $(OUT)/teacher.st $(BIN)/hm-generate
 	@per=$$(( ($(CORPUS_SAMPLES) + $(SHARDS) - 1) / $(SHARDS) )); pids=; \
 	for k in $$(seq 0 $$(( $(SHARDS) - 1 ))); do \
 	    n=$$(( $(CORPUS_SAMPLES) - k * per )); [ $$n -gt $$per ] && n=$$per; [ $$n -gt 0 ] || continue; \
-	    echo "$(BIN)/hm-generate $< $(GEN) --samples $$n --seed $$(( 1 + k * per )) --ids --threads 1 > $@.$$k"; \
-	    $(BIN)/hm-generate $< $(GEN) --samples $$n --seed $$(( 1 + k * per )) --ids --threads 1 > $@.$$k & \
+	    echo "$(BIN)/hm-generate $< $(GEN) --temperature $(CORPUS_TEMP) --samples $$n --seed $$(( 1 + k * per )) --ids --threads 1 > $@.$$k"; \
+	    $(BIN)/hm-generate $< $(GEN) --temperature $(CORPUS_TEMP) --samples $$n --seed $$(( 1 + k * per )) --ids --threads 1 > $@.$$k & \
 	    pids="$$pids $$!"; done; \
 	for p in $$pids; do wait $$p || exit 1; done; \
 	cat $$(for k in $$(seq 0 $$(( $(SHARDS) - 1 ))); do [ -f $@.$$k ] && echo $@.$$k; done) > $@.tmp && \
@@ -67,7 +69,7 @@ $(OUT)/corpus.tok: $(OUT)/corpus.ids $(BIN)/hm-tokenize
 	rm -f $@.framed
 
 $(OUT)/held.jsonl: $(OUT)/teacher.st $(BIN)/hm-generate
-	$(BIN)/hm-generate $< $(GEN) --samples $(HELD_SAMPLES) --seed 1000001 --json \
+	$(BIN)/hm-generate $< $(GEN) --temperature 1 --samples $(HELD_SAMPLES) --seed 1000001 --json \
 	    --threads $(THREADS) > $@
 
 $(OUT)/held.tok: $(OUT)/held.jsonl $(BIN)/hm-tokenize
