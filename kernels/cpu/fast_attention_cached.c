@@ -42,7 +42,7 @@
 #include "cpu_tiles.h"
 
 #ifdef HM_HAVE_BLAS
-#include "fast_gemm.h"
+#include <cblas.h>
 #endif
 
 #define HM_PAR_MIN 32768
@@ -241,10 +241,10 @@ static void attention_chunk(float *out, const float *q, int64_t qrs, int64_t qhs
         float *o = out + h * p;
 #ifdef HM_HAVE_BLAS
         if (blas) {
-            hm_fast_sgemm(CblasNoTrans, CblasTrans, (int)T, (int)n, (int)p, scale,
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)n, (int)p, scale,
                         qh, (int)qrs, k, (int)ldk, 0.0f, S, (int)n);
             chunk_softmax(S, P0, T, n);
-            hm_fast_sgemm(CblasNoTrans, CblasNoTrans, (int)T, (int)p, (int)n, 1.0f,
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)p, (int)n, 1.0f,
                         S, (int)n, v, (int)ldk, 0.0f, o, (int)ldo);
             continue;
         }

@@ -12,7 +12,7 @@
 #include "cpu_vexp.h"
 
 #ifdef HM_HAVE_BLAS
-#include "fast_gemm.h"
+#include <cblas.h>
 #endif
 
 #define HM_PAR_MIN 32768
@@ -28,10 +28,10 @@ void hm_fast_matmul_backward(HM_CPU_CTX, float *dx, float *dw, float *db, const 
 #ifdef HM_HAVE_BLAS
     if (fits_int(T, in, out)) {
         if (dx) /* dx[T,in] = dy[T,out] · w[out,in] */
-            hm_fast_sgemm(CblasNoTrans, CblasNoTrans, (int)T, (int)in, (int)out,
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)in, (int)out,
                         1.0f, dy, (int)out, w, (int)in, 0.0f, dx, (int)in);
         if (dw) /* dw[out,in] += dy^T · x */
-            hm_fast_sgemm(CblasTrans, CblasNoTrans, (int)out, (int)in, (int)T,
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)out, (int)in, (int)T,
                         1.0f, dy, (int)out, x, (int)in, 1.0f, dw, (int)in);
         if (db) {
             /* column sums of dy[T,out], blocks of 64 columns per task */

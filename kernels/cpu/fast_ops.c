@@ -15,7 +15,7 @@
 #include "narrow.h"
 
 #ifdef HM_HAVE_BLAS
-#include "fast_gemm.h"
+#include <cblas.h>
 #endif
 
 /* Below this many elements an elementwise op runs on one thread. */
@@ -77,7 +77,7 @@ void hm_fast_matmul_forward(HM_CPU_CTX, float *y, const float *x, const float *w
                 memcpy(y + t * out, b, sizeof(float) * (size_t)out);
         }
         /* y[T,out] (+)= x[T,in] · w[out,in]^T */
-        hm_fast_sgemm(CblasNoTrans, CblasTrans, (int)T, (int)out, (int)in, 1.0f,
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)out, (int)in, 1.0f,
                     x, (int)in, w, (int)in, b ? 1.0f : 0.0f, y, (int)out);
         return;
     }
