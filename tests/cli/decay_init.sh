@@ -77,7 +77,7 @@ ok "$B/hm-verify" mapping "$T/hh.st" "$T/plain.st" --data "$T/data.tok" --seq-le
 grep -q "teacher statistics" "$T/out" && fail "hm-verify mentions a decay the mapping lacks"
 
 # a bf16 teacher is measured narrow (widened per layer, exactly): the same
-# statistics as its fp32 copy, and the same bits for 1 and 2 threads
+# statistics as its fp32 copy (the same bits), and 1 and 2 threads agree
 ok "$B/hm-init" --preset tiny --dtype bf16 --seed 5 -o "$T/t16.st"
 ok "$B/hm-pack" "$T/t16.st" -o "$T/t32" --dtype f32 --bytes
 for x in t16.st:1 t16.st:2 t32:2; do
@@ -86,7 +86,18 @@ for x in t16.st:1 t16.st:2 t32:2; do
     sed 's/.*"decay": {"from": "[^"]*"//' "$T/out" > "$T/decay.${x%%:*}.${x##*:}"
 done
 grep -q '"md": \[\[' "$T/decay.t16.st.1" || fail "no md table: $(cat "$T/decay.t16.st.1")"
-cmp -s "$T/decay.t16.st.1" "$T/decay.t16.st.2" || fail "the decay statistics depend on --threads"
+# fast's bits may differ with the thread count (OpenBLAS splits the work by
+# it; docs/contract.md "Determinism"): 1 and 2 threads agree within 1e-6 (float rounding in the scores)
+python3 - "$T/decay.t16.st.1" "$T/decay.t16.st.2" <<'P' || fail "the decay statistics depend on --threads beyond 1e-6"
+import json, sys
+def md(p):
+    return [x for row in json.loads(open(p).read().split('"md": ', 1)[1].split(', "A"')[0]) for x in row]
+a, b = md(sys.argv[1]), md(sys.argv[2])
+assert len(a) == len(b) and a, "tables differ in size"
+worst = max(abs(x - y) / max(abs(x), 1e-30) for x, y in zip(a, b))
+print("md relative difference 1 vs 2 threads:", worst)
+sys.exit(0 if worst <= 1e-6 else 1)
+P
 cmp -s "$T/decay.t16.st.2" "$T/decay.t32.2" || fail "a bf16 teacher's statistics differ from its fp32 copy's"
 
 MODEL="$HM_SHARED_DATA/llama2c_stories260K.bin"
