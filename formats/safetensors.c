@@ -13,6 +13,7 @@
 
 #include "atomic_file.h"
 #include "fileio.h"
+#include "tokfile.h"
 #include "utf8_check.h"
 
 /* ---- dtypes ---------------------------------------------------------------- */
@@ -313,6 +314,11 @@ static enum hm_status parse_header(struct hm_st_file *f, struct hm_error *err)
     if (f->size < 8)
         return hm_error_set(err, HM_ERR_FORMAT,
                             "file is too short for a safetensors header (%zu bytes)", f->size);
+    /* a token file given where a checkpoint belongs: say so rather than
+     * read its magic as a header length */
+    if (memcmp(f->base, HM_TOK_MAGIC, 8) == 0)
+        return hm_error_set(err, HM_ERR_FORMAT,
+                            "this is an hm token file (HMTOKENS), not a safetensors checkpoint");
     uint64_t n = 0;
     for (int i = 7; i >= 0; i--)
         n = (n << 8) | f->base[i];

@@ -50,13 +50,17 @@ $(OUT)/.dir:
 $(OUT)/teacher.st: $(TEACHER_BIN) $(BIN)/hm-import | $(OUT)/.dir
 	$(BIN)/hm-import llama2c $< -o $@ -f
 
-# seeds 1 .. CORPUS_SAMPLES, split into SHARDS runs side by side
-$(OUT)/corpus.ids: $(OUT)/teacher.st $(BIN)/hm-generate
+# seeds 1 .. CORPUS_SAMPLES, split into SHARDS runs side by side (the same
+# stories whatever SHARDS is); corpus.cmd reruns it when CORPUS_TEMP,
+# CORPUS_SAMPLES or the generation flags change
+CORPUS_GEN = $(BIN)/hm-generate $(OUT)/teacher.st $(GEN) --temperature $(CORPUS_TEMP) --ids --threads 1
+$(eval $(call CMD_FILE,$(OUT)/corpus,$(CORPUS_GEN) --samples $(CORPUS_SAMPLES)))
+$(OUT)/corpus.ids: $(OUT)/corpus.cmd $(OUT)/teacher.st $(BIN)/hm-generate
 	@per=$$(( ($(CORPUS_SAMPLES) + $(SHARDS) - 1) / $(SHARDS) )); pids=; \
 	for k in $$(seq 0 $$(( $(SHARDS) - 1 ))); do \
 	    n=$$(( $(CORPUS_SAMPLES) - k * per )); [ $$n -gt $$per ] && n=$$per; [ $$n -gt 0 ] || continue; \
-	    echo "$(BIN)/hm-generate $< $(GEN) --temperature $(CORPUS_TEMP) --samples $$n --seed $$(( 1 + k * per )) --ids --threads 1 > $@.$$k"; \
-	    $(BIN)/hm-generate $< $(GEN) --temperature $(CORPUS_TEMP) --samples $$n --seed $$(( 1 + k * per )) --ids --threads 1 > $@.$$k & \
+	    cmd="$(CORPUS_GEN) --samples $$n --seed $$(( 1 + k * per ))"; echo "$$cmd > $@.$$k"; \
+	    $$cmd > $@.$$k & \
 	    pids="$$pids $$!"; done; \
 	for p in $$pids; do wait $$p || exit 1; done; \
 	cat $$(for k in $$(seq 0 $$(( $(SHARDS) - 1 ))); do [ -f $@.$$k ] && echo $@.$$k; done) > $@.tmp && \

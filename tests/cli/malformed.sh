@@ -76,6 +76,12 @@ check "a missing file" "$tmp/absent.safetensors" "" -- "$tool" "$tmp/absent.safe
 check "malformed bytes on stdin" "" "header does not start with '{'" -- \
     "$tool" - <"$bad/header_array.safetensors"
 check "empty stdin" "" "file is empty" -- "$tool" - </dev/null
+# a token file where a checkpoint belongs (a name ending in .safetensors:
+# the message comes from the magic, not the name)
+echo "some text" > "$tmp/t.txt"
+if "$HM_BIN/hm-tokenize" --bytes "$tmp/t.txt" -o "$tmp/tokens.safetensors" -q; then
+    check "a token file" "$tmp/tokens.safetensors" "an hm token file" -- "$tool" "$tmp/tokens.safetensors"
+else fail "hm-tokenize could not write the token file case"; fi
 # a valid file cut at every region, copied under a name with a space and a quote
 src="$bad/cut_in_first_tensor.safetensors"
 odd="$tmp/it's a model.safetensors"

@@ -83,6 +83,16 @@ grep -q '^valid: ' "$O/hedgemamba.samples.txt" && [ "$(wc -l < "$O/hedgemamba.sa
 [ "$(wc -l < "$O/corpus.ids")" -eq 24 ] || fail "corpus: $(wc -l < "$O/corpus.ids") stories, want 24"
 $M -f recipes/stories260k.mk $SMALL >"$T/out" 2>&1 || fail "stories260k.mk, again: $(tail -3 "$T/out")"
 grep -q "$B/hm-" "$T/out" && fail "stories260k.mk: a second make ran: $(grep "$B/hm-" "$T/out" | head -3)"
+# another corpus temperature on the same OUT samples the corpus again (its
+# command file), and only once (on a copy: the frontier below uses $O)
+cp -a "$O" "$T/st2"
+C2="OUT=$T/st2 CORPUS_SAMPLES=24 STORY_TOKENS=120 CORPUS_TEMP=0.9"
+$M -f recipes/stories260k.mk $C2 "$T/st2/corpus.ids" >"$T/out" 2>&1 || fail "corpus at 0.9: $(tail -3 "$T/out")"
+grep -q -- "--temperature 0.9 " "$T/out" || fail "CORPUS_TEMP=0.9 on an existing OUT did not resample"
+cmp -s "$O/corpus.ids" "$T/st2/corpus.ids" && fail "the corpus at temperature 0.9 equals the one at 1"
+$M -f recipes/stories260k.mk $C2 "$T/st2/corpus.ids" >"$T/out" 2>&1
+grep -q "$B/hm-" "$T/out" && fail "the corpus at 0.9 was sampled twice: $(head -3 "$T/out")"
+rm -rf "$T/st2"
 
 # ---- frontier.mk and ablations.mk draw plots: gnuplot ----------------------
 if ! command -v gnuplot >/dev/null; then
