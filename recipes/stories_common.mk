@@ -52,9 +52,10 @@ $(OUT)/teacher.st: $(TEACHER_BIN) $(BIN)/hm-import | $(OUT)/.dir
 
 # seeds 1 .. CORPUS_SAMPLES, split into SHARDS runs side by side (the same
 # stories whatever SHARDS is); corpus.cmd reruns it when CORPUS_TEMP,
-# CORPUS_SAMPLES or the generation flags change
+# CORPUS_SAMPLES or the generation flags change (recorded without OUT: a
+# copied or moved OUT keeps its corpus)
 CORPUS_GEN = $(BIN)/hm-generate $(OUT)/teacher.st $(GEN) --temperature $(CORPUS_TEMP) --ids --threads 1
-$(eval $(call CMD_FILE,$(OUT)/corpus,$(CORPUS_GEN) --samples $(CORPUS_SAMPLES)))
+$(eval $(call CMD_FILE,$(OUT)/corpus,$(subst $(OUT)/,,$(CORPUS_GEN)) --samples $(CORPUS_SAMPLES)))
 $(OUT)/corpus.ids: $(OUT)/corpus.cmd $(OUT)/teacher.st $(BIN)/hm-generate
 	@per=$$(( ($(CORPUS_SAMPLES) + $(SHARDS) - 1) / $(SHARDS) )); pids=; \
 	for k in $$(seq 0 $$(( $(SHARDS) - 1 ))); do \
