@@ -14,8 +14,8 @@
 # Environment (defaults):
 #   BIN=build/bin SRC=. WORK=build/bench-sizes
 #   MODELS="pythia-410m pythia-1b llama-3.2-1b tinyllama-1.1b llama-3.1-8b"
-#   STEPS="inspect linearize map-ssm decay verify stage2 resume stage1b kd kd-recompute eval
-#          generate pack"
+#   STEPS="inspect linearize map-ssm decay verify stage2 resume stage1b kd kd-recompute hybrid
+#          eval generate pack"
 #   SEQ=512 (training window) TRAIN_STEPS=2 EVAL_SEQ=128 EVAL_WINDOWS=4
 #   DECAY_WINDOWS=16 DECAY_SEQ=256 GEN_TOKENS=8 KEEP=0 (1: keep each model's files)
 set -u
@@ -23,7 +23,7 @@ BIN=${BIN:-build/bin}
 SRC=${SRC:-.}
 WORK=${WORK:-build/bench-sizes}
 MODELS=${MODELS:-"pythia-410m pythia-1b llama-3.2-1b tinyllama-1.1b llama-3.1-8b"}
-STEPS=${STEPS:-"inspect linearize map-ssm decay verify stage2 resume stage1b kd kd-recompute eval generate pack"}
+STEPS=${STEPS:-"inspect linearize map-ssm decay verify stage2 resume stage1b kd kd-recompute hybrid eval generate pack"}
 SEQ=${SEQ:-512}
 TRAIN_STEPS=${TRAIN_STEPS:-2}
 EVAL_SEQ=${EVAL_SEQ:-128}
@@ -136,6 +136,15 @@ for model in $MODELS; do
             "${common[@]}" --freeze embeddings --kd-teacher "$M" --kd-weight 0.5 --recompute \
             -o "$dir/kd.st"
         rm -f "$dir"/s2.st* "$dir"/s1b.st* "$dir"/kd.st*
+    fi
+    # a hybrid keeping layers 0 and 1 softmax (the teacher's attention
+    # tensors), then its stage 2: the plan against the measured peak
+    if wants hybrid && [ -s "$H" ]; then
+        row "$model" "map-ssm --keep-attention 0,1" 0 "$BIN/hm-map-ssm" "$H" -o "$dir/hy.st" -f -q \
+            --keep-attention 0,1 &&
+            row "$model" "stage2 hybrid 0,1" "$tr" "$BIN/hm-finetune" "$dir/hy.st" "${common[@]}" \
+                --freeze embeddings -o "$dir/hys2.st"
+        rm -f "$dir"/hy.st* "$dir"/hys2.st*
     fi
     wants eval && row "$model" eval $((EVAL_WINDOWS * EVAL_SEQ)) "$BIN/hm-eval" "$M" \
         --data "$TOK" --seq-len "$EVAL_SEQ" --max-tokens $((EVAL_WINDOWS * EVAL_SEQ))
