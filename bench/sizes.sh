@@ -138,9 +138,10 @@ for model in $MODELS; do
         rm -f "$dir"/s2.st* "$dir"/s1b.st* "$dir"/kd.st*
     fi
     # a hybrid keeping layers 0 and 1 softmax (the teacher's attention
-    # tensors), then its stage 2: the plan against the measured peak
-    if wants hybrid && [ -s "$H" ]; then
-        row "$model" "map-ssm --keep-attention 0,1" 0 "$BIN/hm-map-ssm" "$H" -o "$dir/hy.st" -f -q \
+    # tensors; mapped from the teacher: a hedgehog's layers are linear
+    # already), then its stage 2: the plan against the measured peak
+    if wants hybrid; then
+        row "$model" "map-ssm --keep-attention 0,1" 0 "$BIN/hm-map-ssm" "$M" -o "$dir/hy.st" -f -q \
             --keep-attention 0,1 &&
             row "$model" "stage2 hybrid 0,1" "$tr" "$BIN/hm-finetune" "$dir/hy.st" "${common[@]}" \
                 --freeze embeddings -o "$dir/hys2.st"
