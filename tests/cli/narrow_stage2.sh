@@ -33,7 +33,7 @@ done
 # on gate_proj on AMD EPYC); under SGD the students differ as the gradients
 # do (1.6e-6 there), and the steps move the weights far beyond the tolerance
 # (5e-2), so a wrong gradient cannot hide under it
-SG=(--data "$T/text.tok" --steps 2 --batch 1 --seq-len 32 --lr 0.1 --warmup 1 -q --optimizer sgd)
+SG=("${S2[@]}" --lr 0.1 --optimizer sgd) # the later --lr wins
 "$B/hm-finetune" "$T/map16.st" "${SG[@]}" --backend fast -o "$T/s2n.fast.st"
 "$B/hm-finetune" "$T/map32.st" "${SG[@]}" --backend fast -o "$T/s2w.fast.st"
 if close "$T/s2n.fast.st" "$T/s2w.fast.st" 1e-4; then echo "ok stage 2 narrow embeddings fast"
